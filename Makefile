@@ -1,0 +1,24 @@
+# Two commands a new user needs: `make demo` and `make test`; both install first.
+PY := .venv/bin/python
+SPEC ?= experiments/specs/priority-demo.yaml
+
+.PHONY: install demo test test-fast bench clean
+install:
+	@bash scripts/install.sh
+
+demo: install
+	$(PY) -m experiments.cli run $(SPEC)
+
+# Full CI suite: unit tests plus real-emulation tests (root), no long experiments.
+test: install
+	$(PY) -m pytest -m "not slow" tests
+
+# Unit tests only: no root, no OVS.
+test-fast: install
+	$(PY) -m pytest -m "not root and not slow" tests
+
+bench: install
+	$(PY) -m experiments.bench
+
+clean:
+	$(PY) -m experiments.cli clean

@@ -1,0 +1,192 @@
+"""The policy interface: per-flow queue and rate decisions, turned into switch ops.
+
+A scheduler (Grouper stage priorities, OES flow rates, a baseline) speaks only in
+``FlowPolicy``: which flow (source/destination host, protocol, ports), which
+queue (1..7, by DSCP marking at the ingress leaf) and which rate limit. The
+``PolicyTable`` keeps the current policy of each flow and plans the ordered ops
+that move the fabric from the old state to the new one. Forwarding is never
+touched: policies live in their own OpenFlow table (``POLICY_TABLE``) and jump
+to the forwarding table afterwards.
+
+Rate limits have two mechanisms:
+- ``meter``: an OpenFlow 1.3 meter (drop band, no burst flag) at the ingress leaf;
+- ``host``: an htb class with rate = ceil = target on the sender's interface, in
+  the sender's namespace.
+``DEFAULT_RATE_MECHANISM`` is the one that tracked its target better when
+measured (see README, "Rate limits").
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from controller.rules import ETH_IP, FORWARD_TABLE, IP_PROTO, POLICY_TABLE, FlowRule, Meter
+from topologies import queues
+from topologies.fabric import Fabric
+
+RATE_MECHANISMS = ("host", "meter")
+DEFAULT_RATE_MECHANISM = "host"
+PRIO_POLICY_BASE = 1000
+MAX_POLICIES = 4000
+
+
+class PolicyError(ValueError):
+    """A policy request is invalid; the message is one line naming the field."""
+
+
+@dataclass(frozen=True)
+class FlowPolicy:
+    src: str
+    dst: str
+    proto: str | None = None
+    src_port: int | None = None
+    dst_port: int | None = None
+    queue: int | None = None
+    rate_mbps: float | None = None
+    rate_mechanism: str = DEFAULT_RATE_MECHANISM
+
+    @property
+    def key(self) -> tuple:
+        return (self.src, self.dst, self.proto, self.src_port, self.dst_port)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "FlowPolicy":
+        allowed = set(cls.__dataclass_fields__)
+        for k in data:
+            if k not in allowed:
+                raise PolicyError(f"policy.{k}: unknown field (allowed: {', '.join(sorted(allowed))})")
+        if "src" not in data or "dst" not in data:
+            raise PolicyError("policy: src and dst hosts are required")
+        pol = cls(**data)
+        if pol.rate_mechanism is None:
+            pol = replace(pol, rate_mechanism=DEFAULT_RATE_MECHANISM)
+        return pol
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def validate(policy: FlowPolicy, fabric: Fabric) -> None:
+    for end in ("src", "dst"):
+        name = getattr(policy, end)
+        if not any(h.name == name for h in fabric.hosts):
+            raise PolicyError(f"policy.{end}: {name!r} is not a host of the fabric")
+    if policy.src == policy.dst:
+        raise PolicyError("policy.dst: must differ from src")
+    if policy.proto not in (None, "tcp", "udp"):
+        raise PolicyError(f"policy.proto: {policy.proto!r} is not tcp, udp or null")
+    for port_field in ("src_port", "dst_port"):
+        port = getattr(policy, port_field)
+        if port is None:
+            continue
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise PolicyError(f"policy.{port_field}: {port!r} is not a port number 1..65535")
+        if policy.proto is None:
+            raise PolicyError(f"policy.{port_field}: a port needs proto tcp or udp")
+    if policy.queue is not None and (isinstance(policy.queue, bool) or policy.queue not in queues.SCHEDULER_QUEUES):
+        raise PolicyError(f"policy.queue: {policy.queue!r} is not a scheduler queue "
+                          f"({queues.SCHEDULER_QUEUES[0]}..{queues.SCHEDULER_QUEUES[-1]}; 0 is reserved for control)")
+    if policy.rate_mbps is not None:
+        if isinstance(policy.rate_mbps, bool) or not isinstance(policy.rate_mbps, (int, float)) \
+                or policy.rate_mbps <= 0:
+            raise PolicyError(f"policy.rate_mbps: {policy.rate_mbps!r} is not a positive number")
+    if policy.rate_mechanism not in RATE_MECHANISMS:
+        raise PolicyError(f"policy.rate_mechanism: {policy.rate_mechanism!r} is not one of {', '.join(RATE_MECHANISMS)}")
+    if policy.queue is None and policy.rate_mbps is None:
+        raise PolicyError("policy: sets neither queue nor rate_mbps (use remove to drop a policy)")
+
+
+def of_match(policy: FlowPolicy, fabric: Fabric) -> dict:
+    match = {"eth_type": ETH_IP, "ipv4_src": fabric.host(policy.src).ip, "ipv4_dst": fabric.host(policy.dst).ip}
+    if policy.proto:
+        match["ip_proto"] = IP_PROTO[policy.proto]
+        if policy.src_port is not None:
+            match[f"{policy.proto}_src"] = policy.src_port
+        if policy.dst_port is not None:
+            match[f"{policy.proto}_dst"] = policy.dst_port
+    return match
+
+
+def rule_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> FlowRule:
+    match = of_match(policy, fabric)
+    actions = ()
+    if policy.queue is not None:
+        actions = (("set_dscp", queues.DSCP_OF_QUEUE[policy.queue]),)
+    meter = policy_id if policy.rate_mbps is not None and policy.rate_mechanism == "meter" else None
+    # More specific matches (ports) win over host-pair policies.
+    return FlowRule(fabric.switch(fabric.host(policy.src).switch).dpid, POLICY_TABLE,
+                    PRIO_POLICY_BASE + len(match), match, actions, goto=FORWARD_TABLE,
+                    meter=meter, cookie=policy_id)
+
+
+def _meter_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> Meter | None:
+    if policy.rate_mbps is None or policy.rate_mechanism != "meter":
+        return None
+    return Meter(fabric.switch(fabric.host(policy.src).switch).dpid, policy_id, int(round(policy.rate_mbps * 1000)))
+
+
+def _host_set(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> list:
+    if policy.rate_mbps is None or policy.rate_mechanism != "host":
+        return []
+    intf = f"{policy.src}-eth0"
+    match = queues.host_flow_match(fabric.host(policy.dst).ip, policy.proto, policy.src_port, policy.dst_port)
+    return [("host_tc", policy.src, queues.host_flow_set_cmds(intf, policy_id, policy.rate_mbps, match))]
+
+
+def _host_remove(policy: FlowPolicy, policy_id: int) -> list:
+    if policy.rate_mbps is None or policy.rate_mechanism != "host":
+        return []
+    return [("host_tc", policy.src, queues.host_flow_remove_cmds(f"{policy.src}-eth0", policy_id))]
+
+
+class PolicyTable:
+    """Current policies by flow key, and the ops that realise each change.
+
+    Ops, executed in order by the controller app: ("meter_set", Meter),
+    ("rule_set", FlowRule), ("rule_del", FlowRule), ("meter_del", Meter),
+    ("host_tc", host, [tc command, ...]). A changed policy keeps its id, so its
+    rule is overwritten in place and traffic is never left unmarked.
+    """
+
+    def __init__(self, fabric: Fabric):
+        self.fabric = fabric
+        self.by_key: dict[tuple, tuple[int, FlowPolicy]] = {}
+
+    def _free_id(self) -> int:
+        used = {pid for pid, _ in self.by_key.values()}
+        for pid in range(1, MAX_POLICIES + 1):
+            if pid not in used:
+                return pid
+        raise PolicyError(f"policy: table full ({MAX_POLICIES} policies)")
+
+    def set(self, policy: FlowPolicy) -> tuple[int, list]:
+        validate(policy, self.fabric)
+        old = self.by_key.get(policy.key)
+        pid = old[0] if old else self._free_id()
+        ops: list = []
+        meter = _meter_for(policy, pid, self.fabric)
+        if meter:
+            ops.append(("meter_set", meter))
+        ops.append(("rule_set", rule_for(policy, pid, self.fabric)))
+        if old:
+            old_meter = _meter_for(old[1], pid, self.fabric)
+            if old_meter and not meter:
+                ops.append(("meter_del", old_meter))
+            if not _host_set(policy, pid, self.fabric):
+                ops += _host_remove(old[1], pid)
+        ops += _host_set(policy, pid, self.fabric)
+        self.by_key[policy.key] = (pid, policy)
+        return pid, ops
+
+    def remove(self, policy_id: int) -> list:
+        for key, (pid, policy) in list(self.by_key.items()):
+            if pid == policy_id:
+                del self.by_key[key]
+                ops: list = [("rule_del", rule_for(policy, pid, self.fabric))]
+                meter = _meter_for(policy, pid, self.fabric)
+                if meter:
+                    ops.append(("meter_del", meter))
+                return ops + _host_remove(policy, pid)
+        raise PolicyError(f"policy.id: no policy with id {policy_id}")
+
+    def listing(self) -> list[dict]:
+        return [{"id": pid, **pol.to_dict()} for pid, pol in sorted(self.by_key.values(), key=lambda x: x[0])]

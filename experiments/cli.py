@@ -1,0 +1,58 @@
+"""``trainbed`` command line: run emulated experiments, clean up, co-locate GNN tasks."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from experiments.errors import SpecError
+
+
+def _run(args) -> int:
+    from experiments.emulation.runner import run_spec_file
+    run = run_spec_file(args.spec, out=args.out)
+    print(f"run directory: {run}")
+    return 0
+
+
+def _clean(args) -> int:
+    from experiments.emulation.records import clean_all
+    report = clean_all()
+    print(report)
+    return 0
+
+
+def _colocate(args) -> int:
+    from experiments.colocation.runner import run_colocate_file
+    run = run_colocate_file(args.spec, device=args.device, out=args.out)
+    print(f"run directory: {run}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trainbed", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run an emulated-network experiment spec")
+    run.add_argument("spec")
+    run.add_argument("--out", help="run directory (default: results/<stamp>-<spec>)")
+    run.set_defaults(func=_run)
+    clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
+    clean.set_defaults(func=_clean)
+    colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")
+    colo.add_argument("spec")
+    colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    colo.add_argument("--out", help="run directory (default: results/<stamp>-colocate-<spec>)")
+    colo.set_defaults(func=_colocate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SpecError, FileExistsError, FileNotFoundError) as err:
+        print(f"trainbed: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

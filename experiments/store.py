@@ -1,0 +1,104 @@
+"""The results store: one directory per run, and ``results/latest`` at the newest.
+
+A run directory is named ``<UTC timestamp>-<kind>-<spec name>`` under the results
+root (``results/`` of the checkout, or ``$TRAINBED_RESULTS``). It holds the
+resolved spec (``spec.yaml``), the environment (``environment.json``), raw logs,
+``summary.json`` and plots. Results are data files first, plots second.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "matplotlib", "PyYAML")
+
+
+def results_root() -> Path:
+    return Path(os.environ.get("TRAINBED_RESULTS", REPO_ROOT / "results"))
+
+
+def new_run_dir(kind: str, name: str, out: str | os.PathLike | None = None) -> Path:
+    """Create and return a fresh run directory (``out`` when given, which must not
+    hold a previous run's summary)."""
+    if out is not None:
+        run = Path(out)
+        if (run / "summary.json").exists():
+            raise FileExistsError(f"--out {run}: already holds a run (summary.json); choose a new directory")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        run = results_root() / f"{stamp}-{kind}-{name}"
+        n = 1
+        while run.exists():
+            n += 1
+            run = results_root() / f"{stamp}-{kind}-{name}-{n}"
+    run.mkdir(parents=True, exist_ok=True)
+    return run
+
+
+def point_latest(run: Path) -> None:
+    """Make ``results/latest`` a symlink to ``run`` (atomically replaced)."""
+    root = results_root()
+    root.mkdir(parents=True, exist_ok=True)
+    link = root / "latest"
+    tmp = root / f".latest-{os.getpid()}"
+    target = os.path.relpath(run.resolve(), root.resolve())
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+
+
+def write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_spec(run: Path, resolved: dict) -> None:
+    (run / "spec.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def cpu_times() -> tuple[float, float]:
+    """(idle, total) jiffies from /proc/stat, for the CPU idle share of a window."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+    return idle, sum(fields)
+
+
+def idle_share(before: tuple[float, float], after: tuple[float, float]) -> float:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
+
+
+def environment() -> dict:
+    """Package versions, kernel, CPU count and load: what a reader needs to judge a run."""
+    versions = {}
+    for pkg in PACKAGES:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    tools = {}
+    for tool, args in (("ovs-vswitchd", ["--version"]), ("iperf3", ["--version"])):
+        try:
+            first = subprocess.run([tool, *args], capture_output=True, text=True, timeout=5).stdout
+            tools[tool] = first.splitlines()[0] if first else None
+        except (OSError, subprocess.TimeoutExpired):
+            tools[tool] = None
+    return {
+        "python": sys.version.split()[0],
+        "packages": versions,
+        "tools": tools,
+        "kernel": platform.release(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "loadavg": list(os.getloadavg()),
+        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

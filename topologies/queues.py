@@ -1,0 +1,143 @@
+"""The queue and rate plan: tc commands as data, and the parser for their counters.
+
+Strict-priority queues on every switch egress port are an htb tree (the kernel here
+has no ``prio`` qdisc)::
+
+    1:    htb root qdisc, default 1:10 (non-IP traffic such as ARP is control)
+    1:1   root class at the link rate
+    1:1q  one class per queue q = 0..7: small guaranteed rate, ceil = link rate,
+          htb ``prio q`` so a lower q always borrows first; a byte-limited bfifo
+          leaf (with TSO one packet can be 64 KB, so the limit is in bytes)
+
+u32 filters pick the class from the IP TOS byte; IP packets whose DSCP is in no
+queue's entry land in the lowest queue. Queue 0 is reserved for control traffic;
+schedulers use 1..7. ``DSCP_OF_QUEUE`` is the one place where the DSCP-to-queue
+map is defined: queue q carries class selector CS(7-q), so unmarked traffic
+(DSCP 0) is the lowest queue, 7.
+
+Host interfaces get a small htb tree of their own (``host_base_cmds``) so that a
+per-flow rate limit on the sender is one class plus one filter.
+"""
+from __future__ import annotations
+
+import re
+
+N_QUEUES = 8
+CONTROL_QUEUE = 0
+SCHEDULER_QUEUES = range(1, N_QUEUES)
+LOWEST_QUEUE = N_QUEUES - 1
+DSCP_OF_QUEUE = {q: 8 * (LOWEST_QUEUE - q) for q in range(N_QUEUES)}
+QUEUE_OF_DSCP = {d: q for q, d in DSCP_OF_QUEUE.items()}
+LEAF_LIMIT_BYTES = 150_000
+# Each queue's guaranteed share; the rest of the link is borrowed in prio order.
+GUARANTEED_SHARE = 0.01
+# htb bucket: at least two TSO super-packets so a 64 KB segment never stalls.
+BURST_BYTES = 150_000
+
+HOST_DEFAULT_CLASS = "1:2"
+HOST_FLOW_MINOR_BASE = 0x100
+HOST_FLOW_PREF_BASE = 100
+
+
+def queue_classid(q: int) -> str:
+    return f"1:{0x10 + q:x}"
+
+
+def tos_of_dscp(dscp: int) -> int:
+    return dscp << 2
+
+
+def switch_port_cmds(intf: str, mbps: float) -> list[str]:
+    """tc commands that turn ``intf`` into an 8-queue strict-priority port."""
+    rate = f"{mbps:g}mbit"
+    small = f"{max(mbps * GUARANTEED_SHARE, 0.01):g}mbit"
+    cmds = [
+        f"tc qdisc replace dev {intf} root handle 1: htb default {0x10 + CONTROL_QUEUE:x}",
+        f"tc class replace dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
+        f"burst {BURST_BYTES} cburst {BURST_BYTES}",
+    ]
+    for q in range(N_QUEUES):
+        cls = queue_classid(q)
+        cmds.append(f"tc class replace dev {intf} parent 1:1 classid {cls} htb rate {small} ceil {rate} "
+                    f"burst {BURST_BYTES} cburst {BURST_BYTES} prio {q}")
+        cmds.append(f"tc qdisc replace dev {intf} parent {cls} handle {0x10 + q:x}: bfifo limit {LEAF_LIMIT_BYTES}")
+    for q, dscp in DSCP_OF_QUEUE.items():
+        cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio 1 u32 "
+                    f"match ip tos 0x{tos_of_dscp(dscp):02x} 0xfc flowid {queue_classid(q)}")
+    cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio 2 u32 "
+                f"match u32 0 0 flowid {queue_classid(LOWEST_QUEUE)}")
+    return cmds
+
+
+def host_base_cmds(intf: str, mbps: float) -> list[str]:
+    """The sender-side tree: link-rate root, one default class, room for flow classes."""
+    rate = f"{mbps:g}mbit"
+    return [
+        f"tc qdisc replace dev {intf} root handle 1: htb default 2",
+        f"tc class replace dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
+        f"burst {BURST_BYTES} cburst {BURST_BYTES}",
+        f"tc class replace dev {intf} parent 1:1 classid {HOST_DEFAULT_CLASS} htb "
+        f"rate {rate} ceil {rate} burst {BURST_BYTES} cburst {BURST_BYTES}",
+        f"tc qdisc replace dev {intf} parent {HOST_DEFAULT_CLASS} handle 2: bfifo limit {LEAF_LIMIT_BYTES}",
+    ]
+
+
+def host_flow_match(dst_ip: str, proto: str | None, src_port: int | None, dst_port: int | None) -> str:
+    parts = [f"match ip dst {dst_ip}/32"]
+    if proto:
+        parts.append(f"match ip protocol {6 if proto == 'tcp' else 17} 0xff")
+    if src_port is not None:
+        parts.append(f"match ip sport {src_port} 0xffff")
+    if dst_port is not None:
+        parts.append(f"match ip dport {dst_port} 0xffff")
+    return " ".join(parts)
+
+
+def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[str]:
+    """Add or change the rate class of flow ``slot`` on the sender (rate = ceil = target)."""
+    minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
+    rate = f"{mbps:g}mbit"
+    # A small bucket keeps the class close to its rate over short windows.
+    burst = max(int(mbps * 1e6 / 8 * 0.002), 15_000)
+    return [
+        f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {rate} ceil {rate} "
+        f"burst {burst} cburst {burst}",
+        f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: bfifo limit {LEAF_LIMIT_BYTES}",
+        f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
+        f"{match} flowid 1:{minor}",
+    ]
+
+
+def host_flow_remove_cmds(intf: str, slot: int) -> list[str]:
+    minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
+    return [
+        f"tc filter del dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot}",
+        f"tc qdisc del dev {intf} parent 1:{minor}",
+        f"tc class del dev {intf} classid 1:{minor}",
+    ]
+
+
+_CLASS_RE = re.compile(r"^class htb (\S+) ")
+_SENT_RE = re.compile(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+)")
+
+
+def parse_class_counters(text: str) -> dict[str, dict[str, int]]:
+    """``tc -s class show`` output -> {classid: {bytes, packets, dropped}}."""
+    counters: dict[str, dict[str, int]] = {}
+    current = None
+    for line in text.splitlines():
+        m = _CLASS_RE.match(line.strip())
+        if m:
+            current = m.group(1)
+            continue
+        m = _SENT_RE.search(line)
+        if m and current is not None:
+            counters[current] = {"bytes": int(m.group(1)), "packets": int(m.group(2)), "dropped": int(m.group(3))}
+            current = None
+    return counters
+
+
+def queue_counters(text: str) -> dict[int, dict[str, int]]:
+    """Counters per queue number from one switch port's ``tc -s class show``."""
+    by_class = parse_class_counters(text)
+    return {q: by_class[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in by_class}
