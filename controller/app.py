@@ -55,19 +55,25 @@ class TrainbedController(app_manager.OSKenApp):
     # --- OpenFlow -------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def switch_features(self, ev):
-        dp = ev.msg.datapath
-        if dp.id not in self.expected:
-            self.logger.warning("ignoring unknown switch dpid %#x", dp.id)
+        dpid = ev.msg.datapath_id
+        if dpid not in self.expected:
+            self.logger.warning("ignoring unknown switch dpid %#x", dpid)
             return
+        # The barrier reply arrives through this app's event loop: wait elsewhere.
+        hub.spawn(self._install_forwarding, ev.msg.datapath, dpid)
+
+    def _install_forwarding(self, dp, dpid: int) -> None:
         for group in self.groups:
-            if group.dpid == dp.id:
+            if group.dpid == dpid:
                 self._send_group(dp, group)
         for rule in self.rules:
-            if rule.dpid == dp.id:
+            if rule.dpid == dpid:
                 self._send_rule(dp, rule, dp.ofproto.OFPFC_ADD)
-        self._barrier(dp)
-        self.datapaths[dp.id] = dp
-        self.logger.info("switch %#x ready (%d/%d)", dp.id, len(self.datapaths), len(self.expected))
+        if not self._barrier(dp):
+            self.logger.error("switch %#x: no barrier reply after installing forwarding", dpid)
+            return
+        self.datapaths[dpid] = dp
+        self.logger.info("switch %#x ready (%d/%d)", dpid, len(self.datapaths), len(self.expected))
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def barrier_reply(self, ev):
@@ -153,7 +159,7 @@ class TrainbedController(app_manager.OSKenApp):
                 continue
             dp = self.datapaths[op[1].dpid]
             ofp = dp.ofproto
-            touched[dp.id] = dp
+            touched[op[1].dpid] = dp
             if kind == "meter_set":
                 self._send_meter(dp, op[1], ofp.OFPMC_ADD)
                 self._send_meter(dp, op[1], ofp.OFPMC_MODIFY)
@@ -163,9 +169,9 @@ class TrainbedController(app_manager.OSKenApp):
                 self._send_rule(dp, op[1], ofp.OFPFC_ADD)
             elif kind == "rule_del":
                 self._send_rule(dp, op[1], ofp.OFPFC_DELETE_STRICT)
-        for dp in touched.values():
+        for dpid, dp in touched.items():
             if not self._barrier(dp):
-                raise PolicyError(f"switch {dp.id:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
+                raise PolicyError(f"switch {dpid:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
 
     def _host_tc(self, host: str, cmds: list[str]) -> None:
         pid = self.host_pids.get(host)
