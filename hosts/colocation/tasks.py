@@ -1,0 +1,93 @@
+"""Training tasks (CoGNN) and inference requests (GNNSched) as runnable units.
+
+A task owns everything it puts on the device: its copy of the graph (the
+host-to-device transfer; on CPU an explicit copy so both devices count the
+same bytes), its model, activations and gradients. ``run_task`` is what a
+worker executes and what the estimator predicts the peak of.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+
+from hosts.colocation.datasets import Graph, GraphShape, synthesize
+from hosts.colocation.estimator import TaskShape, estimate_peak_bytes
+from hosts.colocation.models import GNN, ModelConfig
+
+TRAINING, INFERENCE = "training", "inference"
+# Multiplied onto the estimate before packing (CoGNN §III-C, GNNSched §4.5).
+SAFETY_THRESHOLD = {TRAINING: 1.15, INFERENCE: 1.1}
+LEARNING_RATE = 0.01
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    kind: str
+    model: str
+    graph: GraphShape
+    layers: int
+    hidden: int
+    sampling_ratio: float
+    epochs: int = 1  # training only
+    arrival_s: float = 0.0  # inference: when the request arrives
+
+    @property
+    def config(self) -> ModelConfig:
+        return ModelConfig(self.model, self.graph.features, self.hidden, self.graph.classes, self.layers,
+                           self.sampling_ratio)
+
+    @property
+    def training(self) -> bool:
+        return self.kind == TRAINING
+
+    def estimate_bytes(self) -> int:
+        """The PMC: estimated peak bytes (before the safety threshold)."""
+        return estimate_peak_bytes(TaskShape(self.config, self.graph.nodes, self.graph.edges, self.training))
+
+    def describe(self) -> dict:
+        d = asdict(self)
+        d["graph"] = asdict(self.graph)
+        return d
+
+
+class GraphCache:
+    """Synthesised host-side graphs, shared by the tasks that use the same shape."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._graphs: dict[GraphShape, Graph] = {}
+
+    def get(self, shape: GraphShape) -> Graph:
+        if shape not in self._graphs:
+            self._graphs[shape] = synthesize(shape, self.seed)
+        return self._graphs[shape]
+
+
+def run_task(task: Task, graph: Graph, device: torch.device) -> float:
+    """Run ``task`` on ``device``; return the final training loss, or the share
+    of nodes predicted correctly for inference."""
+    x = graph.x.to(device, copy=True)
+    edge_index = graph.edge_index.to(device, copy=True)
+    y = graph.y.to(device, copy=True)
+    model = GNN(task.config).to(device)
+    if task.training:
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+        loss = 0.0
+        for _ in range(task.epochs):
+            loss = _train_epoch(model, optimizer, x, edge_index, y)
+        return loss
+    model.eval()
+    with torch.no_grad():
+        predicted = model(x, edge_index).argmax(dim=1)
+        return float((predicted == y).float().mean())
+
+
+def _train_epoch(model, optimizer, x, edge_index, y) -> float:
+    optimizer.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x, edge_index), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
