@@ -76,22 +76,35 @@ class WatchRecord:
 
 
 class SharedDevice:
-    """Live bytes of all watched tasks together, against the device's capacity."""
+    """Live bytes of all watched tasks together, against the allocatable memory.
+    Tasks running while the sum is over it are noted as over capacity."""
 
     def __init__(self, capacity_bytes: int):
         self.capacity_bytes = capacity_bytes
         self.live_bytes = 0
         self.peak_bytes = 0
         self.over_capacity_events = 0
+        self.over_capacity_tasks: set[str] = set()
+        self._active: set[str] = set()
         self._lock = threading.Lock()
+
+    def enter(self, task_id: str) -> None:
+        with self._lock:
+            self._active.add(task_id)
+
+    def leave(self, task_id: str) -> None:
+        with self._lock:
+            self._active.discard(task_id)
 
     def change(self, delta: int) -> None:
         with self._lock:
             was_over = self.live_bytes > self.capacity_bytes
             self.live_bytes += delta
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-            if self.live_bytes > self.capacity_bytes and not was_over:
-                self.over_capacity_events += 1
+            if self.live_bytes > self.capacity_bytes:
+                self.over_capacity_tasks |= self._active
+                if not was_over:
+                    self.over_capacity_events += 1
 
 
 class TaskMemoryWatch(TorchDispatchMode):

@@ -1,0 +1,38 @@
+"""Bulk TCP traffic between emulated hosts with iperf3, and its per-second goodput.
+
+Goodput is measured at the receiver (the iperf3 server's JSON intervals), so it
+counts what the network delivered, not what the sender queued.
+"""
+from __future__ import annotations
+
+import json
+
+IPERF_BASE_PORT = 5201
+
+
+def server_cmd(port: int) -> list[str]:
+    """One-off iperf3 server with JSON output (written when the test ends)."""
+    return ["iperf3", "-s", "-1", "-J", "-p", str(port)]
+
+
+def client_cmd(dst_ip: str, port: int, duration_s: float, congestion: str | None = None) -> list[str]:
+    cmd = ["iperf3", "-c", dst_ip, "-p", str(port), "-t", f"{duration_s:g}", "-J"]
+    if congestion:
+        cmd += ["-C", congestion]
+    return cmd
+
+
+def receiver_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, float]]:
+    """(run time at the end of each interval [s], goodput [Mbit/s]) from an iperf3
+    server report; ``start_offset_s`` is when the flow started in run time."""
+    try:
+        report = json.loads(iperf_json)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"iperf3 report is not JSON: {err}") from err
+    if "error" in report and not report.get("intervals"):
+        raise ValueError(f"iperf3 failed: {report['error']}")
+    series = []
+    for interval in report.get("intervals", []):
+        summary = interval["sum"]
+        series.append((start_offset_s + summary["end"], summary["bits_per_second"] / 1e6))
+    return series
