@@ -1,0 +1,13 @@
+import os
+import shutil
+
+import pytest
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() == 0 and shutil.which("ovs-vswitchd") and shutil.which("iperf3"):
+        return
+    skip = pytest.mark.skip(reason="needs root, Open vSwitch and iperf3 (run `make test` as root)")
+    for item in items:
+        if "root" in item.keywords:
+            item.add_marker(skip)

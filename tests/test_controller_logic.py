@@ -1,0 +1,128 @@
+"""Forwarding and policy planning as data: no switch needed."""
+import itertools
+
+import pytest
+
+from controller import routing
+from controller.policy import FlowPolicy, PolicyError, PolicyTable
+from controller.rules import FORWARD_TABLE, POLICY_TABLE
+from topologies import queues
+from topologies.fabric import leaf_spine, star
+
+
+def _walk(fabric, rules, groups, src, dst):
+    """Follow forwarding rules hop by hop; every select-group bucket is explored."""
+    by_dpid = {s.dpid: s for s in fabric.switches}
+    neighbours = {}
+    for link in fabric.links:
+        neighbours[(link.a, link.a_port)] = link.b
+        neighbours[(link.b, link.b_port)] = link.a
+    dst_ip = fabric.host(dst).ip
+    paths, stack = [], [(fabric.host(src).switch, [fabric.host(src).switch])]
+    while stack:
+        sw, path = stack.pop()
+        dpid = fabric.switch(sw).dpid
+        cands = [r for r in rules if r.dpid == dpid and r.table == FORWARD_TABLE and r.match.get("eth_type") == 0x800
+                 and (r.match["ipv4_dst"] == dst_ip or isinstance(r.match["ipv4_dst"], tuple))]
+        rule = max(cands, key=lambda r: r.priority)
+        kind, arg = rule.actions[0]
+        ports = [arg] if kind == "output" else next(g.ports for g in groups if g.dpid == dpid and g.group_id == arg)
+        for port in ports:
+            nxt = neighbours[(sw, port)]
+            if nxt == dst:
+                paths.append(path)
+            else:
+                assert nxt not in path, f"loop {path + [nxt]}"
+                assert by_dpid[fabric.switch(nxt).dpid]
+                stack.append((nxt, path + [nxt]))
+    return paths
+
+
+def test_every_pair_is_reachable_loop_free_over_every_spine():
+    f = leaf_spine(spines=3, leaves=3, hosts_per_leaf=2)
+    rules, groups = routing.forwarding(f)
+    for a, b in itertools.permutations([h.name for h in f.hosts], 2):
+        paths = _walk(f, rules, groups, a, b)
+        if f.host(a).switch == f.host(b).switch:
+            assert paths == [[f.host(a).switch]]
+        else:
+            assert sorted(p[1] for p in paths) == ["tbs1", "tbs2", "tbs3"]
+
+
+def test_star_forwards_directly_and_arp_goes_to_controller():
+    f = star(hosts=3)
+    rules, groups = routing.forwarding(f)
+    assert groups == []
+    assert _walk(f, rules, groups, "tbh1", "tbh3") == [["tbx1"]]
+    arp = [r for r in rules if r.match.get("eth_type") == 0x806]
+    assert len(arp) == 1 and arp[0].actions == (("controller",),)
+    assert routing.arp_reply_for(f, "10.0.0.2") == "02:7b:00:00:00:02"
+    assert routing.arp_reply_for(f, "10.0.9.9") is None
+
+
+def test_policy_table_marks_and_meters_at_the_ingress_leaf():
+    f = leaf_spine(2, 3, 2)
+    table = PolicyTable(f)
+    pid, ops = table.set(FlowPolicy("tbh3", "tbh1", "tcp", dst_port=5201, queue=2, rate_mbps=40,
+                                    rate_mechanism="meter"))
+    assert [op[0] for op in ops] == ["meter_set", "rule_set"]
+    meter, rule = ops[0][1], ops[1][1]
+    assert meter.dpid == rule.dpid == f.switch("tbl2").dpid and meter.kbps == 40000
+    assert rule.table == POLICY_TABLE and rule.goto == FORWARD_TABLE and rule.meter == pid
+    assert rule.match == {"eth_type": 0x800, "ipv4_src": "10.0.0.3", "ipv4_dst": "10.0.0.1", "ip_proto": 6,
+                          "tcp_dst": 5201}
+    assert rule.actions == (("set_dscp", queues.DSCP_OF_QUEUE[2]),)
+    # more specific policies outrank host-pair ones
+    _, pair_ops = table.set(FlowPolicy("tbh3", "tbh1", queue=5))
+    assert pair_ops[0][1].priority < rule.priority
+
+
+def test_update_keeps_the_id_and_cleans_what_the_new_policy_drops():
+    f = leaf_spine(1, 2, 1)
+    table = PolicyTable(f)
+    pid, _ = table.set(FlowPolicy("tbh1", "tbh2", rate_mbps=10, rate_mechanism="meter"))
+    pid2, ops = table.set(FlowPolicy("tbh1", "tbh2", rate_mbps=20, rate_mechanism="host"))
+    assert pid2 == pid
+    assert [op[0] for op in ops] == ["rule_set", "meter_del", "host_tc"]
+    assert ops[1][1].meter_id == pid and ops[2][1] == "tbh1"
+    assert any("rate 20mbit ceil 20mbit" in c for c in ops[2][2])
+    _, ops = table.set(FlowPolicy("tbh1", "tbh2", queue=3))
+    assert [op[0] for op in ops] == ["rule_set", "host_tc"] and "del" in ops[1][2][0]
+    remove = table.remove(pid)
+    assert [op[0] for op in remove] == ["rule_del"]
+    assert table.listing() == []
+    with pytest.raises(PolicyError, match="^policy.id: no policy with id"):
+        table.remove(pid)
+
+
+def test_ids_are_reused_after_removal():
+    table = PolicyTable(leaf_spine(1, 2, 2))
+    a, _ = table.set(FlowPolicy("tbh1", "tbh3", queue=1))
+    b, _ = table.set(FlowPolicy("tbh2", "tbh3", queue=1))
+    table.remove(a)
+    c, _ = table.set(FlowPolicy("tbh1", "tbh4", queue=1))
+    assert (a, b, c) == (1, 2, 1)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(src="tbh1", dst="tbh9", queue=1), "policy.dst: 'tbh9' is not a host"),
+    (dict(src="tbh1", dst="tbh2", queue=0), "policy.queue: 0 is not a scheduler queue"),
+    (dict(src="tbh1", dst="tbh2", queue=8), "policy.queue: 8 is not a scheduler queue"),
+    (dict(src="tbh1", dst="tbh2", dst_port=80, queue=1), "policy.dst_port: a port needs proto"),
+    (dict(src="tbh1", dst="tbh2", proto="tcp", dst_port=70000, queue=1), "policy.dst_port: 70000 is not a port"),
+    (dict(src="tbh1", dst="tbh2", rate_mbps=-5), "policy.rate_mbps: -5 is not a positive number"),
+    (dict(src="tbh1", dst="tbh2", rate_mbps=5, rate_mechanism="magic"), "policy.rate_mechanism: 'magic'"),
+    (dict(src="tbh1", dst="tbh2"), "policy: sets neither queue nor rate_mbps"),
+    (dict(src="tbh1", dst="tbh1", queue=1), "policy.dst: must differ from src"),
+])
+def test_invalid_policies_are_named(fields, message):
+    table = PolicyTable(leaf_spine(1, 2, 1))
+    with pytest.raises(PolicyError) as err:
+        table.set(FlowPolicy(**fields))
+    assert str(err.value).startswith(message)
+    assert table.listing() == []
+
+
+def test_policy_from_dict_rejects_unknown_fields():
+    with pytest.raises(PolicyError, match="^policy.prio: unknown field"):
+        FlowPolicy.from_dict({"src": "tbh1", "dst": "tbh2", "prio": 1})

@@ -1,0 +1,120 @@
+import pytest
+
+from topologies import fabric as fab
+from topologies import queues
+
+
+def test_leaf_spine_plan():
+    f = fab.leaf_spine(spines=2, leaves=3, hosts_per_leaf=2, host_mbps=100, fabric_mbps=50)
+    assert [s.name for s in f.switches] == ["tbs1", "tbs2", "tbl1", "tbl2", "tbl3"]
+    assert [s.dpid for s in f.switches] == [0x1001, 0x1002, 0x2001, 0x2002, 0x2003]
+    assert [h.name for h in f.hosts] == [f"tbh{i}" for i in range(1, 7)]
+    h3 = f.host("tbh3")
+    assert (h3.ip, h3.mac, h3.switch, h3.port) == ("10.0.0.3", "02:7b:00:00:00:03", "tbl2", 1)
+    assert len(f.links) == 6 + 3 * 2
+    assert f.uplinks("tbl2") == [(3, "tbs1"), (4, "tbs2")]
+    assert f.port_towards("tbs2", "tbl3") == 3
+    assert {link.mbps for link in f.links if link.a.startswith("tbh")} == {100.0}
+    assert {link.mbps for link in f.links if link.a.startswith("tbl")} == {50.0}
+    # every switch port (both directions of every switch link) gets a queue tree
+    assert len(f.switch_ports()) == 6 + 2 * 6
+
+
+def test_addressing_past_255_hosts():
+    f = fab.star(hosts=300)
+    assert f.host("tbh256").ip == "10.0.1.0"
+    assert f.host("tbh300").mac == "02:7b:00:00:01:2c"
+    assert len({h.ip for h in f.hosts}) == 300
+
+
+def test_host_rate_overrides_make_heterogeneous_nics():
+    f = fab.leaf_spine(1, 2, 2, host_mbps=100, host_mbps_overrides={"tbh4": 25})
+    rates = {link.a: link.mbps for link in f.links if link.a.startswith("tbh")}
+    assert rates == {"tbh1": 100.0, "tbh2": 100.0, "tbh3": 100.0, "tbh4": 25.0}
+
+
+def test_fabric_round_trips_through_dict():
+    f = fab.leaf_spine(2, 2, 1)
+    assert fab.Fabric.from_dict(f.to_dict()) == f
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(hosts_per_leaf=0), "hosts_per_leaf: must be an integer >= 1, got 0"),
+    (dict(host_mbps=5000), "host_mbps: 5000 Mbit/s cannot be emulated on this box"),
+    (dict(fabric_mbps="fast"), "fabric_mbps: must be a number of Mbit/s"),
+    (dict(host_mbps_overrides={"tbh99": 10}), "host_mbps_overrides: 'tbh99' is not a host"),
+    (dict(spines=True), "spines: must be an integer"),
+])
+def test_invalid_leaf_spine(kwargs, message):
+    with pytest.raises(fab.TopologyError) as err:
+        fab.leaf_spine(**kwargs)
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_star_needs_hosts_and_unknown_kind_is_named():
+    with pytest.raises(fab.TopologyError, match="^hosts: must be an integer >= 1"):
+        fab.star(hosts=0)
+    with pytest.raises(fab.TopologyError, match="^topology.kind: unknown 'ring'"):
+        fab.build("ring")
+    with pytest.raises(fab.TopologyError, match="^topology.racks: unknown field for star"):
+        fab.build("star", racks=2)
+
+
+def test_duplicate_names_are_rejected():
+    f = fab.star(hosts=2)
+    f.hosts.append(f.hosts[0])
+    with pytest.raises(fab.TopologyError, match="^names: duplicate node name 'tbh1'"):
+        fab._check_names(f)
+
+
+def test_dscp_map_is_one_to_one_and_reserves_queue_zero():
+    assert len(queues.DSCP_OF_QUEUE) == queues.N_QUEUES == 8
+    assert len(set(queues.DSCP_OF_QUEUE.values())) == 8
+    assert queues.DSCP_OF_QUEUE[queues.LOWEST_QUEUE] == 0  # unmarked traffic is the lowest queue
+    assert queues.CONTROL_QUEUE not in queues.SCHEDULER_QUEUES
+    assert all(0 <= d < 64 for d in queues.DSCP_OF_QUEUE.values())
+
+
+def test_switch_port_tree_is_strict_priority_over_htb():
+    cmds = queues.switch_port_cmds("tbl1-eth3", 100)
+    assert cmds[0] == "tc qdisc replace dev tbl1-eth3 root handle 1: htb default 10"
+    assert "classid 1:1 htb rate 100mbit ceil 100mbit" in cmds[1]
+    classes = [c for c in cmds if "parent 1:1 classid" in c]
+    assert len(classes) == 8
+    for q, c in enumerate(classes):
+        assert f"classid {queues.queue_classid(q)} " in c and c.endswith(f"prio {q}")
+        assert "ceil 100mbit" in c and "rate 1mbit" in c
+    leaves = [c for c in cmds if "bfifo" in c]
+    assert len(leaves) == 8 and all(f"limit {queues.LEAF_LIMIT_BYTES}" in c for c in leaves)
+    filters = [c for c in cmds if " filter " in c]
+    tos = {int(c.split("match ip tos ")[1].split()[0], 16): c.split("flowid ")[1] for c in filters if "tos" in c}
+    assert tos == {d << 2: queues.queue_classid(q) for q, d in queues.DSCP_OF_QUEUE.items()}
+    assert filters[-1].endswith(f"match u32 0 0 flowid {queues.queue_classid(7)}")
+
+
+def test_host_flow_commands_add_and_remove_the_same_class():
+    match = queues.host_flow_match("10.0.0.2", "tcp", None, 5201)
+    assert match == "match ip dst 10.0.0.2/32 match ip protocol 6 0xff match ip dport 5201 0xffff"
+    add = queues.host_flow_set_cmds("tbh1-eth0", 3, 40, match)
+    assert "classid 1:103 htb rate 40mbit ceil 40mbit" in add[0]
+    assert add[2].endswith(f"{match} flowid 1:103") and "prio 103" in add[2]
+    remove = queues.host_flow_remove_cmds("tbh1-eth0", 3)
+    assert remove == ["tc filter del dev tbh1-eth0 parent 1: protocol ip prio 103",
+                      "tc qdisc del dev tbh1-eth0 parent 1:103", "tc class del dev tbh1-eth0 classid 1:103"]
+
+
+TC_OUTPUT = """class htb 1:11 parent 1:1 leaf 11: prio 1 rate 1Mbit ceil 100Mbit burst 150000b cburst 150000b
+ Sent 123456 bytes 89 pkt (dropped 2, overlimits 0 requeues 0)
+ backlog 0b 0p requeues 0
+class htb 1:1 root rate 100Mbit ceil 100Mbit burst 150000b cburst 150000b
+ Sent 999 bytes 9 pkt (dropped 0, overlimits 0 requeues 0)
+class htb 1:17 parent 1:1 leaf 17: prio 7 rate 1Mbit ceil 100Mbit burst 150000b cburst 150000b
+ Sent 5 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)
+"""
+
+
+def test_counters_parse_back_per_queue():
+    assert queues.parse_class_counters(TC_OUTPUT)["1:1"] == {"bytes": 999, "packets": 9, "dropped": 0}
+    assert queues.queue_counters(TC_OUTPUT) == {1: {"bytes": 123456, "packets": 89, "dropped": 2},
+                                                7: {"bytes": 5, "packets": 1, "dropped": 0}}
