@@ -158,7 +158,8 @@ class Executor:
                 while queue and queue[0].arrival_s <= now and (limit is None or len(running) < limit):
                     task = queue.pop(0)
                     running.add(pool.submit(self._work, task, records[task.task_id]))
-                timeout = max(0.0, queue[0].arrival_s - now) if queue else None
+                # Wake for the next arrival only if it has not arrived yet (else for a free slot).
+                timeout = queue[0].arrival_s - now if queue and queue[0].arrival_s > now else None
                 if running:
                     done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
                     for future in done:

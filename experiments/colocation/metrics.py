@@ -1,0 +1,62 @@
+"""Metrics of one method's run over a queue (CoGNN Table V, GNNSched Fig. 5-8)."""
+from __future__ import annotations
+
+import numpy as np
+
+from hosts.colocation.estimator import relative_error
+from hosts.colocation.executor import TaskRecord
+
+
+def summarize(records: list[TaskRecord]) -> dict:
+    """Makespan, JCT, queuing time, latency percentiles, QoS violations, memory
+    violations and the estimator's error against the measured peaks."""
+    finished = [r for r in records if r.end_s is not None and r.start_s is not None]
+    jct = np.array([r.end_s - r.arrival_s for r in finished])
+    queuing = np.array([r.start_s - r.arrival_s for r in finished])
+    first_arrival = min(r.arrival_s for r in records)
+    summary = {
+        "tasks": len(records),
+        "failed": sum(r.error is not None for r in records),
+        "makespan_s": max(r.end_s for r in finished) - first_arrival if finished else None,
+        "avg_jct_s": _mean(jct),
+        "avg_queuing_s": _mean(queuing),
+        "median_latency_s": _pct(jct, 50),
+        "p90_latency_s": _pct(jct, 90),
+        "p99_latency_s": _pct(jct, 99),
+        "memory_violations": sum(r.memory_violation for r in records),
+        "over_budget_tasks": sum(r.over_budget for r in records),
+        "over_capacity_tasks": sum(r.over_capacity for r in records),
+        "out_of_memory_tasks": sum(r.error == "out of memory" for r in records),
+    }
+    with_qt = [r for r in finished if r.qt_s]
+    if with_qt:
+        normalized = np.array([(r.end_s - r.arrival_s) / r.qt_s for r in with_qt])
+        summary.update({
+            "qos_violation_rate": float(np.mean(normalized > 1.0)),
+            "median_latency_qt": _pct(normalized, 50),
+            "p90_latency_qt": _pct(normalized, 90),
+            "p99_latency_qt": _pct(normalized, 99),
+            "avg_jct_qt": _mean(np.array([(r.end_s - r.arrival_s) / r.qt_s for r in with_qt])),
+            "avg_queuing_qt": _mean(np.array([(r.start_s - r.arrival_s) / r.qt_s for r in with_qt])),
+        })
+    summary.update(pmc_errors(records))
+    return summary
+
+
+def pmc_errors(records: list[TaskRecord]) -> dict:
+    """Relative error of the estimated peak against the watched peak, per task that
+    finished (an out-of-memory task's peak is cut short)."""
+    errors = [relative_error(r.estimate_bytes, r.measured_peak_bytes) for r in records
+              if r.error is None and r.measured_peak_bytes]
+    return {
+        "pmc_max_relative_error": max(errors) if errors else None,
+        "pmc_mean_relative_error": float(np.mean(errors)) if errors else None,
+    }
+
+
+def _mean(values: np.ndarray) -> float | None:
+    return float(values.mean()) if values.size else None
+
+
+def _pct(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if values.size else None

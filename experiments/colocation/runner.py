@@ -1,0 +1,179 @@
+"""``trainbed colocate SPEC --device cpu|cuda``: run a task queue under every method.
+
+A run: load the spec, build the queue, estimate every task's peak (PMC), check
+that each task fits the allocatable memory alone, time every distinct inference
+task alone (its QoS target is twice that), then run the queue once per method
+and write the run directory: ``spec.yaml`` (resolved), ``environment.json``,
+``tasks.json`` (the queue with estimates), ``records-<method>.json`` (raw
+per-task records), ``summary.json``, ``table.md``/``table.csv`` and ``plots/``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from experiments.colocation.metrics import pmc_errors, summarize
+from experiments.colocation.report import write_report
+from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
+from experiments.errors import SpecError
+from experiments.store import environment, new_run_dir, point_latest, write_json, write_spec
+from hosts.colocation.executor import Executor, Plan, PreparedInputs
+from hosts.colocation.memory import TaskMemoryWatch
+from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
+
+
+def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None) -> Path:
+    spec = load_spec(spec_path)
+    dev = resolve_device(device)
+    allocatable = allocatable_bytes(spec, dev)
+    tasks = build_tasks(spec)
+    estimates = estimate_all(tasks)
+    needs = {t.task_id: math.ceil(estimates[t.task_id] * SAFETY_THRESHOLD[t.kind]) for t in tasks}
+    for task in tasks:
+        if needs[task.task_id] > allocatable:
+            raise SpecError("memory.capacity_mib", (
+                f"task {task.task_id} ({task.model}, {task.graph.dataset}, {task.layers} layers) needs "
+                f"{needs[task.task_id] / MIB:.1f} MiB with the x{SAFETY_THRESHOLD[task.kind]} threshold, "
+                f"more than the {allocatable / MIB:.1f} MiB allocatable"))
+
+    run = new_run_dir("colocate", spec["name"], out)
+    write_spec(run, spec)
+    env = environment()
+    env["device"] = describe_device(dev)
+    write_json(run / "environment.json", env)
+
+    warm_up(tasks, dev, spec["seed"])
+    qt: dict[str, float] = {}
+    solo: dict[str, float] = {}
+    if spec["kind"] == INFERENCE:
+        solo = solo_times(tasks, dev, spec["seed"])
+        qt = {key: 2.0 * seconds for key, seconds in solo.items()}
+        mean_solo = sum(solo.values()) / len(solo)
+        tasks = with_arrival_times(tasks, spec["arrivals"]["tick_solo_multiple"] * mean_solo)
+    write_json(run / "tasks.json", [
+        {**t.describe(), "estimate_bytes": estimates[t.task_id], "need_bytes": needs[t.task_id],
+         "solo_s": solo.get(t.task_id), "qt_s": qt.get(t.task_id)} for t in tasks])
+
+    plan = Plan(tasks, estimates, needs, qt)
+    executor = Executor(dev, allocatable, spec["workers"], spec["seed"])
+    methods: dict[str, dict] = {}
+    all_records = []
+    for method in spec["methods"]:
+        started = time.perf_counter()
+        records, facts = executor.run(method, plan)
+        all_records.extend(records)
+        write_json(run / f"records-{method}.json", {"facts": facts, "records": [asdict(r) for r in records]})
+        methods[method] = {**summarize(records), "device_peak_bytes": facts["device_peak_bytes"],
+                           "over_capacity_events": facts["over_capacity_events"],
+                           "groups": sum(len(batch) for batch in facts["groups"]) or None,
+                           "wall_s": time.perf_counter() - started}
+        print(f"{method:>9}: makespan {methods[method]['makespan_s']:.2f} s, "
+              f"avg JCT {methods[method]['avg_jct_s']:.2f} s, "
+              f"memory violations {methods[method]['memory_violations']}", flush=True)
+
+    primary = methods[spec["primary"]]
+    summary = {
+        "name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
+        "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
+        **{key: primary[key] for key in ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations",
+                                         "median_latency_s", "p90_latency_s", "p99_latency_s")},
+        "qos_violation_rate": primary.get("qos_violation_rate"),
+        **pmc_errors(all_records),
+        "methods": methods,
+    }
+    write_json(run / "summary.json", summary)
+    write_report(run, summary, all_records)
+    point_latest(run)
+    return run
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SpecError("--device", "cuda requested but torch.cuda.is_available() is False")
+        return torch.device("cuda", torch.cuda.current_device())
+    if device != "cpu":
+        raise SpecError("--device", f"must be cpu or cuda, got {device!r}")
+    return torch.device("cpu")
+
+
+def allocatable_bytes(spec: dict, dev: torch.device) -> int:
+    """MA: the declared capacity less the reserve. On a GPU the declared capacity
+    may not exceed what the device has free."""
+    capacity = int(spec["memory"]["capacity_mib"] * MIB)
+    if dev.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        if capacity > free:
+            raise SpecError("memory.capacity_mib",
+                            f"{capacity / MIB:.0f} MiB declared but the GPU has {free / MIB:.0f} MiB free")
+    return capacity - int(spec["memory"]["reserved_mib"] * MIB)
+
+
+def describe_device(dev: torch.device) -> dict:
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        return {"type": "cuda", "name": props.name, "total_memory_bytes": props.total_memory,
+                "torch_cuda": torch.version.cuda}
+    return {"type": "cpu", "name": _cpu_name(), "threads": torch.get_num_threads()}
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def estimate_all(tasks: list[Task]) -> dict[str, int]:
+    cache: dict[tuple, int] = {}
+    estimates = {}
+    for task in tasks:
+        key = (task.config, task.graph.nodes, task.graph.edges, task.kind)
+        if key not in cache:
+            cache[key] = task.estimate_bytes()
+        estimates[task.task_id] = cache[key]
+    return estimates
+
+
+def warm_up(tasks: list[Task], dev: torch.device, seed: int) -> None:
+    """Run the smallest task of each model once, untimed: the first use of a PyG
+    layer generates its code and the first kernels initialise the device, which
+    would otherwise be charged to whichever method runs first."""
+    smallest: dict[str, Task] = {}
+    for task in tasks:
+        if task.model not in smallest or task.graph.raw_bytes < smallest[task.model].graph.raw_bytes:
+            smallest[task.model] = task
+    inputs = PreparedInputs(seed)
+    for task in smallest.values():
+        run_task(task, inputs.get(task.graph), dev)
+
+
+def solo_times(tasks: list[Task], dev: torch.device, seed: int) -> dict[str, float]:
+    """Each distinct task timed alone, as GNNSched's QT base (QT = 2 x this)."""
+    inputs = PreparedInputs(seed)
+    seconds: dict[tuple, float] = {}
+    result = {}
+    for task in tasks:
+        key = (task.config, task.graph)
+        if key not in seconds:
+            graph = inputs.get(task.graph)
+            _sync(dev)
+            start = time.perf_counter()
+            with TaskMemoryWatch(None):  # the same per-operator watch as in the executor
+                run_task(task, graph, dev)
+            _sync(dev)
+            seconds[key] = time.perf_counter() - start
+        result[task.task_id] = seconds[key]
+    return result
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
