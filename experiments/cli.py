@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SpecError, FileExistsError, FileNotFoundError) as err:
+    except (SpecError, FileExistsError, FileNotFoundError, RuntimeError) as err:
         print(f"trainbed: error: {err}", file=sys.stderr)
         return 2
 

@@ -11,3 +11,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "root" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def private_state(tmp_path, monkeypatch):
+    """Each test keeps its run records and results in its own directories."""
+    monkeypatch.setenv("TRAINBED_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("TRAINBED_RESULTS", str(tmp_path / "results"))
+    return tmp_path / "state"

@@ -8,6 +8,7 @@ context manager; ``stop()`` is safe to call twice and after a partial start.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -23,6 +24,9 @@ from experiments.emulation.records import RunRecord, proc_start_time
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
 from topologies.fabric import Fabric
+
+# Interface and bridge names are global on the machine: one fabric at a time.
+FABRIC_LOCK = "/run/trainbed-fabric.lock"
 
 
 def free_tcp_port() -> int:
@@ -61,6 +65,7 @@ class Emulation:
         self.net = None
         self.children: list[subprocess.Popen] = []
         self.socket_path = ""
+        self.lock = None
 
     # --- bring-up -----------------------------------------------------------------
     def __enter__(self) -> "Emulation":
@@ -75,6 +80,14 @@ class Emulation:
         self.stop()
 
     def start(self) -> None:
+        self.lock = open(FABRIC_LOCK, "a+")
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.close()
+            self.lock = None
+            raise RuntimeError(f"another trainbed fabric is up on this machine (lock {FABRIC_LOCK}); "
+                               "wait for it or run `trainbed clean` if it crashed") from None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.record = RunRecord(self.run_id, str(self.run_dir))
         ovs_dir = self.record.path.parent / self.run_id
@@ -199,6 +212,9 @@ class Emulation:
                 Path(self.socket_path).unlink(missing_ok=True)
             self.record.close()
             self.record = None
+        if self.lock is not None:
+            self.lock.close()  # releases the flock
+            self.lock = None
 
 
 __all__ = ["Emulation", "alive", "proc_start_time", "run_tc_batch"]

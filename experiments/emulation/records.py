@@ -110,7 +110,9 @@ def _wait_gone(pids: list[tuple[int, int | None]], timeout: float = 3.0) -> None
 
 def clean_record(data: dict) -> list[str]:
     """Remove everything one record names; returns what was removed."""
-    from experiments.emulation.ovs import stop_ovs_dir  # the OVS dir knows its own pidfiles
+    from experiments.emulation.ovs import (
+        stop_ovs_dir,  # the OVS dir knows its own pidfiles
+    )
     done = []
     inodes = set(data.get("netns_inodes", []))
     in_ns = [(pid, proc_start_time(pid)) for pid in _pids_in_netns(inodes)] if inodes else []

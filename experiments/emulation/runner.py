@@ -7,7 +7,6 @@ separate analysis step turns raw data into ``summary.json`` and plots.
 """
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time

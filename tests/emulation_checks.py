@@ -1,0 +1,40 @@
+"""Checks shared by the real-emulation tests: what a run must leave behind (nothing)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from experiments.emulation.net import alive
+
+
+def netns_inodes() -> set[int]:
+    inodes = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                inodes.add(os.stat(entry / "ns" / "net").st_ino)
+            except OSError:
+                pass
+    return inodes
+
+
+def processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and alive(int(entry.name)):
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def assert_nothing_left(fabric, state: Path, run_dir: Path, namespaces_before: set[int]) -> None:
+    present = {p.name for p in Path("/sys/class/net").iterdir()}
+    assert not present & set(fabric.interface_names()), "links left behind"
+    assert not present & {s.name for s in fabric.switches}, "bridges left behind"
+    assert processes_mentioning(str(state)) == [], "OVS daemons or sockets left behind"
+    assert processes_mentioning(str(run_dir)) == [], "controller left behind"
+    assert netns_inodes() <= namespaces_before, "host namespaces (or their processes) left behind"
+    assert list(state.glob("*.json")) == [], "run record not closed"

@@ -1,0 +1,83 @@
+"""Real emulation, whole runs (trainbed run / clean): private OVS, os-ken controller, Mininet hosts, tc, iperf3 (root)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from emulation_checks import assert_nothing_left, netns_inodes, processes_mentioning
+
+from experiments.emulation import spec as spec_mod
+from experiments.emulation.runner import run_spec
+
+pytestmark = pytest.mark.root
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _short_spec(mechanism: str) -> dict:
+    raw = yaml.safe_load((REPO / "experiments/specs/priority-demo.yaml").read_text())
+    raw["name"] = f"priority-{mechanism}"
+    raw["duration_s"] = 18
+    raw["flows"] = [
+        {"name": "low", "src": "tbh3", "dst": "tbh1", "start_s": 0, "duration_s": 18, "queue": 7},
+        {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 4, "duration_s": 6, "queue": 1},
+    ]
+    raw["policy_changes"] = [{"at_s": 12, "flow": "low", "rate_mbps": 40, "rate_mechanism": mechanism}]
+    return spec_mod.validate(raw)
+
+
+@pytest.mark.parametrize("mechanism", ["host", "meter"])
+def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, private_state):
+    namespaces = netns_inodes()
+    spec = _short_spec(mechanism)
+    run = run_spec(spec, out=str(tmp_path / "run"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["high_share_while_both"] >= 0.90
+    assert summary["low_recovery_s"] is not None and summary["low_recovery_s"] <= 2.0
+    assert summary["rate_limit_mechanism"] == mechanism
+    assert abs(summary["rate_limit_achieved_mbps"] - 40) <= 4.0, summary["rate_limit_achieved_mbps"]
+    assert 0.85 <= summary["link_goodput_ratio"] <= 1.0
+    assert 0.0 <= summary["cpu_idle_share"] <= 1.0 and isinstance(summary["trustworthy"], bool)
+    counters = json.loads((run / "raw" / "queue_counters.json").read_text())["tbl1-eth1"]
+    assert counters["1"]["bytes"] > 10e6 and counters["7"]["bytes"] > 10e6  # both queues carried the flows
+    assert (run / "goodput.png").stat().st_size > 10_000
+    for name in ("spec.yaml", "environment.json", "flows.csv", "cpu.csv", "controller.log"):
+        assert (run / name).exists(), name
+    assert (Path(os.environ["TRAINBED_RESULTS"]) / "latest").resolve() == run.resolve()
+    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+
+
+def test_sigkilled_run_is_removed_by_clean(tmp_path, private_state):
+    namespaces = netns_inodes()
+    spec = _short_spec("host")
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    run = tmp_path / "killed"
+    runner = subprocess.Popen([sys.executable, "-m", "experiments.cli", "run", str(spec_file), "--out", str(run)],
+                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "raw" / "high.client.json").exists():  # mid-experiment: flows running
+            assert runner.poll() is None and time.monotonic() < deadline, "run did not reach its workload"
+            time.sleep(0.2)
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait()
+    fabric = spec_mod.fabric_of(spec)
+    present = {p.name for p in Path("/sys/class/net").iterdir()}
+    assert present & set(fabric.interface_names()), "the kill should have left links behind"
+    assert processes_mentioning(str(private_state))
+    clean = subprocess.run([sys.executable, "-m", "experiments.cli", "clean"], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
+    assert clean.returncode == 0 and clean.stdout.startswith("clean: removed"), clean.stdout + clean.stderr
+    time.sleep(0.5)
+    assert_nothing_left(fabric, private_state, run, namespaces)
+    again = subprocess.run([sys.executable, "-m", "experiments.cli", "clean"], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
+    assert again.stdout.strip() == "clean: removed 0 item(s)"
