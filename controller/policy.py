@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from controller.rules import ETH_IP, FORWARD_TABLE, IP_PROTO, POLICY_TABLE, FlowRule, Meter
+from controller.rules import (
+    ETH_IP,
+    FORWARD_TABLE,
+    IP_PROTO,
+    POLICY_TABLE,
+    FlowRule,
+    Meter,
+)
 from topologies import queues
 from topologies.fabric import Fabric
 

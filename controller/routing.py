@@ -11,7 +11,14 @@
 """
 from __future__ import annotations
 
-from controller.rules import ETH_ARP, ETH_IP, FORWARD_TABLE, POLICY_TABLE, FlowRule, SelectGroup
+from controller.rules import (
+    ETH_ARP,
+    ETH_IP,
+    FORWARD_TABLE,
+    POLICY_TABLE,
+    FlowRule,
+    SelectGroup,
+)
 from topologies.fabric import Fabric
 
 UPLINK_GROUP = 1
