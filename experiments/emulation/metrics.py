@@ -47,24 +47,66 @@ def per_second(series: list[tuple[float, float]]) -> dict[int, float]:
     return {k: statistics.fmean(v) for k, v in sorted(bins.items())}
 
 
-def link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dict[str, float]) -> dict[str, float]:
-    """Per receiver link saturated by unlimited flows: median aggregate goodput / configured rate.
+def saturated_directions(active: list[dict], link_mbps: dict[str, float]) -> set[tuple[str, str]]:
+    """Host link directions, ("h", "sent"|"received"), that a max-min fair share of
+    the active flows fills (progressive filling over host links; the fabric is
+    taken as non-blocking). Rate-limited flows take their limit first."""
+    residual = {(h, d): link_mbps[h] for h in link_mbps for d in ("sent", "received")}
+    free = []
+    for f in active:
+        uses = [(f["src"], "sent"), (f["dst"], "received")]
+        if f.get("rate_mbps") is not None:
+            for u in uses:
+                residual[u] -= f["rate_mbps"]
+        else:
+            free.append(uses)
+    saturated: set[tuple[str, str]] = set()
+    while free:
+        counts: dict[tuple, int] = {}
+        for uses in free:
+            for u in uses:
+                counts[u] = counts.get(u, 0) + 1
+        bottleneck = min(counts, key=lambda u: residual[u] / counts[u])
+        share = max(residual[bottleneck], 0.0) / counts[bottleneck]
+        for u in counts:
+            residual[u] -= share * counts[u]
+        saturated.add(bottleneck)
+        saturated |= {u for u in counts if residual[u] <= 1e-6 * link_mbps[u[0]]}
+        free = [uses for uses in free if not any(u in saturated for u in uses)]
+    return saturated
 
-    Only whole seconds in which an unlimited flow into that receiver runs (after
-    settling) count, so a rate-limited or idle link is not called slow.
-    """
-    ratios = {}
-    for dst in sorted({f["dst"] for f in flows}):
-        into = [f for f in flows if f["dst"] == dst]
-        busy = {k for f in into if f.get("rate_mbps") is None
-                for k in range(int(f["start_s"] + SETTLE_S) + 1,
-                               int(f.get("limited_from_s") or f["start_s"] + f["duration_s"]))}
-        if not busy:
+
+def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dict[str, float]) -> dict:
+    """Median goodput / link rate of every host link direction, over the whole seconds
+    in which a max-min fair share would fill it (after settling, limits applied)."""
+    bins = {f["name"]: per_second(series.get(f["name"], [])) for f in flows}
+    samples: dict[tuple[str, str], list[float]] = {}
+    last = int(max(f["start_s"] + f["duration_s"] for f in flows))
+    for k in range(last):
+        active = []
+        for f in flows:
+            if not f["start_s"] + SETTLE_S < k < f["start_s"] + f["duration_s"] - 1:
+                continue
+            limited = f.get("limited_from_s") is not None and k >= f["limited_from_s"]
+            if limited and k < f["limited_from_s"] + SETTLE_S + 1:
+                active = None  # a limit is being applied: not a steady second
+                break
+            active.append({**f, "rate_mbps": f.get("limited_mbps") if limited else f.get("rate_mbps")})
+        if not active:
             continue
-        bins = [per_second(series.get(f["name"], [])) for f in into]
-        totals = [sum(b.get(k, 0.0) for b in bins) for k in sorted(busy)]
-        ratios[f"{dst}-eth0"] = statistics.median(totals) / link_mbps[dst]
-    return ratios
+        for host, direction in saturated_directions(active, link_mbps):
+            end = "src" if direction == "sent" else "dst"
+            total = sum(bins[f["name"]].get(k, 0.0) for f in active if f[end] == host)
+            samples.setdefault((host, direction), []).append(total / link_mbps[host])
+    out: dict[str, dict[str, float]] = {}
+    for (host, direction), values in sorted(samples.items()):
+        out.setdefault(host, {})[direction] = statistics.median(values)
+    return out
+
+
+def link_goodput(per_host: dict) -> dict[str, float]:
+    """Each saturated host link's goodput ratio (the lower of its saturated directions)."""
+    return {f"{host}-eth0": min(r.values()) for host, r in per_host.items()}
 
 
 def fidelity(cpu_idle: float, link_ratios: dict[str, float], min_cpu_idle: float,

@@ -118,8 +118,11 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor) -> dict:
         limits = [c["at_s"] for c in spec["policy_changes"] if c["flow"] == f["name"] and "rate_mbps" in c]
         if limits:
             f["limited_from_s"] = min(limits)
+            f["limited_mbps"] = next(c["rate_mbps"] for c in spec["policy_changes"]
+                                     if c["flow"] == f["name"] and c["at_s"] == f["limited_from_s"])
     link_mbps = {link.a: link.mbps for link in fab.links if link.a.startswith("tbh")}
-    ratios = metrics.link_goodput(flows, series, link_mbps)
+    per_host = metrics.host_link_goodput(flows, series, link_mbps)
+    ratios = metrics.link_goodput(per_host)
     summary: dict = {"name": spec["name"], "flows": {}}
     for f in flows:
         pts = series[f["name"]]
@@ -152,6 +155,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor) -> dict:
     summary["link_goodput_ratio"] = min(ratios.values()) if ratios else None
     summary["fidelity"] = metrics.fidelity(cpu.idle_share(), ratios, spec["fidelity"]["min_cpu_idle"],
                                            spec["fidelity"]["min_link_goodput_ratio"])
+    summary["fidelity"]["host_link_goodput"] = per_host
     summary["trustworthy"] = summary["fidelity"]["trustworthy"]
     summary["cpu_idle_share"] = summary["fidelity"]["cpu_idle_share"]
     plots.flow_goodput(series, spec, run / "goodput.png")
