@@ -37,16 +37,19 @@ def test_estimate_within_target_of_measured_peak(graphs, model, kind):
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_watch_matches_profiler_measure(graphs, model):
-    """The executor's per-task watch must see what the profiler sees: it holds no
-    tensor references, so autograd still steals and accumulates gradients in place."""
-    graph = graphs[1]
-    task = _task(model, TRAINING, graph.shape)
-    measured = measure_peak(lambda: run_task(task, graph, CPU), CPU)
-    watch = TaskMemoryWatch(budget_bytes=None)
-    with watch:
-        run_task(task, graph, CPU)
-    assert watch.record.peak_bytes == measured
+def test_watch_errs_high_never_low(graphs, model):
+    """The executor's per-task watch may see a gradient buffer more than an unwatched
+    run (autograd accumulates out of place under any dispatch mode), never less."""
+    for graph in graphs:
+        for kind in (TRAINING, INFERENCE):
+            task = _task(model, kind, graph.shape)
+            measured = measure_peak(lambda: run_task(task, graph, CPU), CPU)
+            watch = TaskMemoryWatch(budget_bytes=None)
+            with watch:
+                run_task(task, graph, CPU)
+            assert measured <= watch.record.peak_bytes <= 1.10 * measured
+            if kind == INFERENCE or model in ("GCN", "GAT"):
+                assert watch.record.peak_bytes == measured
 
 
 def test_watch_records_budget_overrun_without_stopping_the_task(graphs):

@@ -44,10 +44,9 @@ def summarize(records: list[TaskRecord]) -> dict:
 
 
 def pmc_errors(records: list[TaskRecord]) -> dict:
-    """Relative error of the estimated peak against the watched peak, per task that
-    finished (an out-of-memory task's peak is cut short)."""
-    errors = [relative_error(r.estimate_bytes, r.measured_peak_bytes) for r in records
-              if r.error is None and r.measured_peak_bytes]
+    """Relative error of the estimated peak against the peak measured with the task
+    alone (``measure_peak``), over the tasks of the records."""
+    errors = [relative_error(r.estimate_bytes, r.measured_peak_bytes) for r in records if r.measured_peak_bytes]
     return {
         "pmc_max_relative_error": max(errors) if errors else None,
         "pmc_mean_relative_error": float(np.mean(errors)) if errors else None,

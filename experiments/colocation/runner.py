@@ -1,9 +1,9 @@
 """``trainbed colocate SPEC --device cpu|cuda``: run a task queue under every method.
 
 A run: load the spec, build the queue, estimate every task's peak (PMC), check
-that each task fits the allocatable memory alone, time every distinct inference
-task alone (its QoS target is twice that), then run the queue once per method
-and write the run directory: ``spec.yaml`` (resolved), ``environment.json``,
+that each task fits the allocatable memory alone, measure each distinct task's
+peak alone and time inference tasks alone (the QoS target is twice that), then
+run the queue once per method and write the run directory: ``spec.yaml`` (resolved), ``environment.json``,
 ``tasks.json`` (the queue with estimates), ``records-<method>.json`` (raw
 per-task records), ``summary.json``, ``table.md``/``table.csv`` and ``plots/``.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -22,7 +22,7 @@ from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arriva
 from experiments.errors import SpecError
 from experiments.store import environment, new_run_dir, point_latest, write_json, write_spec
 from hosts.colocation.executor import Executor, Plan, PreparedInputs
-from hosts.colocation.memory import TaskMemoryWatch
+from hosts.colocation.memory import TaskMemoryWatch, measure_peak
 from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 
 
@@ -47,18 +47,17 @@ def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Pat
     write_json(run / "environment.json", env)
 
     warm_up(tasks, dev, spec["seed"])
-    qt: dict[str, float] = {}
-    solo: dict[str, float] = {}
+    measured, solo = profile_alone(tasks, dev, spec["seed"], time_it=spec["kind"] == INFERENCE)
+    qt: dict[str, float] = {key: 2.0 * seconds for key, seconds in solo.items()}
     if spec["kind"] == INFERENCE:
-        solo = solo_times(tasks, dev, spec["seed"])
-        qt = {key: 2.0 * seconds for key, seconds in solo.items()}
         mean_solo = sum(solo.values()) / len(solo)
         tasks = with_arrival_times(tasks, spec["arrivals"]["tick_solo_multiple"] * mean_solo)
     write_json(run / "tasks.json", [
         {**t.describe(), "estimate_bytes": estimates[t.task_id], "need_bytes": needs[t.task_id],
-         "solo_s": solo.get(t.task_id), "qt_s": qt.get(t.task_id)} for t in tasks])
+         "measured_peak_bytes": measured[t.task_id], "solo_s": solo.get(t.task_id), "qt_s": qt.get(t.task_id)}
+        for t in tasks])
 
-    plan = Plan(tasks, estimates, needs, qt)
+    plan = Plan(tasks, estimates, needs, qt, measured)
     executor = Executor(dev, allocatable, spec["workers"], spec["seed"])
     methods: dict[str, dict] = {}
     all_records = []
@@ -155,23 +154,31 @@ def warm_up(tasks: list[Task], dev: torch.device, seed: int) -> None:
         run_task(task, inputs.get(task.graph), dev)
 
 
-def solo_times(tasks: list[Task], dev: torch.device, seed: int) -> dict[str, float]:
-    """Each distinct task timed alone, as GNNSched's QT base (QT = 2 x this)."""
+def profile_alone(tasks: list[Task], dev: torch.device, seed: int, time_it: bool):
+    """Each distinct task run alone: its exact peak (``measure_peak``; training for
+    at most two epochs, as every epoch repeats the first one's peak) and, for
+    inference, its run time under the executor's watch (GNNSched's QT = 2 x that)."""
     inputs = PreparedInputs(seed)
+    peaks: dict[tuple, int] = {}
     seconds: dict[tuple, float] = {}
-    result = {}
+    measured, solo = {}, {}
     for task in tasks:
-        key = (task.config, task.graph)
-        if key not in seconds:
+        key = (task.config, task.graph, task.kind, min(task.epochs, 2))
+        if key not in peaks:
             graph = inputs.get(task.graph)
-            _sync(dev)
-            start = time.perf_counter()
-            with TaskMemoryWatch(None):  # the same per-operator watch as in the executor
-                run_task(task, graph, dev)
-            _sync(dev)
-            seconds[key] = time.perf_counter() - start
-        result[task.task_id] = seconds[key]
-    return result
+            short = replace(task, epochs=min(task.epochs, 2))
+            peaks[key] = measure_peak(lambda: run_task(short, graph, dev), dev)
+            if time_it:
+                _sync(dev)
+                start = time.perf_counter()
+                with TaskMemoryWatch(None):
+                    run_task(task, graph, dev)
+                _sync(dev)
+                seconds[key] = time.perf_counter() - start
+        measured[task.task_id] = peaks[key]
+        if time_it:
+            solo[task.task_id] = seconds[key]
+    return measured, solo
 
 
 def _sync(dev: torch.device) -> None:

@@ -66,8 +66,10 @@ def dataset_shape(name: str, scale: float = 1.0, max_bytes: int | None = None) -
     its raw tensors would exceed ``max_bytes``."""
     nodes, edges, features, classes = DATASETS[name]
     shape = _scaled(name, nodes, edges, features, classes, scale, variant=0)
-    if max_bytes is not None and shape.raw_bytes > max_bytes:
-        shape = _scaled(name, nodes, edges, features, classes, scale * max_bytes / shape.raw_bytes, 0)
+    factor = scale
+    while max_bytes is not None and shape.raw_bytes > max_bytes:
+        factor *= min(0.999, max_bytes / shape.raw_bytes)
+        shape = _scaled(name, nodes, edges, features, classes, factor, 0)
     return shape
 
 

@@ -7,12 +7,13 @@ sharing), one worker thread per task, each on its own CUDA stream on a GPU.
 Baselines use no estimate: a task starts when it has arrived and a slot is free
 (Default: 1 slot, MPS-Base: 4, MPS: unlimited).
 
-Each task runs under its own memory watch. Its budget is what the policy
-reserved for it (estimate x safety threshold); going over is recorded as a
-violation and the task carries on. All watches also add up on the device's
-allocatable memory: tasks running while the sum exceeds it are recorded as
-over capacity (on a GPU they would page or fail). A real out-of-memory error
-ends only the task that hit it.
+Each task runs under its own memory watch (``TaskMemoryWatch``). Its budget is
+what the policy reserved for it (estimate x safety threshold); going over is
+recorded as a violation and the task carries on. All watches also add up on
+the device's allocatable memory: tasks running while the sum exceeds it are
+recorded as over capacity (on a GPU they would page or fail). A real
+out-of-memory error ends only the task that hit it. The watch errs high, never
+low (see ``memory``), so a recorded violation is never missed.
 """
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ class TaskRecord:
     end_s: float | None = None
     batch: int | None = None
     group: int | None = None
-    measured_peak_bytes: int | None = None
+    measured_peak_bytes: int | None = None  # the task alone, unwatched (see Plan)
+    watched_peak_bytes: int | None = None  # what its watch saw while co-located
     over_budget: bool = False
     over_capacity: bool = False
     error: str | None = None
@@ -61,6 +63,7 @@ class Plan:
     estimate_bytes: dict[str, int]
     need_bytes: dict[str, int]
     qt_s: dict[str, float] = field(default_factory=dict)
+    measured_peak_bytes: dict[str, int] = field(default_factory=dict)
 
 
 class PreparedInputs:
@@ -93,7 +96,8 @@ class Executor:
             t.task_id: TaskRecord(
                 task_id=t.task_id, method=method, arrival_s=t.arrival_s,
                 estimate_bytes=plan.estimate_bytes[t.task_id], need_bytes=plan.need_bytes[t.task_id],
-                budget_bytes=plan.need_bytes[t.task_id] if grouped else None, qt_s=plan.qt_s.get(t.task_id))
+                budget_bytes=plan.need_bytes[t.task_id] if grouped else None, qt_s=plan.qt_s.get(t.task_id),
+                measured_peak_bytes=plan.measured_peak_bytes.get(t.task_id))
             for t in plan.tasks
         }
         self._shared = SharedDevice(self.allocatable_bytes)
@@ -188,5 +192,5 @@ class Executor:
         finally:
             self._shared.leave(task.task_id)
             record.end_s = self._now()
-            record.measured_peak_bytes = watch.record.peak_bytes
+            record.watched_peak_bytes = watch.record.peak_bytes
             record.over_budget = watch.record.exceeded_at_bytes is not None
