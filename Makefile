@@ -22,3 +22,10 @@ bench: install
 
 clean:
 	$(PY) -m experiments.cli clean
+
+# GPU co-location validation (CUDA machine; its own torch + PyG, no install step):
+# estimator grid at real dataset sizes, CoGNN Table V, GNNSched tables, into results/latest.
+GPU_PY ?= python3
+.PHONY: colocate-gpu
+colocate-gpu:
+	$(GPU_PY) -m experiments.colocation.gpu_validation --device cuda

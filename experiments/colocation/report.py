@@ -16,10 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
                     ("avg_queuing_s", "avg queuing (s)"), ("memory_violations", "memory violations"),
@@ -50,6 +46,13 @@ def write_report(run: Path, summary: dict, records) -> None:
 
 
 def _plots(run: Path, summary: dict, records, columns) -> None:
+    try:  # the lent GPU machines may lack matplotlib: tables and data still get written
+        import matplotlib
+    except ImportError:
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     plots = run / "plots"
     plots.mkdir(exist_ok=True)
     methods = list(summary["methods"])

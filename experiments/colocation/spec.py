@@ -35,8 +35,10 @@ DEFAULTS = {
 }
 
 
-def load_spec(path: str | Path) -> dict:
-    """Read and validate a spec; return it resolved (every default filled in)."""
+def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
+    """Read and validate a spec; return it resolved (every default filled in).
+    ``overrides`` maps dotted fields (``queue.epochs``) to values set before
+    validation; the resolved spec records them."""
     path = Path(path)
     if not path.exists():
         raise SpecError(str(path), "no such spec file")
@@ -47,6 +49,12 @@ def load_spec(path: str | Path) -> dict:
     if not isinstance(raw, dict):
         raise SpecError(str(path), "a spec is a mapping of fields")
     raw.setdefault("name", path.stem)
+    for dotted, value in (overrides or {}).items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
     return resolve(raw)
 
 
