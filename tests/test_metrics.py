@@ -47,3 +47,14 @@ def test_link_goodput_is_judged_only_where_the_link_is_the_bottleneck():
     slow = metrics.fidelity(0.5, {"h3-eth0": 0.6}, 0.05, 0.85)
     assert slow["untrustworthy_reasons"] == ["link h3-eth0 goodput 0.60 of its rate < 0.85"]
     assert metrics.fidelity(0.01, links, 0.05, 0.85)["untrustworthy_reasons"] == ["CPU idle share 0.01 < 0.05"]
+
+
+def test_seconds_with_a_flow_still_ramping_up_are_not_judged():
+    flows = [{"name": "low", "src": "h2", "dst": "h1", "start_s": 0, "duration_s": 10},
+             {"name": "high", "src": "h3", "dst": "h1", "start_s": 4, "duration_s": 4}]
+    low = [(t / 2, 95.0 if not 8 < t <= 16 else 1.0) for t in range(1, 21)]
+    high = [(t / 2, 94.0) for t in range(9, 17)]
+    per_host = metrics.host_link_goodput(flows, {"low": low, "high": high}, {"h1": 100.0, "h2": 100.0, "h3": 100.0})
+    # seconds 4-5 (high starting) would otherwise count low's squeezed sender as a slow link
+    assert per_host["h2"] == {"sent": pytest.approx(0.95)}
+    assert per_host["h1"]["received"] == pytest.approx(0.95)

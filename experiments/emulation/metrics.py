@@ -85,11 +85,13 @@ def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dic
     for k in range(last):
         active = []
         for f in flows:
-            if not f["start_s"] + SETTLE_S < k < f["start_s"] + f["duration_s"] - 1:
-                continue
+            end = f["start_s"] + f["duration_s"]
+            if f["start_s"] >= k + 1 or end <= k:
+                continue  # not running in second k
             limited = f.get("limited_from_s") is not None and k >= f["limited_from_s"]
-            if limited and k < f["limited_from_s"] + SETTLE_S + 1:
-                active = None  # a limit is being applied: not a steady second
+            if (k <= f["start_s"] + SETTLE_S or k >= end - 1
+                    or (limited and k < f["limited_from_s"] + SETTLE_S + 1)):
+                active = None  # a flow is starting, ending or being limited: not a steady second
                 break
             active.append({**f, "rate_mbps": f.get("limited_mbps") if limited else f.get("rate_mbps")})
         if not active:
