@@ -101,6 +101,7 @@ class Executor:
             for t in plan.tasks
         }
         self._shared = SharedDevice(self.allocatable_bytes)
+        self._streams: list = []  # idle CUDA streams, reused: each new stream gets its own cuBLAS workspace
         self._inputs = PreparedInputs(self.seed)
         self._t0 = time.perf_counter()
         if grouped:
@@ -173,6 +174,12 @@ class Executor:
                     time.sleep(timeout)
 
     # -- one worker ---------------------------------------------------------------------------
+    def _take_stream(self):
+        try:
+            return self._streams.pop()  # list.pop/append are atomic under the GIL
+        except IndexError:
+            return torch.cuda.Stream(device=self.device)
+
     def _work(self, task: Task, record: TaskRecord) -> None:
         record.start_s = self._now()
         graph = self._inputs.get(task.graph)
@@ -180,10 +187,13 @@ class Executor:
         self._shared.enter(task.task_id)
         try:
             if self.device.type == "cuda":
-                stream = torch.cuda.Stream(device=self.device)
-                with torch.cuda.stream(stream), watch:
-                    record.result = run_task(task, graph, self.device)
-                stream.synchronize()
+                stream = self._take_stream()
+                try:
+                    with torch.cuda.stream(stream), watch:
+                        record.result = run_task(task, graph, self.device)
+                    stream.synchronize()
+                finally:
+                    self._streams.append(stream)
             else:
                 with watch:
                     record.result = run_task(task, graph, self.device)
