@@ -35,6 +35,8 @@ def _with(path, value):
     (("graphs",), {"scale": 2}, "graphs.scale"),
     (("queue", "layers"), [6, 4], "queue.layers"),
     (("queue", "colour"), "red", "queue.colour"),
+    (("queue", "subgraph_fraction"), [0.1, 0.2], "queue.subgraph_fraction"),
+    (("arrivals",), {"mean_per_tick": 1}, "arrivals"),
 ])
 def test_bad_spec_gets_one_line_error_naming_the_field(path, value, field):
     with pytest.raises(SpecError) as err:

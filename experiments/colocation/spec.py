@@ -164,6 +164,10 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
             or not all(isinstance(v, int) and v >= 1 for v in layers) or layers[0] > layers[1]):
         raise SpecError("queue.layers", f"a layer count or an inclusive range [low, high] of counts >= 1, got {layers!r}")
     queue["layers"] = layers
+    only = ("epochs",) if kind == INFERENCE else ("subgraphs_per_dataset", "subgraph_fraction")
+    for key in only:
+        if key in raw:
+            raise SpecError(f"queue.{key}", f"not for {kind} queues")
     if kind == TRAINING:
         queue["epochs"] = _int(raw.get("epochs", defaults["epochs"]), "queue.epochs", minimum=1)
     else:

@@ -42,13 +42,12 @@ class Storage:
 class Tensor:
     """A symbolic tensor: a storage (shared by views) and its autograd producer."""
 
-    __slots__ = ("storage", "requires_grad", "node", "is_param")
+    __slots__ = ("storage", "requires_grad", "node")
 
-    def __init__(self, storage: Storage, requires_grad=False, node=None, is_param=False):
+    def __init__(self, storage: Storage, requires_grad=False, node=None):
         self.storage = storage
         self.requires_grad = requires_grad
-        self.node = node
-        self.is_param = is_param
+        self.node = node  # None for inputs and parameters (leaves)
 
 
 @dataclass
@@ -56,7 +55,7 @@ class Node:
     seq: int
     grads: list  # (input Tensor, gradient bytes or PASS), in the order the kernel allocates
     saved: list  # storages kept for backward
-    ephemeral: int  # bytes a backward kernel allocates and frees inside
+    backward_scratch: int  # bytes its backward kernel allocates and frees inside
 
 
 class Simulator:
@@ -83,11 +82,11 @@ class Simulator:
         return Tensor(self._alloc_storage(nbytes))
 
     def param(self, nbytes: int) -> Tensor:
-        return Tensor(self._alloc_storage(nbytes), requires_grad=self.grad_enabled, is_param=True)
+        return Tensor(self._alloc_storage(nbytes), requires_grad=self.grad_enabled)
 
     def view(self, t: Tensor) -> Tensor:
         t.storage.refs += 1
-        return Tensor(t.storage, t.requires_grad, t.node, t.is_param)
+        return Tensor(t.storage, t.requires_grad, t.node)
 
     def drop(self, *tensors: Tensor | None) -> None:
         for t in tensors:
@@ -148,8 +147,8 @@ class Simulator:
                     produced.append((t, incoming))
                 else:
                     produced.append((t, self._alloc_storage(nbytes)))
-            if node.ephemeral:
-                self.ephemeral(node.ephemeral)
+            if node.backward_scratch:
+                self.ephemeral(node.backward_scratch)
             self._release(incoming)
             for storage in node.saved:
                 self._release(storage)

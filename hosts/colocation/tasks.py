@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from hosts.colocation.datasets import Graph, GraphShape, synthesize
+from hosts.colocation.datasets import Graph, GraphShape
 from hosts.colocation.estimator import TaskShape, estimate_peak_bytes
 from hosts.colocation.models import GNN, ModelConfig
 
@@ -51,19 +51,6 @@ class Task:
         d = asdict(self)
         d["graph"] = asdict(self.graph)
         return d
-
-
-class GraphCache:
-    """Synthesised host-side graphs, shared by the tasks that use the same shape."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-        self._graphs: dict[GraphShape, Graph] = {}
-
-    def get(self, shape: GraphShape) -> Graph:
-        if shape not in self._graphs:
-            self._graphs[shape] = synthesize(shape, self.seed)
-        return self._graphs[shape]
 
 
 def run_task(task: Task, graph: Graph, device: torch.device) -> float:
