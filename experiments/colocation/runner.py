@@ -181,7 +181,7 @@ def profile_alone(tasks: list[Task], dev: torch.device, seed: int, time_it: bool
 def _timed_run(task: Task, graph, dev: torch.device) -> float:
     _sync(dev)
     start = time.perf_counter()
-    with TaskMemoryWatch(None):
+    with TaskMemoryWatch(None, device_type=dev.type):
         run_task(task, graph, dev)
     _sync(dev)
     return time.perf_counter() - start

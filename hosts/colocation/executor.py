@@ -183,7 +183,7 @@ class Executor:
     def _work(self, task: Task, record: TaskRecord) -> None:
         record.start_s = self._now()
         graph = self._inputs.get(task.graph)
-        watch = TaskMemoryWatch(record.budget_bytes, self._shared)
+        watch = TaskMemoryWatch(record.budget_bytes, self._shared, self.device.type)
         self._shared.enter(task.task_id)
         try:
             if self.device.type == "cuda":

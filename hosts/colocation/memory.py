@@ -116,9 +116,10 @@ class TaskMemoryWatch(TorchDispatchMode):
     """Counts one task's live storage bytes (512-byte rounded) and notes when they
     first exceed its budget. Enter it in the task's own thread."""
 
-    def __init__(self, budget_bytes: int | None, shared: SharedDevice | None = None):
+    def __init__(self, budget_bytes: int | None, shared: SharedDevice | None = None, device_type: str = "cpu"):
         super().__init__()
         self.record = WatchRecord(budget_bytes=budget_bytes)
+        self._device_type = device_type  # on a GPU, host-side tensors are not device memory
         self._shared = shared
         self._live = 0
         self._seen: set[int] = set()
@@ -127,7 +128,7 @@ class TaskMemoryWatch(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for leaf in tree_leaves(out):
-            if isinstance(leaf, torch.Tensor) and leaf.device.type != "meta":
+            if isinstance(leaf, torch.Tensor) and leaf.device.type == self._device_type:
                 self._track(leaf.untyped_storage())
         return out
 
