@@ -2,7 +2,7 @@
 
 A spec names the task queue (CoGNN training or GNNSched inference), the device's
 memory, the number of workers and the methods to compare. See
-``hosts/colocation/README-section.md`` for the format.
+README.md, "GPU co-location", for the format.
 """
 from __future__ import annotations
 
