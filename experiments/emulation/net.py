@@ -20,7 +20,7 @@ from pathlib import Path
 
 from controller.client import ControllerClient
 from experiments.emulation.ovs import PrivateOVS
-from experiments.emulation.records import RunRecord, proc_start_time
+from experiments.emulation.records import RunRecord, clean_record
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
 from topologies.fabric import Fabric
@@ -206,7 +206,6 @@ class Emulation:
             self.ovs = None
         if self.record is not None:
             # Anything the normal path missed (a crash mid-start) goes by the record.
-            from experiments.emulation.records import clean_record
             clean_record(self.record.data)
             if self.socket_path:
                 Path(self.socket_path).unlink(missing_ok=True)
@@ -217,4 +216,3 @@ class Emulation:
             self.lock = None
 
 
-__all__ = ["Emulation", "alive", "proc_start_time", "run_tc_batch"]
