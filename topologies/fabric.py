@@ -106,14 +106,16 @@ class Fabric:
                 return link.b_port
         raise TopologyError(f"link: {switch} has no link to {neighbour}")
 
+    def host_links(self) -> list[Link]:
+        """Each host's one link; the host is always end ``a``."""
+        hosts = {h.name for h in self.hosts}
+        return [link for link in self.links if link.a in hosts]
+
     def switch_ports(self) -> list[tuple[str, str, float]]:
         """(switch, interface, Mbit/s) of every switch egress port."""
-        ports = []
-        for link in self.links:
-            for end in (link.a, link.b):
-                if not end.startswith(PREFIX + "h"):
-                    ports.append((end, link.intf(end), link.mbps))
-        return ports
+        hosts = {h.name for h in self.hosts}
+        return [(end, link.intf(end), link.mbps) for link in self.links for end in (link.a, link.b)
+                if end not in hosts]
 
     def interface_names(self) -> list[str]:
         return [link.intf(end) for link in self.links for end in (link.a, link.b)]

@@ -155,9 +155,8 @@ class Emulation:
         """The queue plan, applied in one place: every switch port, every host NIC."""
         cmds = [c for _sw, intf, mbps in self.fabric.switch_ports() for c in queues.switch_port_cmds(intf, mbps)]
         run_tc_batch(cmds)
-        for link in self.fabric.links:
-            if link.a.startswith("tbh"):
-                run_tc_batch(queues.host_base_cmds(link.intf(link.a), link.mbps), self.host(link.a).pid)
+        for link in self.fabric.host_links():
+            run_tc_batch(queues.host_base_cmds(link.intf(link.a), link.mbps), self.host(link.a).pid)
 
     # --- use ------------------------------------------------------------------------
     def host(self, name: str):

@@ -73,7 +73,7 @@ def play(em: Emulation, spec: dict, raw: Path, t0_wall: list) -> dict:
     events.sort(key=lambda e: (e[0], e[1]))
     policy_ids: dict[str, int] = {}
     starts: dict[str, float] = {}
-    by_name = {f["name"]: f for f in flows}
+    flows_by_name = {f["name"]: f for f in flows}
     clients = []
     t0 = time.monotonic()
     t0_wall.append(time.time())
@@ -81,7 +81,7 @@ def play(em: Emulation, spec: dict, raw: Path, t0_wall: list) -> dict:
         delay = t0 + at - time.monotonic()
         if delay > 0:
             time.sleep(delay)
-        flow = by_name[entry["name"] if kind == "start" else entry["flow"]]
+        flow = flows_by_name[entry["name"] if kind == "start" else entry["flow"]]
         match = {"src": flow["src"], "dst": flow["dst"], "proto": "tcp", "dst_port": ports[flow["name"]]}
         if kind == "change" and entry["remove"]:
             if flow["name"] in policy_ids:
@@ -120,7 +120,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor) -> dict:
             f["limited_from_s"] = min(limits)
             f["limited_mbps"] = next(c["rate_mbps"] for c in spec["policy_changes"]
                                      if c["flow"] == f["name"] and c["at_s"] == f["limited_from_s"])
-    link_mbps = {link.a: link.mbps for link in fab.links if link.a.startswith("tbh")}
+    link_mbps = {link.a: link.mbps for link in fab.host_links()}
     per_host = metrics.host_link_goodput(flows, series, link_mbps)
     ratios = metrics.link_goodput(per_host)
     summary: dict = {"name": spec["name"], "flows": {}}
