@@ -84,7 +84,7 @@ def test_switch_port_tree_is_strict_priority_over_htb():
     assert len(classes) == 8
     for q, c in enumerate(classes):
         assert f"classid {queues.queue_classid(q)} " in c and c.endswith(f"prio {q}")
-        assert "ceil 100mbit" in c and "rate 1mbit" in c
+        assert "ceil 100mbit" in c and "rate 2mbit" in c
     leaves = [c for c in cmds if "bfifo" in c]
     assert len(leaves) == 8 and all(f"limit {queues.LEAF_LIMIT_BYTES}" in c for c in leaves)
     filters = [c for c in cmds if " filter " in c]
