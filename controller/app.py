@@ -3,20 +3,28 @@
 Kept thin: forwarding comes from ``controller.routing``, policies from
 ``controller.policy``; this module only turns their data into OpenFlow messages
 and serves the management socket. The fabric, the management socket path and
-the ready file are passed by ``controller.main`` through ``TrainbedController.config``.
+the state file are passed by ``controller.main`` through ``TrainbedController.config``.
 
-Management API: JSON lines over a unix socket (a file in the run directory, never
+Management API: JSON lines over a unix socket (mode 0600: only root opens it; never
 on the emulated data network). Requests: {"op": "ping"}, {"op": "status"},
 {"op": "register_hosts", "pids": {host: pid}}, {"op": "set_policy", "policy": {...}},
-{"op": "remove_policy", "id": N}, {"op": "list_policies"}. Replies: {"ok": true, ...}
-or {"ok": false, "error": "one line"}. A policy call returns after the switch
-confirmed the change with a barrier reply.
+{"op": "remove_policy", "id": N}, {"op": "apply", "changes": [{"set": {...}} |
+{"remove": N}, ...]}, {"op": "list_policies"}. Replies: {"ok": true, ...} or
+{"ok": false, "error": "one line"}. A policy call returns after every switch it
+touched answered a barrier with no OpenFlow error for its messages and every
+host's tc batch succeeded; only then is the policy table committed.
+
+Crash recovery: every committed change (and the hosts' namespaces) is written to
+the state file before the reply. A controller started on an existing state file
+loads it, and reinstalls forwarding, groups and every policy (same ids) on each
+switch as it reconnects; switches keep forwarding meanwhile (fail-secure). Host
+tc classes live in the hosts' namespaces and survive the controller.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+from collections import defaultdict
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -26,11 +34,15 @@ from os_ken.lib.packet import arp, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3
 
 from controller import routing
+from controller.hostnet import TcError, run_tc_batch
 from controller.policy import FlowPolicy, PolicyError, PolicyTable
 from controller.rules import FlowRule, Meter, SelectGroup
 from topologies.fabric import Fabric
 
 BARRIER_TIMEOUT_S = 5.0
+# OpenFlow errors that mean "already there" / "not there": an upsert retries with the other command.
+_EXISTS = {(6, 0): "group", (12, 1): "meter"}  # (OFPET_GROUP_MOD_FAILED, GROUP_EXISTS), (METER_MOD_FAILED, METER_EXISTS)
+_UNKNOWN = {(6, 8): "group", (12, 2): "meter"}  # UNKNOWN_GROUP, UNKNOWN_METER
 
 
 class TrainbedController(app_manager.OSKenApp):
@@ -44,13 +56,41 @@ class TrainbedController(app_manager.OSKenApp):
         self.policies = PolicyTable(self.fabric)
         self.datapaths: dict[int, object] = {}
         self.host_pids: dict[str, int] = {}
-        self.barriers: dict[int, hub.Event] = {}
+        self.barriers: dict[tuple[int, int], hub.Event] = {}
+        # (dpid, xid) -> (type, code) of an OpenFlow error reply; xids are per switch.
+        self.of_errors: dict[tuple[int, int], tuple[int, int]] = {}
         self.expected = {s.dpid for s in self.fabric.switches}
+        self.state_file = self.config.get("state")
+        self.recovered = self._load_state()
         socket_path = self.config["socket"]
         if os.path.exists(socket_path):
             os.unlink(socket_path)
-        self.server = hub.StreamServer((socket_path,), self._serve_client)
+        old_umask = os.umask(0o177)  # the socket is created 0600: root only
+        try:
+            self.server = hub.StreamServer((socket_path,), self._serve_client)
+        finally:
+            os.umask(old_umask)
         hub.spawn(self.server.serve_forever)
+
+    # --- persisted state --------------------------------------------------------
+    def _load_state(self) -> bool:
+        if not self.state_file or not os.path.exists(self.state_file):
+            return False
+        with open(self.state_file) as f:
+            state = json.load(f)
+        self.host_pids = {str(k): int(v) for k, v in state["host_pids"].items()}
+        self.policies.restore(state["policies"])
+        self.logger.info("recovered %d policies and %d hosts from %s", len(state["policies"]),
+                         len(self.host_pids), self.state_file)
+        return True
+
+    def _save_state(self) -> None:
+        if not self.state_file:
+            return
+        tmp = f"{self.state_file}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"host_pids": self.host_pids, "policies": self.policies.listing()}, f)
+        os.replace(tmp, self.state_file)
 
     # --- OpenFlow -------------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -63,21 +103,30 @@ class TrainbedController(app_manager.OSKenApp):
         hub.spawn(self._install_forwarding, ev.msg.datapath, dpid)
 
     def _install_forwarding(self, dp, dpid: int) -> None:
-        for group in self.groups:
-            if group.dpid == dpid:
-                self._send_group(dp, group)
-        for rule in self.rules:
-            if rule.dpid == dpid:
-                self._send_rule(dp, rule, dp.ofproto.OFPFC_ADD)
-        if not self._barrier(dp):
-            self.logger.error("switch %#x: no barrier reply after installing forwarding", dpid)
+        """Forwarding, groups and this switch's policies; a reconnecting switch (after a
+        controller restart) still has them, so groups and meters are upserted."""
+        try:
+            for group in self.groups:
+                if group.dpid == dpid:
+                    self._upsert(dp, "group", group, None)
+            for rule in self.rules:
+                if rule.dpid == dpid:
+                    self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
+            self._apply_switch_ops(dp, self.policies.switch_state(dpid))
+        except PolicyError as err:
+            self.logger.error("switch %#x: %s", dpid, err)
             return
         self.datapaths[dpid] = dp
-        self.logger.info("switch %#x ready (%d/%d)", dpid, len(self.datapaths), len(self.expected))
+        self.logger.info("switch %#x ready (%d/%d)%s", dpid, len(self.datapaths), len(self.expected),
+                         " after recovery" if self.recovered else "")
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def error_msg(self, ev):
+        self.of_errors[(ev.msg.datapath.id, ev.msg.xid)] = (ev.msg.type, ev.msg.code)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def barrier_reply(self, ev):
-        event = self.barriers.pop(ev.msg.xid, None)
+        event = self.barriers.pop((ev.msg.datapath.id, ev.msg.xid), None)
         if event is not None:
             event.set()
 
@@ -117,7 +166,7 @@ class TrainbedController(app_manager.OSKenApp):
                 raise ValueError(f"unknown action {action!r}")
         return out
 
-    def _send_rule(self, dp, rule: FlowRule, command) -> None:
+    def _rule_msg(self, dp, rule: FlowRule, command):
         parser, ofp = dp.ofproto_parser, dp.ofproto
         inst = []
         if rule.meter is not None:
@@ -126,63 +175,111 @@ class TrainbedController(app_manager.OSKenApp):
             inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, self._actions(dp, rule.actions)))
         if rule.goto is not None:
             inst.append(parser.OFPInstructionGotoTable(rule.goto))
-        dp.send_msg(parser.OFPFlowMod(datapath=dp, table_id=rule.table, priority=rule.priority, command=command,
-                                      cookie=rule.cookie, match=parser.OFPMatch(**rule.match), instructions=inst,
-                                      out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+        return parser.OFPFlowMod(datapath=dp, table_id=rule.table, priority=rule.priority, command=command,
+                                 cookie=rule.cookie, match=parser.OFPMatch(**rule.match), instructions=inst,
+                                 out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
 
-    def _send_group(self, dp, group: SelectGroup) -> None:
+    def _group_msg(self, dp, group: SelectGroup, command):
         parser, ofp = dp.ofproto_parser, dp.ofproto
         buckets = [parser.OFPBucket(weight=1, watch_port=port, watch_group=ofp.OFPG_ANY,
                                     actions=[parser.OFPActionOutput(port)]) for port in group.ports]
-        dp.send_msg(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, ofp.OFPGT_SELECT, group.group_id, buckets))
+        return parser.OFPGroupMod(dp, command, ofp.OFPGT_SELECT, group.group_id, buckets)
 
-    def _send_meter(self, dp, meter: Meter, command) -> None:
+    def _meter_msg(self, dp, meter: Meter, command):
         parser, ofp = dp.ofproto_parser, dp.ofproto
         bands = [parser.OFPMeterBandDrop(rate=meter.kbps, burst_size=0)] if command != ofp.OFPMC_DELETE else []
-        dp.send_msg(parser.OFPMeterMod(dp, command=command, flags=ofp.OFPMF_KBPS, meter_id=meter.meter_id,
-                                       bands=bands))
+        return parser.OFPMeterMod(dp, command=command, flags=ofp.OFPMF_KBPS, meter_id=meter.meter_id, bands=bands)
+
+    def _send(self, dp, msg) -> int:
+        dp.set_xid(msg)
+        dp.send_msg(msg)
+        return msg.xid
 
     def _barrier(self, dp) -> bool:
-        dp.set_xid(req := dp.ofproto_parser.OFPBarrierRequest(dp))
+        req = dp.ofproto_parser.OFPBarrierRequest(dp)
         event = hub.Event()
-        self.barriers[req.xid] = event
+        dp.set_xid(req)
+        self.barriers[(dp.id, req.xid)] = event
         dp.send_msg(req)
         return event.wait(timeout=BARRIER_TIMEOUT_S)
 
+    def _confirm(self, dp, xids: list[int]) -> dict[int, tuple[int, int]]:
+        """Barrier, then the OpenFlow errors (by xid) the switch sent for ``xids``."""
+        if not self._barrier(dp):
+            raise PolicyError(f"switch {dp.id:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
+        return {xid: self.of_errors.pop((dp.id, xid)) for xid in xids if (dp.id, xid) in self.of_errors}
+
+    def _upsert(self, dp, what: str, item, existed: bool | None) -> None:
+        """Add or modify a group or meter: ``existed`` None means unknown, so try one
+        command and fall back to the other on the switch's "exists"/"unknown" error."""
+        ofp = dp.ofproto
+        add, modify = ((ofp.OFPGC_ADD, ofp.OFPGC_MODIFY) if what == "group" else (ofp.OFPMC_ADD, ofp.OFPMC_MODIFY))
+        build = self._group_msg if what == "group" else self._meter_msg
+        first = modify if existed or existed is None else add
+        xid = self._send(dp, build(dp, item, first))
+        if existed is not None:
+            return  # confirmed with the rest of the batch
+        error = self._confirm(dp, [xid]).get(xid)
+        if error is None:
+            return
+        if _UNKNOWN.get(error) != what:
+            raise PolicyError(f"switch {dp.id:#x}: {what} {first} refused with OpenFlow error {error}")
+        xid = self._send(dp, build(dp, item, add))
+        error = self._confirm(dp, [xid]).get(xid)
+        if error is not None:
+            raise PolicyError(f"switch {dp.id:#x}: {what} add refused with OpenFlow error {error}")
+
     # --- policies -------------------------------------------------------------
-    def _apply(self, ops: list) -> None:
-        touched = {}
+    def _apply_switch_ops(self, dp, ops: list) -> None:
+        """Send one switch's ops in order, then confirm them with one barrier."""
+        ofp = dp.ofproto
+        xids = []
         for op in ops:
             kind = op[0]
-            if kind == "host_tc":
-                self._host_tc(op[1], op[2])
-                continue
-            dp = self.datapaths[op[1].dpid]
-            ofp = dp.ofproto
-            touched[op[1].dpid] = dp
             if kind == "meter_set":
-                self._send_meter(dp, op[1], ofp.OFPMC_ADD)
-                self._send_meter(dp, op[1], ofp.OFPMC_MODIFY)
+                if op[2] is None:
+                    self._upsert(dp, "meter", op[1], None)
+                else:
+                    xids.append(self._send(dp, self._meter_msg(dp, op[1], ofp.OFPMC_MODIFY if op[2]
+                                                               else ofp.OFPMC_ADD)))
             elif kind == "meter_del":
-                self._send_meter(dp, op[1], ofp.OFPMC_DELETE)
+                xids.append(self._send(dp, self._meter_msg(dp, op[1], ofp.OFPMC_DELETE)))
             elif kind == "rule_set":
-                self._send_rule(dp, op[1], ofp.OFPFC_ADD)
+                xids.append(self._send(dp, self._rule_msg(dp, op[1], ofp.OFPFC_ADD)))
             elif kind == "rule_del":
-                self._send_rule(dp, op[1], ofp.OFPFC_DELETE_STRICT)
-        for dpid, dp in touched.items():
-            if not self._barrier(dp):
-                raise PolicyError(f"switch {dpid:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
+                xids.append(self._send(dp, self._rule_msg(dp, op[1], ofp.OFPFC_DELETE_STRICT)))
+        errors = self._confirm(dp, xids)
+        if errors:
+            raise PolicyError(f"switch {dp.id:#x}: {len(errors)} message(s) refused, first with OpenFlow error "
+                              f"(type, code) {next(iter(errors.values()))}")
 
-    def _host_tc(self, host: str, cmds: list[str]) -> None:
-        pid = self.host_pids.get(host)
-        if pid is None:
-            raise PolicyError(f"policy.src: host {host} has not been registered (register_hosts)")
-        for cmd in cmds:
-            proc = subprocess.run(["nsenter", f"--net=/proc/{pid}/ns/net", *cmd.split()],
-                                  capture_output=True, text=True)
-            # Removing a filter or class that is already gone is not an error.
-            if proc.returncode != 0 and " del " not in cmd:
-                raise PolicyError(f"host {host}: `{cmd}` failed: {proc.stderr.strip()}")
+    def _apply(self, ops: list) -> None:
+        """Host tc changes in one batch per host, switch changes with one barrier per switch."""
+        by_host: dict[str, list[str]] = defaultdict(list)
+        by_switch: dict[int, list] = defaultdict(list)
+        for op in ops:
+            if op[0] == "host_tc":
+                by_host[op[1]] += op[2]
+            else:
+                by_switch[op[1].dpid].append(op)
+        for host, cmds in by_host.items():
+            pid = self.host_pids.get(host)
+            if pid is None:
+                raise PolicyError(f"policy.src: host {host} has not been registered (register_hosts)")
+            try:
+                run_tc_batch(cmds, pid, where=f"host {host}", tolerate_missing_deletes=True)
+            except TcError as err:
+                raise PolicyError(str(err)) from None
+        for dpid, switch_ops in by_switch.items():
+            self._apply_switch_ops(self.datapaths[dpid], switch_ops)
+
+    def _change(self, changes: list[tuple[str, object]]) -> list[int]:
+        """Plan, apply, and only then commit and persist a batch of policy changes."""
+        ids, ops, by_key = self.policies.plan(changes)
+        self._apply(ops)
+        self.policies.commit(by_key)
+        self._save_state()
+        return ids
 
     def _handle(self, req: dict) -> dict:
         op = req.get("op")
@@ -193,17 +290,17 @@ class TrainbedController(app_manager.OSKenApp):
                     "hosts_registered": len(self.host_pids)}
         if op == "register_hosts":
             self.host_pids.update({str(k): int(v) for k, v in req["pids"].items()})
+            self._save_state()
             return {"ok": True}
         if len(self.datapaths) < len(self.expected):
             return {"ok": False, "error": f"fabric not ready: {len(self.datapaths)}/{len(self.expected)} switches"}
         if op == "set_policy":
-            policy = FlowPolicy.from_dict(req.get("policy") or {})
-            pid, ops = self.policies.set(policy)
-            self._apply(ops)
-            return {"ok": True, "id": pid}
+            return {"ok": True, "id": self._change([("set", FlowPolicy.from_dict(req.get("policy") or {}))])[0]}
         if op == "remove_policy":
-            self._apply(self.policies.remove(req.get("id")))
+            self._change([("remove", req.get("id"))])
             return {"ok": True}
+        if op == "apply":
+            return {"ok": True, "ids": self._change(_parse_changes(req.get("changes")))}
         if op == "list_policies":
             return {"ok": True, "policies": self.policies.listing()}
         return {"ok": False, "error": f"op: unknown operation {op!r}"}
@@ -221,3 +318,15 @@ class TrainbedController(app_manager.OSKenApp):
         finally:
             stream.close()
             sock.close()
+
+
+def _parse_changes(raw) -> list[tuple[str, object]]:
+    if not isinstance(raw, list):
+        raise PolicyError("changes: must be a list of {set: policy} or {remove: id}")
+    changes = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in ("set", "remove"):
+            raise PolicyError(f"changes[{i}]: must be {{set: policy}} or {{remove: id}}")
+        kind, arg = next(iter(entry.items()))
+        changes.append((kind, FlowPolicy.from_dict(arg) if kind == "set" else arg))
+    return changes

@@ -1,9 +1,19 @@
-"""Client of the controller's management socket: what schedulers and the runner call."""
+"""Client of the controller's management socket: what schedulers and the runner call.
+
+The controller may be restarted mid-run (the runner supervises it and it recovers
+its state from disk), so a call that finds the socket closed, or the fabric not
+ready yet, reconnects and retries until ``retry_s`` has passed, then fails with a
+one-line ``ControllerError``. Every call is safe to repeat: a set of the same flow
+keeps its id, and a retried remove of a policy that the lost attempt already
+removed counts as done.
+"""
 from __future__ import annotations
 
 import json
 import socket
 import time
+
+RETRY_INTERVAL_S = 0.2
 
 
 class ControllerError(RuntimeError):
@@ -11,30 +21,54 @@ class ControllerError(RuntimeError):
 
 
 class ControllerClient:
-    def __init__(self, path: str, timeout: float = 30.0):
+    def __init__(self, path: str, timeout: float = 30.0, retry_s: float = 30.0):
         self.path = path
         self.timeout = timeout
+        self.retry_s = retry_s
         self.sock: socket.socket | None = None
         self.stream = None
 
     def _connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.timeout)
-        sock.connect(self.path)
+        try:
+            sock.connect(self.path)
+        except OSError:
+            sock.close()
+            raise
         self.sock, self.stream = sock, sock.makefile("rwb")
 
-    def call(self, op: str, **fields) -> dict:
+    def _exchange(self, request: dict) -> dict:
         if self.sock is None:
             self._connect()
-        self.stream.write((json.dumps({"op": op, **fields}) + "\n").encode())
+        self.stream.write((json.dumps(request) + "\n").encode())
         self.stream.flush()
         line = self.stream.readline()
         if not line:
-            raise ControllerError(f"controller closed the connection during {op}")
-        reply = json.loads(line)
-        if not reply.get("ok"):
-            raise ControllerError(reply.get("error", "unknown error"))
-        return reply
+            raise ConnectionError("controller closed the connection")
+        return json.loads(line)
+
+    def call(self, op: str, retry_s: float | None = None, **fields) -> dict:
+        deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                reply = self._exchange({"op": op, **fields})
+            except (OSError, ValueError) as err:  # refused, reset, closed, timed out, torn reply
+                self.close()
+                problem = f"controller unreachable ({err})"
+            else:
+                if reply.get("ok"):
+                    return reply
+                problem = reply.get("error", "unknown error")
+                if op == "remove_policy" and attempts > 1 and problem.startswith("policy.id: no policy"):
+                    return {"ok": True}  # the attempt that lost its reply removed it
+                if not problem.startswith("fabric not ready"):
+                    raise ControllerError(problem)
+            if time.monotonic() >= deadline:
+                raise ControllerError(f"{op}: {problem}; gave up after {attempts} attempt(s)")
+            time.sleep(RETRY_INTERVAL_S)
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the socket answers and every switch has its forwarding rules."""
@@ -42,14 +76,13 @@ class ControllerClient:
         last = "no answer"
         while time.monotonic() < deadline:
             try:
-                status = self.call("status")
+                status = self.call("status", retry_s=0)
                 if status["switches_ready"] == status["switches_expected"]:
                     return
                 last = f"{status['switches_ready']}/{status['switches_expected']} switches"
-            except (OSError, ControllerError) as err:
+            except ControllerError as err:
                 last = str(err)
-                self.close()
-            time.sleep(0.2)
+            time.sleep(RETRY_INTERVAL_S)
         raise ControllerError(f"controller not ready after {timeout:.0f} s: {last}")
 
     def set_policy(self, **policy) -> int:
@@ -58,11 +91,18 @@ class ControllerClient:
     def remove_policy(self, policy_id: int) -> None:
         self.call("remove_policy", id=policy_id)
 
+    def apply(self, changes: list[dict]) -> list[int]:
+        """One batch: [{"set": {policy fields}} | {"remove": id}, ...] -> the id of each."""
+        return self.call("apply", changes=changes)["ids"]
+
     def policies(self) -> list[dict]:
         return self.call("list_policies")["policies"]
 
     def close(self) -> None:
         if self.sock is not None:
-            self.stream.close()
+            try:
+                self.stream.close()
+            except OSError:
+                pass  # a broken pipe on flush: the connection is gone either way
             self.sock.close()
         self.sock = self.stream = None

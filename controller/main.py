@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fabric", required=True, help="fabric JSON (topologies.fabric.Fabric.to_dict)")
     parser.add_argument("--socket", required=True, help="management unix socket path")
     parser.add_argument("--of-port", type=int, required=True, help="OpenFlow TCP port on 127.0.0.1")
+    parser.add_argument("--state", help="state file: persisted after every change, recovered from on start")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     import os_ken.controller.controller  # noqa: F401  (registers the ofp_* options)
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
              project="os_ken")
     from controller.app import TrainbedController
     with open(args.fabric) as f:
-        TrainbedController.config = {"fabric": json.load(f), "socket": args.socket}
+        TrainbedController.config = {"fabric": json.load(f), "socket": args.socket, "state": args.state}
     AppManager.run_apps(["controller.app"])
 
 

@@ -28,7 +28,7 @@ from controller.rules import (
     Meter,
 )
 from topologies import queues
-from topologies.fabric import Fabric
+from topologies.fabric import Fabric, host_interface
 
 RATE_MECHANISMS = ("host", "meter")
 DEFAULT_RATE_MECHANISM = "host"
@@ -134,66 +134,128 @@ def _meter_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> Meter | No
 def _host_set(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> list:
     if policy.rate_mbps is None or policy.rate_mechanism != "host":
         return []
-    intf = f"{policy.src}-eth0"
     match = queues.host_flow_match(fabric.host(policy.dst).ip, policy.proto, policy.src_port, policy.dst_port)
-    return [("host_tc", policy.src, queues.host_flow_set_cmds(intf, policy_id, policy.rate_mbps, match))]
+    return [("host_tc", policy.src,
+             queues.host_flow_set_cmds(host_interface(policy.src), policy_id, policy.rate_mbps, match))]
 
 
 def _host_remove(policy: FlowPolicy, policy_id: int) -> list:
     if policy.rate_mbps is None or policy.rate_mechanism != "host":
         return []
-    return [("host_tc", policy.src, queues.host_flow_remove_cmds(f"{policy.src}-eth0", policy_id))]
+    return [("host_tc", policy.src, queues.host_flow_remove_cmds(host_interface(policy.src), policy_id))]
 
 
 class PolicyTable:
     """Current policies by flow key, and the ops that realise each change.
 
-    Ops, executed in order by the controller app: ("meter_set", Meter),
+    Invariant: a policy's id is its OpenFlow cookie, its meter id and its host
+    class slot (``queues.host_flow_set_cmds``), so one number finds every piece of
+    it in the switch and in the sender's namespace. A changed policy keeps its id,
+    so its rule is overwritten in place and traffic is never left unmarked.
+
+    Ops, executed in order by the controller app: ("meter_set", Meter, existed),
     ("rule_set", FlowRule), ("rule_del", FlowRule), ("meter_del", Meter),
-    ("host_tc", host, [tc command, ...]). A changed policy keeps its id, so its
-    rule is overwritten in place and traffic is never left unmarked.
+    ("host_tc", host, [tc command, ...]). ``plan`` computes a whole batch of
+    changes without touching the table; ``commit`` makes it current once the
+    switches and hosts accepted it.
     """
 
     def __init__(self, fabric: Fabric):
         self.fabric = fabric
         self.by_key: dict[tuple, tuple[int, FlowPolicy]] = {}
 
-    def _free_id(self) -> int:
-        used = {pid for pid, _ in self.by_key.values()}
+    @staticmethod
+    def _free_id(by_key: dict) -> int:
+        used = {pid for pid, _ in by_key.values()}
         for pid in range(1, MAX_POLICIES + 1):
             if pid not in used:
                 return pid
         raise PolicyError(f"policy: table full ({MAX_POLICIES} policies)")
 
-    def set(self, policy: FlowPolicy) -> tuple[int, list]:
+    def _plan_set(self, by_key: dict, policy: FlowPolicy) -> tuple[int, list]:
         validate(policy, self.fabric)
-        old = self.by_key.get(policy.key)
-        pid = old[0] if old else self._free_id()
+        old = by_key.get(policy.key)
+        pid = old[0] if old else self._free_id(by_key)
         ops: list = []
         meter = _meter_for(policy, pid, self.fabric)
+        old_meter = _meter_for(old[1], pid, self.fabric) if old else None
         if meter:
-            ops.append(("meter_set", meter))
+            ops.append(("meter_set", meter, old_meter is not None))
         ops.append(("rule_set", rule_for(policy, pid, self.fabric)))
-        if old:
-            old_meter = _meter_for(old[1], pid, self.fabric)
-            if old_meter and not meter:
-                ops.append(("meter_del", old_meter))
-            if not _host_set(policy, pid, self.fabric):
-                ops += _host_remove(old[1], pid)
+        if old_meter and not meter:
+            ops.append(("meter_del", old_meter))
+        if old and not _host_set(policy, pid, self.fabric):
+            ops += _host_remove(old[1], pid)
         ops += _host_set(policy, pid, self.fabric)
-        self.by_key[policy.key] = (pid, policy)
+        by_key[policy.key] = (pid, policy)
         return pid, ops
 
-    def remove(self, policy_id: int) -> list:
-        for key, (pid, policy) in list(self.by_key.items()):
+    def _plan_remove(self, by_key: dict, policy_id) -> list:
+        for key, (pid, policy) in list(by_key.items()):
             if pid == policy_id:
-                del self.by_key[key]
+                del by_key[key]
                 ops: list = [("rule_del", rule_for(policy, pid, self.fabric))]
                 meter = _meter_for(policy, pid, self.fabric)
                 if meter:
                     ops.append(("meter_del", meter))
                 return ops + _host_remove(policy, pid)
-        raise PolicyError(f"policy.id: no policy with id {policy_id}")
+        raise PolicyError(f"policy.id: no policy with id {policy_id!r}")
+
+    def plan(self, changes: list[tuple[str, object]]) -> tuple[list[int], list, dict]:
+        """Plan ("set", FlowPolicy) / ("remove", policy id) changes as one batch.
+
+        Returns (the id of each change, the ops, the table after the batch); the
+        table itself is untouched, so a batch that fails anywhere changes nothing.
+        """
+        by_key = dict(self.by_key)
+        ids, ops = [], []
+        for kind, arg in changes:
+            if kind == "set":
+                pid, change_ops = self._plan_set(by_key, arg)
+            elif kind == "remove":
+                pid, change_ops = arg, self._plan_remove(by_key, arg)
+            else:
+                raise PolicyError(f"changes: unknown change {kind!r} (set or remove)")
+            ids.append(pid)
+            ops += change_ops
+        return ids, ops, by_key
+
+    def commit(self, by_key: dict) -> None:
+        self.by_key = by_key
+
+    def set(self, policy: FlowPolicy) -> tuple[int, list]:
+        (pid,), ops, by_key = self.plan([("set", policy)])
+        self.commit(by_key)
+        return pid, ops
+
+    def remove(self, policy_id: int) -> list:
+        _ids, ops, by_key = self.plan([("remove", policy_id)])
+        self.commit(by_key)
+        return ops
+
+    def switch_state(self, dpid: int) -> list:
+        """Ops that (re)install every current policy's meter and rule on one switch."""
+        ops: list = []
+        for pid, policy in sorted(self.by_key.values(), key=lambda entry: entry[0]):
+            rule = rule_for(policy, pid, self.fabric)
+            if rule.dpid != dpid:
+                continue
+            meter = _meter_for(policy, pid, self.fabric)
+            if meter:
+                ops.append(("meter_set", meter, None))  # None: unknown whether the switch still has it
+            ops.append(("rule_set", rule))
+        return ops
 
     def listing(self) -> list[dict]:
         return [{"id": pid, **pol.to_dict()} for pid, pol in sorted(self.by_key.values(), key=lambda x: x[0])]
+
+    def restore(self, listing: list[dict]) -> None:
+        """Load a ``listing()`` (the controller's persisted copy), ids kept."""
+        by_key = {}
+        for entry in listing:
+            entry = dict(entry)
+            pid = entry.pop("id")
+            policy = FlowPolicy.from_dict(entry)
+            validate(policy, self.fabric)
+            by_key[policy.key] = (pid, policy)
+        self.by_key = by_key

@@ -36,3 +36,15 @@ def receiver_series(iperf_json: str, start_offset_s: float) -> list[tuple[float,
         summary = interval["sum"]
         series.append((start_offset_s + summary["end"], summary["bits_per_second"] / 1e6))
     return series
+
+
+def check_report(iperf_json: str) -> None:
+    """Raise ValueError (one line) if an iperf3 JSON report is unparsable or reports an error."""
+    try:
+        report = json.loads(iperf_json)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not JSON ({err})") from None
+    if not isinstance(report, dict):
+        raise ValueError("not an iperf3 report")
+    if report.get("error"):
+        raise ValueError(f"iperf3: {report['error']}")

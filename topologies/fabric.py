@@ -138,6 +138,11 @@ class Fabric:
         )
 
 
+def host_interface(host: str) -> str:
+    """A host's only interface (port 0): the one spelling of ``<host>-eth0``."""
+    return f"{host}-eth0"
+
+
 def host_ip(n: int) -> str:
     return f"10.0.{n // 256}.{n % 256}"
 

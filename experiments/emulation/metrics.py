@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import statistics
 
+from topologies.fabric import host_interface
+
 SETTLE_S = 1.0
 RECOVERY_FRACTION = 0.9
 
@@ -108,7 +110,7 @@ def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dic
 
 def link_goodput(per_host: dict) -> dict[str, float]:
     """Each saturated host link's goodput ratio (the lower of its saturated directions)."""
-    return {f"{host}-eth0": min(r.values()) for host, r in per_host.items()}
+    return {host_interface(host): min(r.values()) for host, r in per_host.items()}
 
 
 def fidelity(cpu_idle: float, link_ratios: dict[str, float], min_cpu_idle: float,

@@ -1,10 +1,17 @@
 """Bring an emulated fabric up and down: private OVS, controller, Mininet, queues.
 
 ``Emulation`` is the one place where the fabric's data (``topologies``) becomes
-real: it records every resource before creating it (``RunRecord``), applies the
-queue plan after the net starts, hands the controller the hosts' namespaces for
-sender-side rate limits, and tears everything down in reverse order. Use it as a
-context manager; ``stop()`` is safe to call twice and after a partial start.
+real. Invariants:
+
+- Every resource is recorded (``RunRecord``) before or as it is created, so a
+  crashed run can be cleaned by its record alone.
+- The controller is supervised: if its process exits during the run it is
+  started again on the same OpenFlow port, socket and state file, recovers every
+  policy from that file, and the switches (fail-secure: they keep forwarding)
+  reconnect to it. ``outages`` lists each outage in monotonic time.
+- ``stop()`` runs every tear-down step even if an earlier one fails, releases the
+  fabric lock last, and raises one ``TeardownError`` naming every failed step.
+  It is safe to call twice and after a partial start.
 """
 from __future__ import annotations
 
@@ -13,12 +20,14 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from functools import partial
 from pathlib import Path
 
-from controller.client import ControllerClient
+from controller.client import ControllerClient, ControllerError
+from controller.hostnet import run_tc_batch
 from experiments.emulation.ovs import PrivateOVS
 from experiments.emulation.records import RunRecord, clean_record
 from experiments.store import REPO_ROOT, write_json
@@ -27,21 +36,20 @@ from topologies.fabric import Fabric
 
 # Interface and bridge names are global on the machine: one fabric at a time.
 FABRIC_LOCK = "/run/trainbed-fabric.lock"
+SUPERVISE_INTERVAL_S = 0.2
+MAX_CONTROLLER_RESTARTS = 5
+# Switches retry a lost controller with exponential backoff up to this (OVS default: 8 s).
+CONTROLLER_MAX_BACKOFF_MS = 1000
+
+
+class TeardownError(RuntimeError):
+    """Some tear-down steps failed; all steps ran. One line naming each failure."""
 
 
 def free_tcp_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def run_tc_batch(cmds: list[str], netns_pid: int | None = None) -> None:
-    """Apply tc commands in one ``tc -batch`` (in a host's namespace when given)."""
-    prefix = ["nsenter", f"--net=/proc/{netns_pid}/ns/net"] if netns_pid else []
-    body = "\n".join(c.removeprefix("tc ") for c in cmds) + "\n"
-    proc = subprocess.run([*prefix, "tc", "-batch", "-"], input=body, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"tc batch failed: {proc.stderr.strip()}")
 
 
 def alive(pid: int) -> bool:
@@ -66,13 +74,19 @@ class Emulation:
         self.children: list[subprocess.Popen] = []
         self.socket_path = ""
         self.lock = None
+        self.outages: list[dict] = []  # {"start", "end", "restarts"} in time.monotonic()
+        self._stopping = threading.Event()
+        self._supervisor: threading.Thread | None = None
 
     # --- bring-up -----------------------------------------------------------------
     def __enter__(self) -> "Emulation":
         try:
             self.start()
         except BaseException:
-            self.stop()
+            try:
+                self.stop()
+            except TeardownError as err:
+                print(f"trainbed: {err}", file=sys.stderr)  # the start error is the one to raise
             raise
         return self
 
@@ -95,36 +109,66 @@ class Emulation:
         self.ovs = PrivateOVS(ovs_dir)
         os.environ.update(self.ovs.env)  # Mininet's ovs-vsctl calls must find our OVS
         self.ovs.start()
+        write_json(self.run_dir / "fabric.json", self.fabric.to_dict())
+        # A unix socket path is limited to 108 bytes; the state dir is short.
+        self.socket_path = str(self.record.path.parent / f"{self.run_id}.sock")
+        self.state_file = self.record.path.parent / f"{self.run_id}.controller.json"
+        self.record.add_file(str(self.state_file))
+        self.of_port = free_tcp_port()
+        self.client = ControllerClient(self.socket_path)
         self._start_controller()
         self._start_net()
         self.client.call("register_hosts", pids={h.name: h.pid for h in self.net.hosts})
         self.client.wait_ready(timeout=60)
+        self._supervisor = threading.Thread(target=self._supervise, name="controller-supervisor", daemon=True)
+        self._supervisor.start()
 
     def _start_controller(self) -> None:
-        fabric_file = self.run_dir / "fabric.json"
-        write_json(fabric_file, self.fabric.to_dict())
-        # A unix socket path is limited to 108 bytes; the state dir is short.
-        self.socket_path = str(self.record.path.parent / f"{self.run_id}.sock")
-        self.of_port = free_tcp_port()
-        log = open(self.run_dir / "controller.log", "wb")
-        self.controller = subprocess.Popen(
-            [sys.executable, "-m", "controller.main", "--fabric", str(fabric_file), "--socket", self.socket_path,
-             "--of-port", str(self.of_port)], stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-            start_new_session=True)
-        log.close()
+        """Start the controller process and wait for its management socket."""
+        with open(self.run_dir / "controller.log", "ab") as log:
+            self.controller = subprocess.Popen(
+                [sys.executable, "-m", "controller.main", "--fabric", str(self.run_dir / "fabric.json"),
+                 "--socket", self.socket_path, "--of-port", str(self.of_port), "--state", str(self.state_file)],
+                stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, start_new_session=True)
         self.record.add_process(self.controller.pid, "controller")
-        self.client = ControllerClient(self.socket_path)
+        probe = ControllerClient(self.socket_path)  # the run's own client may be busy in another thread
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.controller.poll() is not None:
-                raise RuntimeError(f"controller exited with {self.controller.returncode}; see {self.run_dir}/controller.log")
-            try:
-                self.client.call("ping")
-                return
-            except OSError:
-                self.client.close()
-                time.sleep(0.1)
+        try:
+            while time.monotonic() < deadline:
+                if self.controller.poll() is not None:
+                    raise RuntimeError(f"controller exited with {self.controller.returncode}; "
+                                       f"see {self.run_dir}/controller.log")
+                try:
+                    probe.call("ping", retry_s=0)
+                    return
+                except ControllerError:
+                    time.sleep(0.1)
+        finally:
+            probe.close()
         raise RuntimeError("controller did not open its management socket within 30 s")
+
+    def _supervise(self) -> None:
+        """Restart the controller whenever it exits before the run stops."""
+        while not self._stopping.wait(SUPERVISE_INTERVAL_S):
+            if self.controller.poll() is None:
+                continue
+            outage = {"start": time.monotonic(), "end": None, "restarts": 0,
+                      "exit_code": self.controller.returncode}
+            self.outages.append(outage)
+            while not self._stopping.is_set() and outage["end"] is None:
+                if sum(o["restarts"] for o in self.outages) >= MAX_CONTROLLER_RESTARTS:
+                    outage["error"] = f"gave up after {MAX_CONTROLLER_RESTARTS} restarts"
+                    return
+                outage["restarts"] += 1
+                probe = ControllerClient(self.socket_path)
+                try:
+                    self._start_controller()
+                    probe.wait_ready(timeout=30)
+                    outage["end"] = time.monotonic()
+                except (OSError, RuntimeError) as err:
+                    outage["error"] = str(err).splitlines()[0]
+                finally:
+                    probe.close()
 
     def _start_net(self) -> None:
         from mininet.link import TCLink
@@ -149,14 +193,18 @@ class Emulation:
             self.record.add_process(host.pid, f"host {host.name}")
             self.record.add_netns(host.pid)
         net.start()
+        controllers = self.ovs.vsctl("--bare", "--columns=_uuid", "list", "Controller").split()
+        for uuid_ in controllers:
+            self.ovs.vsctl("set", "Controller", uuid_, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}")
         self.apply_queue_plan()
 
     def apply_queue_plan(self) -> None:
         """The queue plan, applied in one place: every switch port, every host NIC."""
         cmds = [c for _sw, intf, mbps in self.fabric.switch_ports() for c in queues.switch_port_cmds(intf, mbps)]
-        run_tc_batch(cmds)
+        run_tc_batch(cmds, where="switch ports")
         for link in self.fabric.host_links():
-            run_tc_batch(queues.host_base_cmds(link.intf(link.a), link.mbps), self.host(link.a).pid)
+            run_tc_batch(queues.host_base_cmds(link.intf(link.a), link.mbps), self.host(link.a).pid,
+                         where=f"host {link.a}")
 
     # --- use ------------------------------------------------------------------------
     def host(self, name: str):
@@ -177,41 +225,86 @@ class Emulation:
             out[intf] = queues.queue_counters(text)
         return out
 
+    def controller_outages(self, t0: float) -> list[dict]:
+        """Outages in run time (seconds after ``t0``, a time.monotonic())."""
+        return [{"start_s": round(o["start"] - t0, 3),
+                 "end_s": None if o["end"] is None else round(o["end"] - t0, 3),
+                 "restarts": o["restarts"], **({"error": o["error"]} if "error" in o else {})}
+                for o in self.outages]
+
     # --- tear-down --------------------------------------------------------------------
     def stop(self) -> None:
-        for proc in self.children:
+        errors: list[str] = []
+
+        def step(name: str, action) -> None:
+            try:
+                action()
+            except BaseException as err:  # noqa: BLE001 - every step must run; errors are reported below
+                errors.append(f"{name}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
+
+        self._stopping.set()
+        step("controller supervisor", self._join_supervisor)
+        step("host processes", self._stop_children)
+        step("controller client", self._close_client)
+        step("mininet", self._stop_net)
+        step("controller", self._stop_controller)
+        step("open vswitch", self._stop_ovs)
+        step("run record", self._clean_record)
+        step("fabric lock", self._release_lock)
+        if errors:
+            raise TeardownError("tear-down finished with errors: " + "; ".join(errors))
+
+    def _join_supervisor(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.join(timeout=60)
+            self._supervisor = None
+
+    def _stop_children(self) -> None:
+        children, self.children = self.children, []
+        for proc in children:
             if proc.poll() is None:
                 proc.kill()
-            proc.wait()
-        self.children = []
+        for proc in children:
+            proc.wait(timeout=10)
+
+    def _close_client(self) -> None:
         if self.client is not None:
-            self.client.close()
+            client, self.client = self.client, None
+            client.close()
+
+    def _stop_net(self) -> None:
         if self.net is not None:
+            net, self.net = self.net, None
+            net.stop()
+
+    def _stop_controller(self) -> None:
+        if self.controller is None:
+            return
+        controller, self.controller = self.controller, None
+        if controller.poll() is None:
+            controller.terminate()
             try:
-                self.net.stop()
-            finally:
-                self.net = None
-        if self.controller is not None:
-            if self.controller.poll() is None:
-                self.controller.terminate()
-                try:
-                    self.controller.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.controller.kill()
-                    self.controller.wait()
-            self.controller = None
+                controller.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                controller.kill()
+                controller.wait()
+
+    def _stop_ovs(self) -> None:
         if self.ovs is not None:
-            self.ovs.stop()
-            self.ovs = None
-        if self.record is not None:
-            # Anything the normal path missed (a crash mid-start) goes by the record.
-            clean_record(self.record.data)
-            if self.socket_path:
-                Path(self.socket_path).unlink(missing_ok=True)
-            self.record.close()
-            self.record = None
+            ovs, self.ovs = self.ovs, None
+            ovs.stop()
+
+    def _clean_record(self) -> None:
+        if self.record is None:
+            return
+        record, self.record = self.record, None
+        # Anything the normal path missed (a crash mid-start) goes by the record.
+        clean_record(record.data)
+        if self.socket_path:
+            Path(self.socket_path).unlink(missing_ok=True)
+        record.close()
+
+    def _release_lock(self) -> None:
         if self.lock is not None:
-            self.lock.close()  # releases the flock
-            self.lock = None
-
-
+            lock, self.lock = self.lock, None
+            lock.close()  # releases the flock

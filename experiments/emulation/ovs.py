@@ -49,6 +49,9 @@ class PrivateOVS:
                   f"--log-file={log}/ovs-vswitchd.log")
         self._run("ovs-vsctl", "--timeout=10", "show")
 
+    def vsctl(self, *args: str) -> str:
+        return self._run("ovs-vsctl", "--timeout=10", *args)
+
     def pids(self) -> dict[str, int]:
         return _pidfile_pids(self.base)
 

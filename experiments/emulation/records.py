@@ -4,7 +4,7 @@ Each run has a record file ``<state dir>/<run id>.json`` (state dir:
 ``$TRAINBED_STATE`` or ``/run/trainbed``). It lists the processes the run
 started (pid plus kernel start time, so a reused pid is never killed), the
 network namespaces of its emulated hosts (by inode), its interface names, its
-OVS bridges and its private OVS directory. ``clean_all`` removes exactly those,
+OVS bridges, its private OVS directory and its state files. ``clean_all`` removes exactly those,
 and nothing matched by a broad name.
 """
 from __future__ import annotations
@@ -49,7 +49,8 @@ class RunRecord:
         self.path = state_dir() / f"{run_id}.json"
         self.data = {"run_id": run_id, "run_dir": run_dir, "owner_pid": os.getpid(),
                      "owner_start": proc_start_time(os.getpid()),
-                     "processes": [], "netns_inodes": [], "links": [], "bridges": [], "ovs_dir": None}
+                     "processes": [], "netns_inodes": [], "links": [], "bridges": [], "files": [],
+                     "ovs_dir": None}
         self._flush()
 
     def _flush(self) -> None:
@@ -73,6 +74,10 @@ class RunRecord:
 
     def add_bridges(self, names: list[str]) -> None:
         self.data["bridges"] += names
+        self._flush()
+
+    def add_file(self, path: str) -> None:
+        self.data["files"].append(path)
         self._flush()
 
     def set_ovs_dir(self, path: str) -> None:
@@ -136,6 +141,10 @@ def clean_record(data: dict) -> list[str]:
             done.append(f"link {link}")
     if data.get("ovs_dir"):
         shutil.rmtree(data["ovs_dir"], ignore_errors=True)
+    for path in data.get("files", []):
+        if os.path.exists(path):
+            os.unlink(path)
+            done.append(f"file {path}")
     return done
 
 

@@ -8,6 +8,7 @@ separate analysis step turns raw data into ``summary.json`` and plots.
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,10 @@ from hosts import traffic
 
 INTERVAL_S = 0.5
 GRACE_S = 5.0
+# A policy change applied later than this after it was due counts as delayed.
+POLICY_DELAY_TOLERANCE_S = 1.0
+# After the high flow ends, the low flow's recovery is measured over this window.
+RECOVERY_WINDOW_S = 5.0
 
 
 class CpuMonitor(threading.Thread):
@@ -56,27 +61,27 @@ def _policy_of(entry: dict) -> dict:
     return {k: entry[k] for k in ("queue", "rate_mbps", "rate_mechanism") if k in entry}
 
 
-def play(em: Emulation, spec: dict, raw: Path, t0_wall: list) -> dict:
-    """Run the workload; returns per-flow start offsets and the policy ids used."""
+def play(em: Emulation, spec: dict, raw: Path, played: dict) -> None:
+    """Run the workload, filling ``played`` as it goes (so a crash keeps what
+    happened): run-time start of each flow, iperf3 ports, when each policy change
+    was due and applied, and each iperf3 process's exit code."""
     fab = em.fabric
     flows = spec["flows"]
     ports = {f["name"]: traffic.IPERF_BASE_PORT + i for i, f in enumerate(flows)}
+    played.update({"starts": {}, "ports": ports, "changes": [], "exit_codes": {}})
     servers = {}
     for f in flows:
-        out = open(raw / f"{f['name']}.server.json", "wb")
-        cmd = traffic.server_cmd(ports[f["name"]]) + ["-i", f"{INTERVAL_S:g}"]
-        servers[f["name"]] = em.popen(f["dst"], cmd, stdout=out, stderr=out)
-        out.close()
+        with open(raw / f"{f['name']}.server.json", "wb") as out:
+            cmd = traffic.server_cmd(ports[f["name"]]) + ["-i", f"{INTERVAL_S:g}"]
+            servers[f["name"]] = em.popen(f["dst"], cmd, stdout=out, stderr=out)
     time.sleep(0.5)  # servers listening
     events = [(f["start_s"], 0, "start", f) for f in flows]
     events += [(c["at_s"], 1, "change", c) for c in spec["policy_changes"]]
     events.sort(key=lambda e: (e[0], e[1]))
     policy_ids: dict[str, int] = {}
-    starts: dict[str, float] = {}
     flows_by_name = {f["name"]: f for f in flows}
-    clients = []
-    t0 = time.monotonic()
-    t0_wall.append(time.time())
+    clients = {}
+    t0 = played["t0"] = time.monotonic()
     for at, _order, kind, entry in events:
         delay = t0 + at - time.monotonic()
         if delay > 0:
@@ -88,75 +93,132 @@ def play(em: Emulation, spec: dict, raw: Path, t0_wall: list) -> dict:
                 em.client.remove_policy(policy_ids.pop(flow["name"]))
         elif _policy_of(entry):
             policy_ids[flow["name"]] = em.client.set_policy(**match, **_policy_of(entry))
+        if kind == "change":
+            played["changes"].append({"flow": flow["name"], "at_s": at, "applied_s": time.monotonic() - t0})
         if kind == "start":
-            out = open(raw / f"{flow['name']}.client.json", "wb")
-            cmd = traffic.client_cmd(fab.host(flow["dst"]).ip, ports[flow["name"]], flow["duration_s"],
-                                     spec["tcp_congestion"])
-            starts[flow["name"]] = time.monotonic() - t0
-            clients.append(em.popen(flow["src"], cmd, stdout=out, stderr=out))
-            out.close()
-    remaining = t0 + spec["duration_s"] + GRACE_S - time.monotonic()
-    for proc in clients + list(servers.values()):
-        proc.wait(timeout=max(remaining, 1.0) + 10)
-    return {"starts": starts, "ports": ports, "policies": em.client.policies()}
+            with open(raw / f"{flow['name']}.client.json", "wb") as out:
+                cmd = traffic.client_cmd(fab.host(flow["dst"]).ip, ports[flow["name"]], flow["duration_s"],
+                                         spec["tcp_congestion"])
+                played["starts"][flow["name"]] = time.monotonic() - t0
+                clients[flow["name"]] = em.popen(flow["src"], cmd, stdout=out, stderr=out)
+    deadline = t0 + spec["duration_s"] + GRACE_S + 10
+    for role, procs in (("client", clients), ("server", servers)):
+        for name, proc in procs.items():
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+                played["exit_codes"][f"{name}.{role}"] = proc.returncode
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                played["exit_codes"][f"{name}.{role}"] = "timed out"
 
 
-def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor) -> dict:
-    """Raw data in the run directory -> summary dict (and flows.csv)."""
-    fab = spec_mod.fabric_of(spec)
-    series = {}
+def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
+    """Flows whose iperf3 client or server failed: exit code (or "timed out"/"not
+    started") and the first problem found in their reports."""
+    failures = {}
     for f in spec["flows"]:
+        name = f["name"]
+        if name not in played.get("starts", {}):
+            failures[name] = {"exit_code": "not started", "error": "the run ended before the flow started"}
+            continue
+        codes = {role: played.get("exit_codes", {}).get(f"{name}.{role}", "still running at the end")
+                 for role in ("client", "server")}
+        problem = next((f"iperf3 {role} exit {code}" for role, code in codes.items() if code != 0), None)
+        for role in ("client", "server"):
+            try:
+                traffic.check_report((run / "raw" / f"{name}.{role}.json").read_text())
+            except (OSError, ValueError) as err:
+                problem = problem or f"{role} report: {err}"
+        if problem:
+            failures[name] = {"exit_code": codes["client"] if codes["client"] != 0 else codes["server"],
+                              "error": problem}
+    return failures
+
+
+def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
+    return a[0] < (b[1] if b[1] is not None else float("inf")) and b[0] < a[1]
+
+
+def analyse(spec: dict, run: Path, played: dict, cpu_idle: float | None, outages: list[dict]) -> dict:
+    """Raw data in the run directory -> summary dict (and flows.csv, goodput.png).
+
+    A failed flow is a result: it is listed under ``failed_flows`` (and makes the
+    run untrustworthy) while every other flow is analysed as usual.
+    """
+    fab = spec_mod.fabric_of(spec)
+    failures = flow_failures(spec, run, played)
+    good = [dict(f) for f in spec["flows"] if f["name"] not in failures]
+    series = {}
+    for f in good:
         text = (run / "raw" / f"{f['name']}.server.json").read_text()
-        series[f["name"]] = traffic.receiver_series(text, played["starts"].get(f["name"], f["start_s"]))
+        series[f["name"]] = traffic.receiver_series(text, played["starts"][f["name"]])
     with open(run / "flows.csv", "w") as out:
         out.write("time_s,flow,goodput_mbps\n")
         for name, points in series.items():
             for t, mbps in points:
                 out.write(f"{t:.3f},{name},{mbps:.3f}\n")
-    flows = [dict(f) for f in spec["flows"]]
-    for f in flows:
+    for f in good:
         limits = [c["at_s"] for c in spec["policy_changes"] if c["flow"] == f["name"] and "rate_mbps" in c]
         if limits:
             f["limited_from_s"] = min(limits)
             f["limited_mbps"] = next(c["rate_mbps"] for c in spec["policy_changes"]
                                      if c["flow"] == f["name"] and c["at_s"] == f["limited_from_s"])
     link_mbps = {link.a: link.mbps for link in fab.host_links()}
-    per_host = metrics.host_link_goodput(flows, series, link_mbps)
+    per_host = metrics.host_link_goodput(good, series, link_mbps) if good else {}
     ratios = metrics.link_goodput(per_host)
-    summary: dict = {"name": spec["name"], "flows": {}}
-    for f in flows:
-        pts = series[f["name"]]
+    summary: dict = {"name": spec["name"], "flows": {}, "failed_flows": failures}
+    for f in good:
         summary["flows"][f["name"]] = {
-            "mean_goodput_mbps": metrics.window_mean(pts, f["start_s"] + metrics.SETTLE_S,
+            "mean_goodput_mbps": metrics.window_mean(series[f["name"]], f["start_s"] + metrics.SETTLE_S,
                                                      f["start_s"] + f["duration_s"])}
+    windows = {}  # measured intervals, in run time: what a controller outage must not touch
     pri = spec["analysis"].get("priority")
-    if pri:
-        high, low = by_name(flows, pri["high"]), by_name(flows, pri["low"])
+    if pri and pri["high"] in series and pri["low"] in series:
+        high, low = by_name(good, pri["high"]), by_name(good, pri["low"])
         overlap = (max(high["start_s"], low["start_s"]), min(high["start_s"] + high["duration_s"],
                                                              low["start_s"] + low["duration_s"]))
+        windows["priority"] = overlap
         summary["high_share_while_both"] = metrics.high_share_while_both(series[high["name"]], series[low["name"]],
                                                                          overlap)
         summary["low_recovery_s"] = metrics.low_recovery_s(series[low["name"]], high["start_s"],
                                                            high["start_s"] + high["duration_s"], low["start_s"])
+        windows["recovery"] = (overlap[1], overlap[1] + RECOVERY_WINDOW_S)
     rl = spec["analysis"].get("rate_limit")
-    if rl:
-        flow = by_name(flows, rl["flow"])
+    if rl and rl["flow"] in series:
+        flow = by_name(good, rl["flow"])
         limit_at, target = flow["start_s"], flow.get("rate_mbps")
         for c in spec["policy_changes"]:
             if c["flow"] == flow["name"] and "rate_mbps" in c:
                 limit_at, target = c["at_s"], c["rate_mbps"]
         later = [c["at_s"] for c in spec["policy_changes"] if c["flow"] == flow["name"] and c["at_s"] > limit_at]
         end = min(later + [flow["start_s"] + flow["duration_s"]])
+        windows["rate_limit"] = (limit_at, end)
         summary["rate_limit_target_mbps"] = target
         summary["rate_limit_achieved_mbps"] = metrics.window_mean(series[flow["name"]], limit_at + metrics.SETTLE_S,
                                                                   end)
         summary["rate_limit_mechanism"] = next(
-            (p["rate_mechanism"] for p in played["policies"] if p["dst_port"] == played["ports"][flow["name"]]), None)
+            (p["rate_mechanism"] for p in played.get("policies", []) if p["dst_port"] == played["ports"][flow["name"]]),
+            None)
     summary["link_goodput_ratio"] = min(ratios.values()) if ratios else None
-    summary["fidelity"] = metrics.fidelity(cpu.idle_share(), ratios, spec["fidelity"]["min_cpu_idle"],
+    summary["fidelity"] = metrics.fidelity(cpu_idle if cpu_idle is not None else 1.0, ratios,
+                                           spec["fidelity"]["min_cpu_idle"],
                                            spec["fidelity"]["min_link_goodput_ratio"])
     summary["fidelity"]["host_link_goodput"] = per_host
-    summary["trustworthy"] = summary["fidelity"]["trustworthy"]
+    reasons = summary["fidelity"]["untrustworthy_reasons"]
+    reasons += [f"flow {name} failed: {fail['error']}" for name, fail in failures.items()]
+    summary["controller_outages"] = outages
+    delayed = [c for c in played.get("changes", []) if c["applied_s"] - c["at_s"] > POLICY_DELAY_TOLERANCE_S]
+    summary["policy_changes_delayed"] = delayed
+    reasons += [f"policy change of {c['flow']} due at {c['at_s']:g} s applied at {c['applied_s']:.1f} s"
+                for c in delayed]
+    for outage in outages:
+        touched = [name for name, window in windows.items() if _overlaps(window, (outage["start_s"], outage["end_s"]))]
+        if touched or outage["end_s"] is None:
+            reasons.append(f"controller outage {outage['start_s']:.1f}-{outage['end_s'] or 'end'} s touched "
+                           f"{', '.join(touched) or 'the rest of the run'}")
+    summary["fidelity"]["trustworthy"] = not reasons
+    summary["trustworthy"] = not reasons
     summary["cpu_idle_share"] = summary["fidelity"]["cpu_idle_share"]
     plots.flow_goodput(series, spec, run / "goodput.png")
     return summary
@@ -166,33 +228,76 @@ def by_name(flows: list[dict], name: str) -> dict:
     return next(f for f in flows if f["name"] == name)
 
 
+class RunError(RuntimeError):
+    """A run could not complete; its run directory still holds a summary (completed: false)."""
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _collect(em: Emulation, raw: Path, played: dict) -> None:
+    """Raw data kept from the live fabric; each part independently of the others."""
+    for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies)):
+        try:
+            data = fetch()
+        except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
+            played.setdefault("collect_errors", []).append(f"{name}: {_one_line(err)}")
+            continue
+        store.write_json(raw / name, data)
+        if name == "policies.json":
+            played["policies"] = data
+
+
 def run_spec(spec: dict, out: str | None = None) -> Path:
+    """One spec -> one run directory whose summary.json always exists.
+
+    A run that meets a fault (a crash, a signal, a failed tear-down) still writes
+    ``summary.json`` with ``"completed": false``, the error and whatever could be
+    analysed, leaves nothing running, and raises ``RunError`` naming the directory.
+    """
     run = store.new_run_dir("run", spec["name"], out)
     store.write_spec(run, spec)
     store.write_json(run / "environment.json", store.environment())
     raw = run / "raw"
     raw.mkdir(exist_ok=True)
     previous = _terminate_on_signals()
-    t0_wall: list = []
+    played: dict = {}
+    cpu = CpuMonitor(time.monotonic())
+    outages: list[dict] = []
+    error: BaseException | None = None
     try:
         with Emulation(spec_mod.fabric_of(spec), run) as em:
-            cpu = CpuMonitor(time.monotonic())
             cpu.start()
             try:
-                played = play(em, spec, raw, t0_wall)
+                play(em, spec, raw, played)
             finally:
                 cpu.stopped.set()
                 cpu.join()
-            store.write_json(raw / "queue_counters.json", em.port_counters())
-            store.write_json(raw / "policies.json", played["policies"])
+                _collect(em, raw, played)
+                outages = em.controller_outages(played.get("t0", cpu.t0))
+    except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
+        error = err
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     with open(run / "cpu.csv", "w") as f:
         f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{idle:.3f}\n" for t, idle in cpu.samples))
-    summary = analyse(spec, run, played, cpu)
+    summary: dict = {"name": spec["name"], "completed": error is None}
+    if error is not None:
+        summary["error"] = _one_line(error)
+    try:
+        summary.update(analyse(spec, run, played, cpu.idle_share() if cpu.samples else None, outages))
+    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
+        summary["analysis_error"] = _one_line(err)
+        summary["trustworthy"] = False
+    if played.get("collect_errors"):
+        summary["collect_errors"] = played["collect_errors"]
     store.write_json(run / "summary.json", summary)
     store.point_latest(run)
+    if error is not None:
+        raise RunError(f"run did not complete ({_one_line(error)}); partial results in {run}") from error
     return run
 
 

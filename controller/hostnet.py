@@ -1,0 +1,44 @@
+"""Commands in an emulated host's network namespace: the one place tc runs there.
+
+The emulation applies the queue plan through it and the controller applies
+sender-side policies through it, so both see the same errors. A namespace is
+entered by the pid of a process living in it (``nsenter --net``); no pid means
+the machine's own namespace, where the switch ports live.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+_FAILED_LINE = re.compile(r"Command failed -:(\d+)")
+
+
+class TcError(RuntimeError):
+    """A tc batch failed; the message is one line naming the first failed command."""
+
+
+def netns_cmd(netns_pid: int | None, args: list[str]) -> list[str]:
+    """``args`` run inside the network namespace of ``netns_pid`` (or here when None)."""
+    return ["nsenter", f"--net=/proc/{netns_pid}/ns/net", *args] if netns_pid else list(args)
+
+
+def run_tc_batch(cmds: list[str], netns_pid: int | None = None, where: str = "",
+                 tolerate_missing_deletes: bool = False) -> None:
+    """Apply tc commands in one ``tc -force -batch`` (every line runs even if one fails).
+
+    With ``tolerate_missing_deletes``, a ``del`` of something already gone is not an
+    error, so that removing a policy twice (a retried call) is harmless.
+    """
+    if not cmds:
+        return
+    body = "\n".join(c.removeprefix("tc ") for c in cmds) + "\n"
+    proc = subprocess.run(netns_cmd(netns_pid, ["tc", "-force", "-batch", "-"]), input=body,
+                          capture_output=True, text=True)
+    if proc.returncode == 0:
+        return
+    failed = [cmds[int(n) - 1] for n in _FAILED_LINE.findall(proc.stderr) if 0 < int(n) <= len(cmds)]
+    fatal = [c for c in failed if not (tolerate_missing_deletes and " del " in f" {c} ")]
+    if fatal or not failed:
+        message = next((line for line in proc.stderr.splitlines() if line and "Command failed" not in line),
+                       f"exit {proc.returncode}")
+        raise TcError(f"{where + ': ' if where else ''}`{fatal[0] if fatal else 'tc -batch'}` failed: {message}")
