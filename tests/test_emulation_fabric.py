@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -79,3 +80,39 @@ def test_policy_dscp_is_seen_on_the_wire_and_lands_in_its_queue(fabric_up):
     grew = {q: after[q]["bytes"] - before[q]["bytes"] for q in after}
     assert grew[3] > 100_000 and grew[7] > 100_000, grew
     assert grew[1] == grew[2] == 0
+
+
+_PROBE = """
+import socket, sys
+port, reached = int(sys.argv[1]), []
+for addr in sys.argv[2:]:
+    s = socket.socket()
+    s.settimeout(1.0)
+    try:
+        s.connect((addr, port))
+        reached.append(addr)
+    except OSError:
+        pass
+    finally:
+        s.close()
+print(",".join(reached))
+"""
+
+
+def test_management_plane_is_unreachable_from_an_emulated_host(fabric_up):
+    """The controller's OpenFlow port listens on the machine's loopback only, and the
+    management socket is a root-only unix socket: no emulated host can route to either."""
+    em = fabric_up
+    root_addrs = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)", subprocess.run(["ip", "-4", "-o", "addr"],
+                                                                         capture_output=True, text=True).stdout)
+    assert "127.0.0.1" in root_addrs
+    here = subprocess.run([sys.executable, "-c", _PROBE, str(em.of_port), "127.0.0.1"], capture_output=True,
+                          text=True, timeout=30).stdout.strip()
+    assert here == "127.0.0.1"  # the probe itself works: the port is open where it should be
+    targets = sorted(set(root_addrs) | {h.ip for h in em.fabric.hosts})
+    probe = em.popen("tbh1", [sys.executable, "-c", _PROBE, str(em.of_port), *targets],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = probe.communicate(timeout=60)
+    assert probe.returncode == 0 and out.strip() == "", f"reached the OpenFlow port at {out!r}"
+    mode = os.stat(em.socket_path).st_mode & 0o777
+    assert mode == 0o600 and os.stat(em.socket_path).st_uid == 0

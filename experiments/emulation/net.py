@@ -112,7 +112,7 @@ class Emulation:
         write_json(self.run_dir / "fabric.json", self.fabric.to_dict())
         # A unix socket path is limited to 108 bytes; the state dir is short.
         self.socket_path = str(self.record.path.parent / f"{self.run_id}.sock")
-        self.state_file = self.record.path.parent / f"{self.run_id}.controller.json"
+        self.state_file = self.record.path.parent / f"{self.run_id}.controller-state"  # not *.json: not a run record
         self.record.add_file(str(self.state_file))
         self.of_port = free_tcp_port()
         self.client = ControllerClient(self.socket_path)

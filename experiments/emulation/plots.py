@@ -35,7 +35,8 @@ def flow_goodput(series: dict[str, list], spec: dict, path: Path) -> None:
     ax.set_xlim(0, spec["duration_s"] + 1)
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower left", fontsize=8)
+    if series:
+        ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

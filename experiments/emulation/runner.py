@@ -16,7 +16,7 @@ from pathlib import Path
 from experiments import store
 from experiments.emulation import metrics, plots
 from experiments.emulation import spec as spec_mod
-from experiments.emulation.net import Emulation
+from experiments.emulation.net import Emulation, TeardownError
 from hosts import traffic
 
 INTERVAL_S = 0.5
@@ -234,7 +234,10 @@ class RunError(RuntimeError):
 
 def _one_line(err: BaseException) -> str:
     text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    if isinstance(err, TeardownError) and err.__context__ is not None:
+        line = f"{_one_line(err.__context__)}; then {line}"  # the fault that started the tear-down comes first
+    return line
 
 
 def _collect(em: Emulation, raw: Path, played: dict) -> None:

@@ -1,0 +1,164 @@
+"""Fault injection on real runs (root): a killed controller, a killed iperf3, a crash
+mid-run and a failing tear-down step. Each run must complete or leave a usable run
+directory, and nothing running."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from emulation_checks import assert_nothing_left, netns_inodes
+
+from controller.client import ControllerClient
+from experiments.emulation import runner
+from experiments.emulation import spec as spec_mod
+from experiments.emulation.net import Emulation
+from experiments.emulation.ovs import ovs_env
+from experiments.emulation.runner import RunError, run_spec
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _spec(name: str) -> dict:
+    raw = yaml.safe_load((REPO / "experiments/specs/priority-demo.yaml").read_text())
+    raw.update(name=name, duration_s=16)
+    raw["flows"] = [
+        {"name": "low", "src": "tbh3", "dst": "tbh1", "start_s": 0, "duration_s": 16, "queue": 7},
+        {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 2, "duration_s": 4, "queue": 1},
+    ]
+    raw["policy_changes"] = [{"at_s": 11, "flow": "low", "rate_mbps": 40}]
+    return spec_mod.validate(raw)
+
+
+def _record(state: Path, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in state.glob("*.json"):
+            try:
+                return json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                pass
+        time.sleep(0.1)
+    raise AssertionError("no run record appeared")
+
+
+def _wait_for(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def _policy_flows(ovs_dir: str, switches=("tbl1", "tbl2", "tbl3")) -> list[str]:
+    """Table-0 rules of the leaves, without counters and ages."""
+    strip = re.compile(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]+,?\s*")
+    rules = []
+    for switch in switches:
+        out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, "table=0"], capture_output=True,
+                             text=True, env={**os.environ, **ovs_env(ovs_dir)}, check=True).stdout
+        rules += [f"{switch} {strip.sub('', line).strip()}" for line in out.splitlines() if "cookie" in line]
+    return sorted(rules)
+
+
+def _live(record: dict, what: str) -> list[int]:
+    return [p["pid"] for p in record["processes"] if p["what"] == what and Path(f"/proc/{p['pid']}").exists()]
+
+
+@pytest.mark.root
+def test_controller_killed_mid_run_is_restarted_with_every_policy(tmp_path, private_state):
+    namespaces = netns_inodes()
+    spec = _spec("controller-kill")
+    run_dir = tmp_path / "run"
+    seen: dict = {}
+
+    def kill_controller():
+        _wait_for(run_dir / "raw" / "high.client.json")  # both flows running, both marked
+        time.sleep(2.5)
+        record = _record(private_state)
+        seen["before"] = _policy_flows(record["ovs_dir"])
+        os.kill(_live(record, "controller")[0], signal.SIGKILL)
+        time.sleep(3.5)  # restart + switch reconnect (backoff <= 1 s), before the change due at 11 s
+        seen["after"] = _policy_flows(_record(private_state)["ovs_dir"])
+
+    killer = threading.Thread(target=kill_controller)
+    killer.start()
+    run = run_spec(spec, out=str(run_dir))
+    killer.join()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is True
+    [outage] = summary["controller_outages"]
+    assert outage["restarts"] == 1 and outage["end_s"] is not None and outage["end_s"] - outage["start_s"] < 10
+    assert len(seen["before"]) == 5 and seen["after"] == seen["before"]  # two policies + 3 default rules
+    assert "recovered 2 policies" in (run / "controller.log").read_text()
+    # The change due after the restart went through the new controller and shaped the flow.
+    assert abs(summary["rate_limit_achieved_mbps"] - 40) <= 4.0
+    assert {p["rate_mbps"] for p in json.loads((run / "raw" / "policies.json").read_text())} == {None, 40.0}
+    touched = [r for r in summary["fidelity"]["untrustworthy_reasons"] if r.startswith("controller outage")]
+    assert bool(touched) == (outage["start_s"] < 11)  # the recovery window (6-11 s) is a measured interval
+    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+
+
+@pytest.mark.root
+def test_killed_iperf3_is_a_failed_flow_not_a_crash(tmp_path, private_state):
+    namespaces = netns_inodes()
+    spec = _spec("iperf-kill")
+    run_dir = tmp_path / "run"
+
+    def kill_high():
+        _wait_for(run_dir / "raw" / "high.client.json")
+        time.sleep(1.5)
+        os.kill(_live(_record(private_state), "tbh5: iperf3")[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_high)
+    killer.start()
+    run = run_spec(spec, out=str(run_dir))
+    killer.join()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is True and summary["trustworthy"] is False
+    assert summary["failed_flows"]["high"]["exit_code"] == -signal.SIGKILL
+    assert any(r.startswith("flow high failed") for r in summary["fidelity"]["untrustworthy_reasons"])
+    assert summary["flows"]["low"]["mean_goodput_mbps"] > 30  # the other flow is still analysed
+    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+
+
+@pytest.mark.root
+def test_crash_mid_run_and_failing_teardown_step_leave_a_usable_run_dir(tmp_path, private_state, monkeypatch):
+    namespaces = netns_inodes()
+    spec = _spec("crash")
+    real_play = runner.play
+
+    def crashing_play(em, spec, raw, played):
+        threading.Timer(4.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+        real_play(em, spec, raw, played)
+
+    def broken_step(self):
+        raise BrokenPipeError("injected")
+
+    monkeypatch.setattr(runner, "play", crashing_play)
+    monkeypatch.setattr(Emulation, "_close_client", broken_step)  # the first tear-down step after the hosts
+    with pytest.raises(RunError, match="partial results in"):
+        run_spec(spec, out=str(tmp_path / "run"))
+    run = tmp_path / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is False and "signal" in summary["error"]
+    assert summary["error"].startswith("KeyboardInterrupt: signal 15; then TeardownError")
+    assert "controller client: injected" in summary["error"]
+    assert (run / "raw" / "low.server.json").exists() and (run / "cpu.csv").exists()
+    assert summary["failed_flows"]["low"]["exit_code"] != 0  # stopped by the crash, recorded as such
+    monkeypatch.undo()
+    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+
+
+def test_policy_call_to_a_dead_controller_fails_within_its_bound(tmp_path):
+    client = ControllerClient(str(tmp_path / "nobody.sock"), retry_s=0.6)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"^set_policy: controller unreachable .*gave up after \d+ attempt"):
+        client.set_policy(src="tbh1", dst="tbh2", queue=1)
+    assert 0.5 <= time.monotonic() - started < 3
