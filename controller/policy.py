@@ -28,7 +28,7 @@ from controller.rules import (
     Meter,
 )
 from topologies import queues
-from topologies.fabric import Fabric, host_interface
+from topologies.fabric import MAX_LINK_MBPS, Fabric, host_interface
 
 RATE_MECHANISMS = ("host", "meter")
 DEFAULT_RATE_MECHANISM = "host"
@@ -57,10 +57,15 @@ class FlowPolicy:
 
     @classmethod
     def from_dict(cls, data: dict) -> "FlowPolicy":
+        if not isinstance(data, dict):
+            raise PolicyError(f"policy: must be a mapping of fields, got {data!r}")
         allowed = set(cls.__dataclass_fields__)
         for k in data:
             if k not in allowed:
-                raise PolicyError(f"policy.{k}: unknown field (allowed: {', '.join(sorted(allowed))})")
+                known = f"(allowed: {', '.join(sorted(allowed))})"
+                if not (isinstance(k, str) and k.isidentifier()):  # keep the field path one plain line
+                    raise PolicyError(f"policy: unknown field {k!r} {known}")
+                raise PolicyError(f"policy.{k}: unknown field {known}")
         if "src" not in data or "dst" not in data:
             raise PolicyError("policy: src and dst hosts are required")
         pol = cls(**data)
@@ -73,32 +78,41 @@ class FlowPolicy:
 
 
 def validate(policy: FlowPolicy, fabric: Fabric) -> None:
+    """The one check of a policy, whoever made it (a scheduler over the management
+    API, a spec). Any field of any type gets a one-line ``policy.<field>: must be
+    ..., got ...`` rather than a TypeError; specs re-home these to their own paths."""
     for end in ("src", "dst"):
         name = getattr(policy, end)
+        if not isinstance(name, str):
+            raise PolicyError(f"policy.{end}: must be a host name (string), got {name!r}")
         if not any(h.name == name for h in fabric.hosts):
             raise PolicyError(f"policy.{end}: {name!r} is not a host of the fabric")
     if policy.src == policy.dst:
         raise PolicyError("policy.dst: must differ from src")
     if policy.proto not in (None, "tcp", "udp"):
-        raise PolicyError(f"policy.proto: {policy.proto!r} is not tcp, udp or null")
+        raise PolicyError(f"policy.proto: must be tcp, udp or null, got {policy.proto!r}")
     for port_field in ("src_port", "dst_port"):
         port = getattr(policy, port_field)
         if port is None:
             continue
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-            raise PolicyError(f"policy.{port_field}: {port!r} is not a port number 1..65535")
+            raise PolicyError(f"policy.{port_field}: must be a port number 1..65535, got {port!r}")
         if policy.proto is None:
             raise PolicyError(f"policy.{port_field}: a port needs proto tcp or udp")
-    if policy.queue is not None and (isinstance(policy.queue, bool) or policy.queue not in queues.SCHEDULER_QUEUES):
-        raise PolicyError(f"policy.queue: {policy.queue!r} is not a scheduler queue "
-                          f"({queues.SCHEDULER_QUEUES[0]}..{queues.SCHEDULER_QUEUES[-1]}; 0 is reserved for control)")
-    if policy.rate_mbps is not None:
-        if isinstance(policy.rate_mbps, bool) or not isinstance(policy.rate_mbps, (int, float)) \
-                or policy.rate_mbps <= 0:
-            raise PolicyError(f"policy.rate_mbps: {policy.rate_mbps!r} is not a positive number")
+    queue = policy.queue
+    if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)
+                              or queue not in queues.SCHEDULER_QUEUES):
+        raise PolicyError(f"policy.queue: must be a scheduler queue {queues.SCHEDULER_QUEUES[0]}.."
+                          f"{queues.SCHEDULER_QUEUES[-1]} (0 is reserved for control), got {queue!r}")
+    rate = policy.rate_mbps
+    # The comparison also turns away nan, inf and a rate no link could carry.
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                             or not 0 < rate <= MAX_LINK_MBPS):
+        raise PolicyError(f"policy.rate_mbps: must be a number in (0, {MAX_LINK_MBPS:g}] (Mbit/s), got {rate!r}")
     if policy.rate_mechanism not in RATE_MECHANISMS:
-        raise PolicyError(f"policy.rate_mechanism: {policy.rate_mechanism!r} is not one of {', '.join(RATE_MECHANISMS)}")
-    if policy.queue is None and policy.rate_mbps is None:
+        raise PolicyError(f"policy.rate_mechanism: must be one of {', '.join(RATE_MECHANISMS)}, "
+                          f"got {policy.rate_mechanism!r}")
+    if queue is None and rate is None:
         raise PolicyError("policy: sets neither queue nor rate_mbps (use remove to drop a policy)")
 
 

@@ -106,12 +106,14 @@ def test_ids_are_reused_after_removal():
 
 @pytest.mark.parametrize("fields, message", [
     (dict(src="tbh1", dst="tbh9", queue=1), "policy.dst: 'tbh9' is not a host"),
-    (dict(src="tbh1", dst="tbh2", queue=0), "policy.queue: 0 is not a scheduler queue"),
-    (dict(src="tbh1", dst="tbh2", queue=8), "policy.queue: 8 is not a scheduler queue"),
+    (dict(src="tbh1", dst="tbh2", queue=0), "policy.queue: must be a scheduler queue 1..7"),
+    (dict(src="tbh1", dst="tbh2", queue=8), "policy.queue: must be a scheduler queue 1..7"),
     (dict(src="tbh1", dst="tbh2", dst_port=80, queue=1), "policy.dst_port: a port needs proto"),
-    (dict(src="tbh1", dst="tbh2", proto="tcp", dst_port=70000, queue=1), "policy.dst_port: 70000 is not a port"),
-    (dict(src="tbh1", dst="tbh2", rate_mbps=-5), "policy.rate_mbps: -5 is not a positive number"),
-    (dict(src="tbh1", dst="tbh2", rate_mbps=5, rate_mechanism="magic"), "policy.rate_mechanism: 'magic'"),
+    (dict(src="tbh1", dst="tbh2", proto="tcp", dst_port=70000, queue=1),
+     "policy.dst_port: must be a port number 1..65535, got 70000"),
+    (dict(src="tbh1", dst="tbh2", rate_mbps=-5), "policy.rate_mbps: must be a number in (0, 1000] (Mbit/s), got -5"),
+    (dict(src="tbh1", dst="tbh2", rate_mbps=5, rate_mechanism="magic"),
+     "policy.rate_mechanism: must be one of host, meter, got 'magic'"),
     (dict(src="tbh1", dst="tbh2"), "policy: sets neither queue nor rate_mbps"),
     (dict(src="tbh1", dst="tbh1", queue=1), "policy.dst: must differ from src"),
 ])

@@ -169,11 +169,15 @@ def _check_count(field_name: str, value, minimum: int = 1) -> int:
 
 def _host_rates(n_hosts: int, default: float, overrides: dict | None) -> list[float]:
     rates = [default] * (n_hosts + 1)
-    for name, mbps in (overrides or {}).items():
-        if not (isinstance(name, str) and name.startswith(PREFIX + "h") and name[3:].isdigit()
-                and 1 <= int(name[3:]) <= n_hosts):
+    if overrides is None:
+        return rates
+    if not isinstance(overrides, dict):
+        raise TopologyError(f"host_mbps_overrides: must be a mapping of host name to Mbit/s, got {overrides!r}")
+    index = {f"{PREFIX}h{n}": n for n in range(1, n_hosts + 1)}
+    for name, mbps in overrides.items():
+        if name not in index:
             raise TopologyError(f"host_mbps_overrides: {name!r} is not a host of this fabric (tbh1..tbh{n_hosts})")
-        rates[int(name[3:])] = _check_rate(f"host_mbps_overrides.{name}", mbps)
+        rates[index[name]] = _check_rate(f"host_mbps_overrides.{name}", mbps)
     return rates
 
 
@@ -241,10 +245,13 @@ BUILDERS = {"leaf_spine": leaf_spine, "star": star}
 
 def build(kind: str, **params) -> Fabric:
     """Build a fabric by kind name from spec parameters (unknown keys are errors)."""
-    if kind not in BUILDERS:
+    if not isinstance(kind, str) or kind not in BUILDERS:
         raise TopologyError(f"topology.kind: unknown {kind!r} (choose from {', '.join(BUILDERS)})")
     allowed = set(inspect.signature(BUILDERS[kind]).parameters)
     for key in params:
         if key not in allowed:
-            raise TopologyError(f"topology.{key}: unknown field for {kind} (allowed: {', '.join(sorted(allowed))})")
+            known = f"for {kind} (allowed: {', '.join(sorted(allowed))})"
+            if not key.isidentifier():  # keep the field path one plain line
+                raise TopologyError(f"topology: unknown field {key!r} {known}")
+            raise TopologyError(f"topology.{key}: unknown field {known}")
     return BUILDERS[kind](**params)

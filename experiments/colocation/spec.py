@@ -6,7 +6,6 @@ README.md, "GPU co-location", for the format.
 """
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +14,18 @@ import numpy as np
 import yaml
 
 from experiments.errors import SpecError
+from experiments.validation import (
+    ROOT,
+    at,
+    choice,
+    describe,
+    inclusive_range,
+    integer,
+    items,
+    mapping,
+    number,
+    string,
+)
 from hosts.colocation.datasets import DATASETS, dataset_shape, subgraph_shape
 from hosts.colocation.models import MODELS
 from hosts.colocation.policies import BASELINE_CONCURRENCY, INFERENCE_POLICIES, TRAINING_POLICIES
@@ -47,137 +58,129 @@ def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
     except yaml.YAMLError as err:
         raise SpecError(str(path), f"not valid YAML ({str(err).splitlines()[0]})") from None
     if not isinstance(raw, dict):
-        raise SpecError(str(path), "a spec is a mapping of fields")
+        raise SpecError(str(path), f"a spec is a mapping of fields, got {describe(raw)}")
     raw.setdefault("name", path.stem)
     for dotted, value in (overrides or {}).items():
-        node = raw
+        node, where = raw, ROOT
         *parents, leaf = dotted.split(".")
         for key in parents:
-            node = node.setdefault(key, {})
+            where = at(where, key)
+            node = mapping(where, node.setdefault(key, {}))
         node[leaf] = value
     return resolve(raw)
 
 
 def resolve(raw: dict) -> dict:
-    _unknown_keys(raw, TOP_KEYS, "")
-    kind = raw.get("kind")
-    if kind not in (TRAINING, INFERENCE):
-        raise SpecError("kind", f"must be {TRAINING!r} or {INFERENCE!r}, got {kind!r}")
+    raw = mapping(ROOT, raw, allowed=TOP_KEYS, required=("name", "kind", "memory", "queue"))
+    kind = choice("kind", raw["kind"], (TRAINING, INFERENCE))
     defaults = DEFAULTS[kind]
-    spec: dict = {"name": _str(raw.get("name"), "name"), "kind": kind}
-    spec["seed"] = _int(raw.get("seed", 0), "seed", minimum=0)
+    name = string("name", raw["name"], what="a name")
+    if "/" in name:
+        raise SpecError("name", f"must be a name without '/', got {name!r}")
+    spec: dict = {"name": name, "kind": kind, "seed": integer("seed", raw.get("seed", 0), minimum=0)}
 
-    memory = raw.get("memory")
-    if not isinstance(memory, dict) or "capacity_mib" not in memory:
-        raise SpecError("memory.capacity_mib", "required: the device's memory in MiB")
-    _unknown_keys(memory, {"capacity_mib", "reserved_mib"}, "memory.")
-    capacity = _number(memory["capacity_mib"], "memory.capacity_mib", positive=True)
-    reserved = _number(memory.get("reserved_mib", 0), "memory.reserved_mib")
+    memory = mapping("memory", raw["memory"], allowed=("capacity_mib", "reserved_mib"), required=("capacity_mib",))
+    capacity = number("memory.capacity_mib", memory["capacity_mib"], minimum=0, strict=True)
+    reserved = number("memory.reserved_mib", memory.get("reserved_mib", 0), minimum=0)
     if reserved >= capacity:
-        raise SpecError("memory.reserved_mib", f"{reserved} leaves nothing of capacity {capacity}")
+        raise SpecError("memory.reserved_mib", f"{reserved:g} leaves nothing of capacity {capacity:g}")
     spec["memory"] = {"capacity_mib": capacity, "reserved_mib": reserved}
-    spec["workers"] = _int(raw.get("workers", 2), "workers", minimum=1)
+    spec["workers"] = integer("workers", raw.get("workers", 2), minimum=1)
 
     allowed = list(BASELINE_CONCURRENCY) + list(TRAINING_POLICIES if kind == TRAINING else INFERENCE_POLICIES)
-    methods = raw.get("methods", defaults["methods"])
-    if not isinstance(methods, list) or not methods:
-        raise SpecError("methods", "a non-empty list of methods")
-    for i, method in enumerate(methods):
-        if method not in allowed:
-            raise SpecError(f"methods[{i}]", f"unknown method {method!r} for {kind} (known: {', '.join(allowed)})")
+    methods = [choice(where, method, allowed, what=f"{kind} method")
+               for where, method in items("methods", raw.get("methods", defaults["methods"]), non_empty=True)]
     if len(set(methods)) != len(methods):
         raise SpecError("methods", "lists a method twice")
-    spec["methods"] = list(methods)
-    primary = raw.get("primary", methods[-1])
-    if primary not in methods:
-        raise SpecError("primary", f"{primary!r} is not one of the methods")
-    spec["primary"] = primary
+    spec["methods"] = methods
+    spec["primary"] = choice("primary", raw.get("primary", methods[-1]), methods)
 
-    graphs = raw.get("graphs", {}) or {}
-    _unknown_keys(graphs, {"scale", "max_graph_mib"}, "graphs.")
-    scale = _number(graphs.get("scale", 1.0), "graphs.scale", positive=True)
-    if scale > 1.0:
-        raise SpecError("graphs.scale", f"must be in (0, 1], got {scale}")
-    spec["graphs"] = {"scale": scale,
-                      "max_graph_mib": _number(graphs.get("max_graph_mib", 4096), "graphs.max_graph_mib", positive=True)}
+    graphs = mapping("graphs", raw.get("graphs"), allowed=("scale", "max_graph_mib"), optional=True)
+    spec["graphs"] = {
+        "scale": number("graphs.scale", graphs.get("scale", 1.0), minimum=0, maximum=1, strict=True),
+        "max_graph_mib": number("graphs.max_graph_mib", graphs.get("max_graph_mib", 4096), minimum=0, strict=True),
+    }
 
-    spec["queue"] = _queue(raw.get("queue"), kind, defaults)
+    spec["queue"] = _queue(raw["queue"], kind, defaults)
     if kind == INFERENCE:
-        arrivals = raw.get("arrivals", {}) or {}
-        _unknown_keys(arrivals, {"mean_per_tick", "tick_solo_multiple"}, "arrivals.")
+        arrivals = mapping("arrivals", raw.get("arrivals"), allowed=("mean_per_tick", "tick_solo_multiple"),
+                           optional=True)
         spec["arrivals"] = {
-            "mean_per_tick": _number(arrivals.get("mean_per_tick", 1), "arrivals.mean_per_tick", positive=True),
-            "tick_solo_multiple": _number(arrivals.get("tick_solo_multiple", 1.0), "arrivals.tick_solo_multiple",
-                                          positive=True),
+            "mean_per_tick": number("arrivals.mean_per_tick", arrivals.get("mean_per_tick", 1), minimum=0,
+                                    strict=True),
+            "tick_solo_multiple": number("arrivals.tick_solo_multiple", arrivals.get("tick_solo_multiple", 1.0),
+                                         minimum=0, strict=True),
         }
     elif "arrivals" in raw:
         raise SpecError("arrivals", "only for inference queues (training tasks all arrive at 0)")
     return spec
 
 
+def _model(path: str, value) -> str:
+    return choice(path, value, MODELS, what="model")
+
+
+def _dataset(path: str, value) -> str:
+    return choice(path, value, DATASETS, what="dataset")
+
+
+def _layer_count(path: str, value) -> int:
+    return integer(path, value, minimum=1)
+
+
+def _fraction(path: str, value) -> float:
+    return number(path, value, minimum=0, maximum=1, strict=True)
+
+
 def _queue(raw, kind: str, defaults: dict) -> dict:
-    if not isinstance(raw, dict) or not raw:
+    raw = mapping("queue", raw, allowed=QUEUE_KEYS)
+    if not raw:
         raise SpecError("queue", "empty: give `tasks` or `models` and `datasets`")
-    _unknown_keys(raw, QUEUE_KEYS, "queue.")
     queue: dict = {}
     ratios = dict(defaults["sampling_ratio"])
-    ratios.update(raw.get("sampling_ratio", {}) or {})
+    ratios.update(mapping("queue.sampling_ratio", raw.get("sampling_ratio"), optional=True))
     for model, ratio in ratios.items():
-        _model(model, f"queue.sampling_ratio.{model}")
-        r = _number(ratio, f"queue.sampling_ratio.{model}", positive=True)
-        if r > 1:
-            raise SpecError(f"queue.sampling_ratio.{model}", f"must be in (0, 1], got {r}")
+        where = at("queue.sampling_ratio", model)
+        _model(where, model)
+        ratios[model] = _fraction(where, ratio)
     queue["sampling_ratio"] = ratios
-    queue["hidden"] = _int(raw.get("hidden", defaults["hidden"]), "queue.hidden", minimum=1)
+    queue["hidden"] = integer("queue.hidden", raw.get("hidden", defaults["hidden"]), minimum=1)
     if "tasks" in raw:
         if kind != TRAINING:
             raise SpecError("queue.tasks", "explicit task lists are for training queues")
-        tasks = raw["tasks"]
-        if not isinstance(tasks, list) or not tasks:
+        tasks = items("queue.tasks", raw["tasks"])
+        if not tasks:
             raise SpecError("queue.tasks", "empty: no tasks")
-        resolved = []
-        for i, entry in enumerate(tasks):
-            field = f"queue.tasks[{i}]"
-            if not isinstance(entry, dict):
-                raise SpecError(field, "a task is a mapping (model, dataset, layers, epochs)")
-            _unknown_keys(entry, TASK_KEYS, field + ".")
-            resolved.append({
-                "model": _model(entry.get("model"), field + ".model"),
-                "dataset": _dataset(entry.get("dataset"), field + ".dataset"),
-                "layers": _int(entry.get("layers", 4), field + ".layers", minimum=1),
-                "epochs": _int(entry.get("epochs", raw.get("epochs", 1)), field + ".epochs", minimum=1),
+        epochs = integer("queue.epochs", raw.get("epochs", 1), minimum=1)
+        queue["tasks"] = []
+        for where, entry in tasks:
+            entry = mapping(where, entry, allowed=TASK_KEYS, required=("model", "dataset"))
+            queue["tasks"].append({
+                "model": _model(at(where, "model"), entry["model"]),
+                "dataset": _dataset(at(where, "dataset"), entry["dataset"]),
+                "layers": _layer_count(at(where, "layers"), entry.get("layers", 4)),
+                "epochs": integer(at(where, "epochs"), entry.get("epochs", epochs), minimum=1),
             })
-        queue["tasks"] = resolved
         return queue
-    models, datasets = raw.get("models"), raw.get("datasets")
-    if not models or not isinstance(models, list):
-        raise SpecError("queue.models", "empty: list the models of the queue")
-    if not datasets or not isinstance(datasets, list):
-        raise SpecError("queue.datasets", "empty: list the datasets of the queue")
-    queue["models"] = [_model(m, f"queue.models[{i}]") for i, m in enumerate(models)]
-    queue["datasets"] = [_dataset(d, f"queue.datasets[{i}]") for i, d in enumerate(datasets)]
-    queue["count"] = _int(raw.get("count", defaults["count"]), "queue.count", minimum=1)
+    queue["models"] = [_model(where, m) for where, m in items("queue.models", raw.get("models"), non_empty=True)]
+    queue["datasets"] = [_dataset(where, d)
+                         for where, d in items("queue.datasets", raw.get("datasets"), non_empty=True)]
+    queue["count"] = integer("queue.count", raw.get("count", defaults["count"]), minimum=1)
     layers = raw.get("layers", defaults["layers"])
-    if isinstance(layers, int) and not isinstance(layers, bool):
-        layers = [layers, layers]
-    if (not isinstance(layers, list) or len(layers) != 2
-            or not all(isinstance(v, int) and v >= 1 for v in layers) or layers[0] > layers[1]):
-        raise SpecError("queue.layers", f"a layer count or an inclusive range [low, high] of counts >= 1, got {layers!r}")
-    queue["layers"] = layers
+    queue["layers"] = (inclusive_range("queue.layers", layers, _layer_count) if isinstance(layers, list)
+                       else [_layer_count("queue.layers", layers)] * 2)
     only = ("epochs",) if kind == INFERENCE else ("subgraphs_per_dataset", "subgraph_fraction")
     for key in only:
         if key in raw:
             raise SpecError(f"queue.{key}", f"not for {kind} queues")
     if kind == TRAINING:
-        queue["epochs"] = _int(raw.get("epochs", defaults["epochs"]), "queue.epochs", minimum=1)
+        queue["epochs"] = integer("queue.epochs", raw.get("epochs", defaults["epochs"]), minimum=1)
     else:
-        queue["subgraphs_per_dataset"] = _int(raw.get("subgraphs_per_dataset", defaults["subgraphs_per_dataset"]),
-                                              "queue.subgraphs_per_dataset", minimum=1)
-        fraction = raw.get("subgraph_fraction", defaults["subgraph_fraction"])
-        if (not isinstance(fraction, list) or len(fraction) != 2
-                or not all(isinstance(v, (int, float)) and 0 < v <= 1 for v in fraction) or fraction[0] > fraction[1]):
-            raise SpecError("queue.subgraph_fraction", f"a range [low, high] within (0, 1], got {fraction!r}")
-        queue["subgraph_fraction"] = [float(v) for v in fraction]
+        queue["subgraphs_per_dataset"] = integer(
+            "queue.subgraphs_per_dataset", raw.get("subgraphs_per_dataset", defaults["subgraphs_per_dataset"]),
+            minimum=1)
+        queue["subgraph_fraction"] = inclusive_range(
+            "queue.subgraph_fraction", raw.get("subgraph_fraction", defaults["subgraph_fraction"]), _fraction)
     return queue
 
 
@@ -235,43 +238,3 @@ def _poisson_ticks(count: int, mean: float, seed: int) -> list[int]:
         ticks.extend([tick] * int(rng.poisson(mean)))
         tick += 1
     return ticks[:count]
-
-
-def _unknown_keys(mapping, known: set, prefix: str) -> None:
-    if not isinstance(mapping, dict):
-        raise SpecError(prefix.rstrip(".") or "spec", "must be a mapping")
-    for key in mapping:
-        if key not in known:
-            raise SpecError(prefix + str(key), f"unknown field (known: {', '.join(sorted(known))})")
-
-
-def _model(value, field: str) -> str:
-    if value not in MODELS:
-        raise SpecError(field, f"unknown model {value!r} (known: {', '.join(MODELS)})")
-    return value
-
-
-def _dataset(value, field: str) -> str:
-    if value not in DATASETS:
-        raise SpecError(field, f"unknown dataset {value!r} (known: {', '.join(DATASETS)})")
-    return value
-
-
-def _str(value, field: str) -> str:
-    if not isinstance(value, str) or not value or "/" in value:
-        raise SpecError(field, f"a non-empty name without '/', got {value!r}")
-    return value
-
-
-def _int(value, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SpecError(field, f"must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _number(value, field: str, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise SpecError(field, f"must be a number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise SpecError(field, f"must be {'> 0' if positive else '>= 0'}, got {value!r}")
-    return float(value)

@@ -1,8 +1,11 @@
 """Experiment specs for ``trainbed run``: YAML in, a validated plain dict out.
 
 Every problem raises ``SpecError`` whose message is one line, ``field: problem``,
-with the field written as a path (``flows[1].dst``). The resolved spec (defaults
-filled in) is what the run directory stores. The format is in the README.
+with the field written as a path (``flows[1].dst``). Every field is read through
+``experiments.validation`` before use; a flow's or policy change's policy fields
+(queue, rate) are checked by the controller's own policy validator, the topology by
+its builder, and their errors re-homed to the spec's paths. The resolved spec
+(defaults filled in) is what the run directory stores. The format is in the README.
 """
 from __future__ import annotations
 
@@ -10,139 +13,146 @@ from pathlib import Path
 
 import yaml
 
-from controller.policy import RATE_MECHANISMS
+from controller.policy import FlowPolicy, PolicyError
+from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
+from experiments.validation import (
+    ROOT,
+    at,
+    boolean,
+    choice,
+    items,
+    mapping,
+    number,
+    relocate,
+    string,
+    word,
+)
 from topologies import fabric as fabric_mod
-from topologies import queues
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 TOP_FIELDS = {"name", "description", "topology", "duration_s", "tcp_congestion", "flows", "policy_changes",
               "analysis", "fidelity"}
 FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "rate_mbps", "rate_mechanism"}
 CHANGE_FIELDS = {"at_s", "flow", "queue", "rate_mbps", "rate_mechanism", "remove"}
+POLICY_FIELDS = ("queue", "rate_mbps", "rate_mechanism")
+ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85}
 
 
-def _unknown(where: str, data: dict, allowed: set[str]) -> None:
-    for key in data:
-        if key not in allowed:
-            raise SpecError(f"{where}{key}", f"unknown field (allowed: {', '.join(sorted(allowed))})")
+def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
+    name = string(path, value, what="a host name")
+    if not any(h.name == name for h in fab.hosts):
+        raise SpecError(path, f"{name!r} is not a host of the topology ({fab.hosts[0].name}..{fab.hosts[-1].name})")
+    return name
 
 
-def _number(field: str, value, minimum: float | None = None, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(field, f"must be a number, got {value!r}")
-    if minimum is not None and (value < minimum or (strict and value == minimum)):
-        raise SpecError(field, f"must be {'>' if strict else '>='} {minimum:g}, got {value!r}")
-    return float(value)
+def _flow_name(path: str, value, names: set[str]) -> str:
+    name = string(path, value, what="a flow name")
+    if name not in names:
+        raise SpecError(path, f"{name!r} is not a flow of this spec")
+    return name
 
 
-def _mapping(field: str, value) -> dict:
-    if not isinstance(value, dict):
-        raise SpecError(field, f"must be a mapping, got {type(value).__name__}")
-    return value
+def _policy(where: str, entry: dict, flow: dict, fab: fabric_mod.Fabric) -> dict:
+    """The entry's policy fields (null ones left out), checked by the controller's own
+    validator, the one definition of a valid policy, with its errors at ``where``."""
+    fields = {key: entry[key] for key in POLICY_FIELDS if entry.get(key) is not None}
+    if fields:
+        try:
+            validate_policy(FlowPolicy(flow["src"], flow["dst"], **fields), fab)
+        except PolicyError as err:
+            raise relocate(err, "policy", where) from None
+        if "rate_mbps" in fields:
+            fields["rate_mbps"] = float(fields["rate_mbps"])
+    return fields
 
 
-def _policy_fields(where: str, entry: dict, out: dict) -> None:
-    if entry.get("queue") is not None:
-        q = entry["queue"]
-        if isinstance(q, bool) or q not in queues.SCHEDULER_QUEUES:
-            raise SpecError(f"{where}.queue", f"must be a scheduler queue 1..7 (0 is reserved for control), got {q!r}")
-        out["queue"] = q
-    if entry.get("rate_mbps") is not None:
-        out["rate_mbps"] = _number(f"{where}.rate_mbps", entry["rate_mbps"], 0, strict=True)
-    if entry.get("rate_mechanism") is not None:
-        if entry["rate_mechanism"] not in RATE_MECHANISMS:
-            raise SpecError(f"{where}.rate_mechanism", f"must be one of {', '.join(RATE_MECHANISMS)}, got "
-                                                       f"{entry['rate_mechanism']!r}")
-        out["rate_mechanism"] = entry["rate_mechanism"]
+def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
+    """The topology section and its fabric; the builders check their own parameters."""
+    topo = mapping("topology", raw)
+    if "kind" not in topo:
+        raise SpecError("topology.kind", f"is required (one of {', '.join(fabric_mod.BUILDERS)})")
+    params = {key: value for key, value in topo.items() if key != "kind"}
+    try:
+        return {"kind": topo["kind"], **params}, fabric_mod.build(topo["kind"], **params)
+    except fabric_mod.TopologyError as err:
+        raise relocate(err, "topology", "topology") from None
+
+
+def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
+    flows, names = [], set()
+    for where, entry in items("flows", raw, non_empty=True):
+        entry = mapping(where, entry, allowed=FLOW_FIELDS, required=("name", "src", "dst"))
+        name = word(at(where, "name"), entry["name"])
+        if name in names:
+            raise SpecError(at(where, "name"), f"duplicate flow name {name!r}")
+        names.add(name)
+        flow = {"name": name, "src": _host(at(where, "src"), entry["src"], fab),
+                "dst": _host(at(where, "dst"), entry["dst"], fab)}
+        if flow["src"] == flow["dst"]:
+            raise SpecError(at(where, "dst"), "must differ from src")
+        flow["start_s"] = number(at(where, "start_s"), entry.get("start_s", 0), minimum=0)
+        flow["duration_s"] = number(at(where, "duration_s"), entry.get("duration_s", duration - flow["start_s"]),
+                                    minimum=0, strict=True)
+        if flow["start_s"] + flow["duration_s"] > duration + 1e-9:
+            raise SpecError(at(where, "duration_s"), f"flow ends at {flow['start_s'] + flow['duration_s']:g} s, "
+                                                     f"after the experiment's duration_s {duration:g}")
+        flow.update(_policy(where, entry, flow, fab))
+        flows.append(flow)
+    return flows
+
+
+def _policy_changes(raw, duration: float, flows: list[dict], fab: fabric_mod.Fabric) -> list[dict]:
+    by_name = {f["name"]: f for f in flows}
+    changes = []
+    for where, entry in items("policy_changes", raw, optional=True):
+        entry = mapping(where, entry, allowed=CHANGE_FIELDS, required=("at_s", "flow"))
+        flow = by_name[_flow_name(at(where, "flow"), entry["flow"], set(by_name))]
+        change = {"at_s": number(at(where, "at_s"), entry["at_s"], minimum=0), "flow": flow["name"],
+                  "remove": boolean(at(where, "remove"), entry.get("remove", False))}
+        if change["at_s"] > duration:
+            raise SpecError(at(where, "at_s"), f"{change['at_s']:g} s is after duration_s {duration:g}")
+        if change["remove"]:
+            if any(entry.get(key) is not None for key in POLICY_FIELDS):
+                raise SpecError(at(where, "remove"), "drops the flow's policy; leave out queue, rate_mbps and "
+                                                     "rate_mechanism")
+            changes.append(change)
+            continue
+        policy = _policy(where, entry, flow, fab)
+        if not policy:
+            raise SpecError(where, "sets neither queue nor rate_mbps nor remove")
+        changes.append({**change, **policy})
+    return changes
+
+
+def _analysis(raw, flow_names: set[str]) -> dict:
+    analysis = mapping("analysis", raw, allowed=ANALYSIS_ROLES, optional=True)
+    for section, roles in ANALYSIS_ROLES.items():
+        if section in analysis:
+            part = mapping(at("analysis", section), analysis[section], allowed=roles, required=roles)
+            for role in roles:
+                _flow_name(at(at("analysis", section), role), part[role], flow_names)
+    return analysis
 
 
 def validate(raw) -> dict:
     """Check a parsed spec and return it resolved (defaults filled)."""
-    spec = _mapping("spec", raw)
-    _unknown("", spec, TOP_FIELDS)
-    for required in ("name", "topology", "duration_s", "flows"):
-        if required not in spec:
-            raise SpecError(required, "is required")
-    name = spec["name"]
-    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise SpecError("name", f"must be a non-empty word of letters, digits, - and _, got {name!r}")
-    topo = dict(_mapping("topology", spec["topology"]))
-    kind = topo.pop("kind", None)
-    if kind is None:
-        raise SpecError("topology.kind", f"is required (one of {', '.join(fabric_mod.BUILDERS)})")
-    try:
-        fab = fabric_mod.build(kind, **topo)
-    except fabric_mod.TopologyError as err:
-        field, _, problem = str(err).partition(": ")
-        raise SpecError(field if field.startswith("topology") else f"topology.{field}", problem) from None
-    duration = _number("duration_s", spec["duration_s"], 0, strict=True)
-    congestion = spec.get("tcp_congestion", "bbr")
-    if congestion not in CONGESTION_CONTROLS:
-        raise SpecError("tcp_congestion", f"must be one of {', '.join(CONGESTION_CONTROLS)}, got {congestion!r}")
-    hosts = {h.name for h in fab.hosts}
-    flows_raw = spec["flows"]
-    if not isinstance(flows_raw, list) or not flows_raw:
-        raise SpecError("flows", "must be a non-empty list")
-    flows, names = [], set()
-    for i, entry in enumerate(flows_raw):
-        where = f"flows[{i}]"
-        entry = _mapping(where, entry)
-        _unknown(f"{where}.", entry, FLOW_FIELDS)
-        for required in ("name", "src", "dst"):
-            if required not in entry:
-                raise SpecError(f"{where}.{required}", "is required")
-        if entry["name"] in names:
-            raise SpecError(f"{where}.name", f"duplicate flow name {entry['name']!r}")
-        names.add(entry["name"])
-        for end in ("src", "dst"):
-            if entry[end] not in hosts:
-                raise SpecError(f"{where}.{end}", f"{entry[end]!r} is not a host of the topology "
-                                                  f"({fab.hosts[0].name}..{fab.hosts[-1].name})")
-        if entry["src"] == entry["dst"]:
-            raise SpecError(f"{where}.dst", "must differ from src")
-        flow = {"name": str(entry["name"]), "src": entry["src"], "dst": entry["dst"],
-                "start_s": _number(f"{where}.start_s", entry.get("start_s", 0), 0)}
-        flow["duration_s"] = _number(f"{where}.duration_s", entry.get("duration_s", duration - flow["start_s"]),
-                                     0, strict=True)
-        if flow["start_s"] + flow["duration_s"] > duration + 1e-9:
-            raise SpecError(f"{where}.duration_s", f"flow ends at {flow['start_s'] + flow['duration_s']:g} s, "
-                                                   f"after the experiment's duration_s {duration:g}")
-        _policy_fields(where, entry, flow)
-        flows.append(flow)
-    changes = []
-    for i, entry in enumerate(spec.get("policy_changes") or []):
-        where = f"policy_changes[{i}]"
-        entry = _mapping(where, entry)
-        _unknown(f"{where}.", entry, CHANGE_FIELDS)
-        if entry.get("flow") not in names:
-            raise SpecError(f"{where}.flow", f"{entry.get('flow')!r} is not a flow of this spec")
-        change = {"at_s": _number(f"{where}.at_s", entry.get("at_s"), 0), "flow": entry["flow"],
-                  "remove": bool(entry.get("remove", False))}
-        if change["at_s"] > duration:
-            raise SpecError(f"{where}.at_s", f"{change['at_s']:g} s is after duration_s {duration:g}")
-        _policy_fields(where, entry, change)
-        if not change["remove"] and "queue" not in change and "rate_mbps" not in change:
-            raise SpecError(where, "sets neither queue nor rate_mbps nor remove")
-        changes.append(change)
-    analysis = _mapping("analysis", spec.get("analysis") or {})
-    _unknown("analysis.", analysis, {"priority", "rate_limit"})
-    for section, roles in (("priority", ("high", "low")), ("rate_limit", ("flow",))):
-        if section in analysis:
-            part = _mapping(f"analysis.{section}", analysis[section])
-            _unknown(f"analysis.{section}.", part, set(roles))
-            for role in roles:
-                if part.get(role) not in names:
-                    raise SpecError(f"analysis.{section}.{role}", f"{part.get(role)!r} is not a flow of this spec")
+    spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "duration_s", "flows"))
+    name = word("name", spec["name"])
+    description = string("description", spec.get("description", ""), non_empty=False)
+    topology, fab = _topology(spec["topology"])
+    duration = number("duration_s", spec["duration_s"], minimum=0, strict=True)
+    congestion = choice("tcp_congestion", spec.get("tcp_congestion", "bbr"), CONGESTION_CONTROLS)
+    flows = _flows(spec["flows"], duration, fab)
+    changes = _policy_changes(spec.get("policy_changes"), duration, flows, fab)
+    analysis = _analysis(spec.get("analysis"), {f["name"] for f in flows})
     fidelity = dict(FIDELITY_DEFAULTS)
-    fid = _mapping("fidelity", spec.get("fidelity") or {})
-    _unknown("fidelity.", fid, set(FIDELITY_DEFAULTS))
-    for key, value in fid.items():
-        fidelity[key] = _number(f"fidelity.{key}", value, 0)
-    return {"name": name, "description": spec.get("description", ""), "topology": {"kind": kind, **topo},
-            "duration_s": duration, "tcp_congestion": congestion, "flows": flows, "policy_changes": changes,
-            "analysis": analysis, "fidelity": fidelity}
+    for key, value in mapping("fidelity", spec.get("fidelity"), allowed=FIDELITY_DEFAULTS, optional=True).items():
+        fidelity[key] = number(at("fidelity", key), value, minimum=0, maximum=1)
+    return {"name": name, "description": description, "topology": topology, "duration_s": duration,
+            "tcp_congestion": congestion, "flows": flows, "policy_changes": changes, "analysis": analysis,
+            "fidelity": fidelity}
 
 
 def load(path: str | Path) -> dict:

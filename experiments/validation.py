@@ -1,0 +1,199 @@
+"""Field checks shared by every spec family (emulation, co-location, and the ones to come).
+
+Each check takes the field's path and its value, and either returns the value typed
+(a ``dict``, a ``list``, an ``int``, a ``float``, ...) or raises
+``SpecError(path, problem)`` whose problem names what was expected and what came:
+``flows[0].src: must be a host name (string), got a mapping``. A spec module reads
+every field through one of these before using it, so a malformed spec can end only
+in that one-line error, never in a ``TypeError`` from deep inside.
+
+Paths are built with ``at``: ``at("flows", 1)`` is ``flows[1]``, ``at("flows[1]",
+"dst")`` is ``flows[1].dst``; the spec's root is ``""`` (reported as ``spec``).
+``items`` hands out a list's entries with their paths, so nested sections read as
+``for where, entry in items("flows", spec["flows"]): mapping(where, entry, ...)``.
+
+Hand-written rather than pydantic (which is not installed here either): pydantic's
+errors are multi-line, name Python types (``Input should be a valid integer``), and
+its coercions (``"5"`` to 5, ``1`` to ``True``) would have to be switched off field
+by field. Plain functions give the one-line ``path: must be ..., got ...`` directly,
+and a spec module stays ordinary code that reads top to bottom.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+
+from experiments.errors import SpecError
+
+ROOT = ""
+_PLAIN_KEY = re.compile(r"[\w-]+")
+
+
+def at(path: str, key: str | int) -> str:
+    """The path of a list's item (``a[2]``) or a mapping's field (``a.b``); a field
+    name that is not a plain word is quoted (``a['b c']``) so a path stays one line."""
+    if isinstance(key, int) and not isinstance(key, bool):
+        return f"{path}[{key}]"
+    if not _PLAIN_KEY.fullmatch(key):
+        return f"{path}[{key!r}]"
+    return f"{path}.{key}" if path else key
+
+
+def describe(value) -> str:
+    """A value as a message shows it: its kind for containers, YAML spelling for
+    true/false/null, and a short repr otherwise (always one line)."""
+    if isinstance(value, dict):
+        return "a mapping" if value else "an empty mapping"
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}" if value else "an empty list"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def error(path: str, problem: str) -> SpecError:
+    """The error for ``path`` (the root is called ``spec``), for the caller to raise."""
+    return SpecError(path or "spec", problem)
+
+
+def relocate(err: Exception, root: str, path: str) -> SpecError:
+    """A lower layer's one-line ``field: problem`` error (``TopologyError``,
+    ``PolicyError``, whose fields are plain dotted words) as a SpecError at the
+    spec's own path: ``policy.queue`` with root ``policy`` at path ``flows[1]``
+    becomes ``flows[1].queue``; a field outside ``root`` is put under ``path``."""
+    field, sep, problem = str(err).partition(": ")
+    if not sep:
+        return error(path, str(err))
+    if field == root or field.startswith(root + "."):
+        field = field[len(root):].lstrip(".")
+    return error(f"{path}.{field}" if path and field else path or field, problem)
+
+
+def mapping(path: str, value, *, allowed: Iterable[str] | None = None, required: Iterable[str] = (),
+            optional: bool = False) -> dict:
+    """A mapping whose field names are strings, among ``allowed`` when given, with
+    every ``required`` field present. ``optional``: a missing (null) section is empty."""
+    if value is None and optional:
+        return {}
+    if not isinstance(value, dict):
+        raise error(path, f"must be a mapping, got {describe(value)}")
+    allowed = None if allowed is None else sorted(allowed)
+    for key in value:
+        if not isinstance(key, str) or (allowed is not None and key not in allowed):
+            known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
+            raise error(at(path, str(key)), f"unknown field{known}")
+    for key in required:
+        if key not in value:
+            raise error(at(path, key), "is required")
+    return value
+
+
+def sequence(path: str, value, *, non_empty: bool = False, optional: bool = False) -> list:
+    """A list (``non_empty``: with at least one item). ``optional``: null is empty."""
+    if value is None and optional:
+        return []
+    if not isinstance(value, list) or (non_empty and not value):
+        raise error(path, f"must be a {'non-empty ' if non_empty else ''}list, got {describe(value)}")
+    return value
+
+
+def items(path: str, value, *, non_empty: bool = False, optional: bool = False) -> list[tuple[str, object]]:
+    """A list's items, each with its own path (``flows[0]``, ``flows[1]``, ...)."""
+    return [(at(path, i), item) for i, item in enumerate(sequence(path, value, non_empty=non_empty,
+                                                                   optional=optional))]
+
+
+def string(path: str, value, *, what: str | None = None, non_empty: bool = True) -> str:
+    """A string; ``what`` names it in the message (``a host name``)."""
+    if not isinstance(value, str) or (non_empty and not value):
+        expected = f"{what} (string)" if what else f"a {'non-empty ' if non_empty else ''}string"
+        raise error(path, f"must be {expected}, got {describe(value)}")
+    return value
+
+
+def word(path: str, value) -> str:
+    """A non-empty word of letters, digits, - and _: safe in file names and commands."""
+    if not (isinstance(value, str) and value and all(c.isalnum() or c in "-_" for c in value)):
+        raise error(path, f"must be a non-empty word of letters, digits, - and _, got {describe(value)}")
+    return value
+
+
+def boolean(path: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise error(path, f"must be true or false, got {describe(value)}")
+    return value
+
+
+def _shown(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+def _bounds(minimum, maximum, strict: bool) -> str:
+    low = "(" if strict else "["
+    if minimum is not None and maximum is not None:
+        return f"in {low}{_shown(minimum)}, {_shown(maximum)}]"
+    if minimum is not None:
+        return f"{'>' if strict else '>='} {_shown(minimum)}"
+    return f"<= {_shown(maximum)}" if maximum is not None else ""
+
+
+def _in_bounds(value, minimum, maximum, strict: bool) -> bool:
+    if minimum is not None and (value < minimum or (strict and value == minimum)):
+        return False
+    return maximum is None or value <= maximum
+
+
+def integer(path: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (never a bool or a float such as 4.0) within [minimum, maximum]."""
+    bounds = _bounds(minimum, maximum, strict=False)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise error(path, f"must be an integer{' ' + bounds if bounds else ''}, got {describe(value)}")
+    if not _in_bounds(value, minimum, maximum, strict=False):
+        raise error(path, f"must be {bounds}, got {describe(value)}")
+    return value
+
+
+def number(path: str, value, *, minimum: float | None = None, maximum: float | None = None,
+           strict: bool = False) -> float:
+    """A finite number (int or float, never a bool) within the bounds; ``strict``
+    excludes ``minimum`` itself (``> 0``)."""
+    bounds = _bounds(minimum, maximum, strict)
+    try:
+        as_float = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an int beyond any float
+        as_float = math.inf
+    if not math.isfinite(as_float):
+        raise error(path, f"must be a number{' ' + bounds if bounds else ''}, got {describe(value)}")
+    if not _in_bounds(as_float, minimum, maximum, strict):
+        raise error(path, f"must be {bounds}, got {describe(value)}")
+    return as_float
+
+
+def choice(path: str, value, options: Iterable, *, what: str | None = None):
+    """One of ``options``, matched with its type (true is not 1). With ``what``
+    (``model``), an unknown name reads ``unknown model 'MLP' (known: GCN, ...)``."""
+    options = list(options)
+    for option in options:
+        if type(value) is type(option) and value == option:
+            return option
+    known = ", ".join(str(o) for o in options)
+    if what is None:
+        raise error(path, f"must be one of {known}, got {describe(value)}")
+    if not any(type(value) is type(o) for o in options):
+        raise error(path, f"must be a {what} name (string), got {describe(value)}")
+    raise error(path, f"unknown {what} {describe(value)} (known: {known})")
+
+
+def inclusive_range(path: str, value, check: Callable[[str, object], float]) -> list:
+    """A ``[low, high]`` pair with low <= high, each end read by ``check(path, value)``
+    (e.g. ``lambda p, v: integer(p, v, minimum=1)``)."""
+    if not isinstance(value, list) or len(value) != 2:
+        raise error(path, f"must be a range [low, high], got {describe(value)}")
+    low, high = (check(at(path, i), end) for i, end in enumerate(value))
+    if low > high:
+        raise error(path, f"must have low <= high, got [{_shown(low)}, {_shown(high)}]")
+    return [low, high]
