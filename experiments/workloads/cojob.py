@@ -1,0 +1,646 @@
+"""The Grouper cojob workload as pure data (Grouper, TNSM 2020, §II-B and §V).
+
+A cojob is a hyperparameter search: n jobs (configurations) of one model start
+together; after each stage the worse half of the survivors, by accuracy at that
+point, is killed, and the last survivor runs to completion (successive halving).
+Each job trains with parameter servers: per iteration every worker pushes its
+gradients to every PS, and after all pushes every worker pulls the parameters back.
+
+Nothing here touches the network or starts a process: every function is
+deterministic in its arguments and seed, and every record the run directory keeps
+round-trips through ``to_dict``/``from_dict``.
+
+Conventions every consumer relies on:
+
+- Stage indices are 0-based ("the third stage" is stage 2). A job with
+  ``max_stage = m`` runs stages ``0..m-1``; it is killed after stage ``m-1``, or
+  finishes there when ``m`` is the number of stages.
+- Iterations are counted in the plan's own units: a plan built from scaled stage
+  lengths has its curves, T90s and remaining iterations in those scaled units.
+- MB is 1e6 bytes and Mbit/s is 1e6 bit/s (the trace's 1 Gbit/s = 125 MB/s).
+- A job's key is ``c<cojob_id>j<index>``. A host's NIC has two ports,
+  ``<host>/out`` (egress) and ``<host>/in`` (ingress); a transfer between two tasks
+  on one host crosses neither.
+- ``Arrival.at_s`` and the compute seconds of a ``ModelProfile`` are testbed
+  seconds (1 Gbit/s); ``Scaling`` turns them into seconds of the emulated run.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from experiments.errors import SpecError
+
+MB = 1_000_000
+REFERENCE_MBPS = 1000.0  # the testbed's 1 GbE
+TESTBED_STAGES = (500, 1000, 2000, 4000)
+TESTBED_JOBS = 8
+TESTBED_WORKERS = 2
+TESTBED_PS = 2
+PUSH, PULL = "push", "pull"
+T90_FRACTION = 0.9
+
+# Compute seconds per iteration. The paper gives none (the authors' simulator trace
+# uses 0); its one statement (§V-C) is that "the computation time for small models is
+# as large as communication time". So every model gets the smallest model's
+# (DeepSpeech2's) communication time per iteration alone on the testbed: 2 workers
+# and 2 PSs on four hosts, push then pull, each phase moving 160 MB through each
+# worker's (then each PS's) 1 Gbit/s NIC: 2 * 160 MB * 8 / 1 Gbit/s = 2.56 s.
+# DeepSpeech2's comm/comp ratio is then 1, and larger models are more
+# communication-bound (ratio = size / 160 MB: 1.44, 1.56, 3.63); the paper finds
+# Grouper's gains insensitive to the ratio above 0.5 (Fig. 15).
+TESTBED_COMPUTE_S = 2 * 160 * MB * 8 / (REFERENCE_MBPS * 1e6)
+
+# Learning curves: the paper reports none (its traces' curves are not public), so a
+# configuration's converged accuracy and time constant are drawn from plausible
+# ranges. tau is a fraction of the cojob's total iterations so that a plan's kills
+# do not depend on how far its stages were scaled down; at most 0.4 keeps even the
+# slowest configuration near convergence (92%) at the end, as §V-B says the stages
+# suffice "to achieve relatively high accuracy".
+A_FINAL_RANGE = (0.6, 0.95)
+TAU_FRACTION_RANGE = (0.02, 0.4)  # drawn log-uniformly
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A model as the network sees it: bytes moved per iteration (its size) and
+    compute seconds per iteration on the testbed."""
+
+    name: str
+    size_mb: float
+    compute_s: float
+
+    def __post_init__(self):
+        if not self.size_mb > 0:
+            raise SpecError(f"models.{self.name}.size_mb", f"must be > 0, got {self.size_mb}")
+        if not self.compute_s >= 0:
+            raise SpecError(f"models.{self.name}.compute_s", f"must be >= 0, got {self.compute_s}")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "size_mb": self.size_mb, "compute_s": self.compute_s}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> ModelProfile:
+        return cls(data["name"], data["size_mb"], data["compute_s"])
+
+
+# Table III of the paper.
+MODELS = {
+    "deepspeech2": ModelProfile("deepspeech2", 160.0, TESTBED_COMPUTE_S),
+    "resnet152": ModelProfile("resnet152", 230.0, TESTBED_COMPUTE_S),
+    "alexnet": ModelProfile("alexnet", 250.0, TESTBED_COMPUTE_S),
+    "vgg19": ModelProfile("vgg19", 580.0, TESTBED_COMPUTE_S),
+}
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """How an emulated run shrinks the testbed workload to finish in minutes.
+
+    Bytes are multiplied by ``bytes_scale`` and compute seconds by ``time_scale`` =
+    bytes_scale * reference_mbps / link_mbps, the factor by which a scaled transfer at
+    ``link_mbps`` is longer than the full one at ``reference_mbps``. So the ratio kept
+    is: communication time per iteration / compute time per iteration at
+    ``link_mbps`` equals that at 1 Gbit/s on the testbed. Stage lengths are multiplied
+    by ``iterations_scale`` (at least one iteration per stage), and arrival times by
+    time_scale * iterations_scale, which keeps the offered load: each cojob's work
+    shrinks by that factor in time, and so do the gaps between arrivals.
+    """
+
+    link_mbps: float
+    bytes_scale: float = 1.0
+    iterations_scale: float = 1.0
+    reference_mbps: float = REFERENCE_MBPS
+
+    def __post_init__(self):
+        for name in ("link_mbps", "bytes_scale", "iterations_scale", "reference_mbps"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                raise SpecError(f"scaling.{name}", f"must be a number > 0, got {value!r}")
+
+    @property
+    def time_scale(self) -> float:
+        return self.bytes_scale * self.reference_mbps / self.link_mbps
+
+    def stage_iterations(self, stage_iterations: Sequence[int]) -> tuple[int, ...]:
+        return tuple(max(1, round(n * self.iterations_scale)) for n in stage_iterations)
+
+    def arrival_s(self, testbed_s: float) -> float:
+        return testbed_s * self.time_scale * self.iterations_scale
+
+    def to_dict(self) -> dict:
+        return {"link_mbps": self.link_mbps, "bytes_scale": self.bytes_scale,
+                "iterations_scale": self.iterations_scale, "reference_mbps": self.reference_mbps}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Scaling:
+        return cls(data["link_mbps"], data["bytes_scale"], data["iterations_scale"], data["reference_mbps"])
+
+
+@dataclass(frozen=True)
+class ScaledIteration:
+    """One iteration of one job in the emulated run."""
+
+    bytes_per_partition: int  # one worker->PS push flow (and one PS->worker pull flow)
+    compute_s: float
+
+
+def partition_bytes(size_mb: float, ps: int, bytes_scale: float = 1.0) -> int:
+    """Bytes of one push (or pull) flow: a PS holds 1/ps of the model."""
+    return max(1, round(size_mb * MB * bytes_scale / ps))
+
+
+def scaled(profile: ModelProfile, scaling: Scaling, ps: int = TESTBED_PS) -> ScaledIteration:
+    """``profile``'s iteration on the emulated fabric, keeping the testbed's comm/comp ratio."""
+    return ScaledIteration(partition_bytes(profile.size_mb, ps, scaling.bytes_scale),
+                           profile.compute_s * scaling.time_scale)
+
+
+@dataclass(frozen=True)
+class LearningCurve:
+    """accuracy(i) = a_final * (1 - exp(-i / tau)), i in the plan's iterations."""
+
+    a_final: float
+    tau: float
+
+    def __post_init__(self):
+        if not 0 < self.a_final <= 1:
+            raise SpecError("curve.a_final", f"must be in (0, 1], got {self.a_final}")
+        if not self.tau > 0:
+            raise SpecError("curve.tau", f"must be > 0, got {self.tau}")
+
+    def accuracy(self, iteration: float) -> float:
+        return self.a_final * (1 - math.exp(-iteration / self.tau))
+
+    def to_dict(self) -> dict:
+        return {"a_final": self.a_final, "tau": self.tau}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> LearningCurve:
+        return cls(data["a_final"], data["tau"])
+
+
+def t90_iteration(curve: LearningCurve) -> int:
+    """First whole iteration at which accuracy reaches 90% of the converged accuracy
+    a_final, i.e. ceil(tau * ln 10); found by stepping from one below so that
+    floating-point rounding of the logarithm cannot put it one off."""
+    iteration = max(0, math.ceil(curve.tau * math.log(1 / (1 - T90_FRACTION))) - 1)
+    while curve.accuracy(iteration) < T90_FRACTION * curve.a_final:
+        iteration += 1
+    return iteration
+
+
+def draw_curve(rng: random.Random, total_iterations: int) -> LearningCurve:
+    low, high = TAU_FRACTION_RANGE
+    a_final = rng.uniform(*A_FINAL_RANGE)
+    tau_fraction = math.exp(rng.uniform(math.log(low), math.log(high)))
+    return LearningCurve(a_final, tau_fraction * total_iterations)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One configuration of a cojob. ``max_stage`` is offline knowledge (when the job
+    will be killed): an online scheduler must not read it before the kill happens."""
+
+    cojob_id: int
+    index: int
+    max_stage: int
+    curve: LearningCurve | None = None  # None for trace jobs: the trace records kills, not accuracies
+
+    @property
+    def key(self) -> str:
+        return job_key(self.cojob_id, self.index)
+
+    def runs(self, stage_index: int) -> bool:
+        return stage_index < self.max_stage
+
+    def to_dict(self) -> dict:
+        return {"cojob_id": self.cojob_id, "index": self.index, "max_stage": self.max_stage,
+                "curve": None if self.curve is None else self.curve.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> JobPlan:
+        curve = data.get("curve")
+        return cls(data["cojob_id"], data["index"], data["max_stage"],
+                   None if curve is None else LearningCurve.from_dict(curve))
+
+
+def job_key(cojob_id: int, index: int) -> str:
+    return f"c{cojob_id}j{index}"
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """When a cojob arrives: at a testbed time (``at_s``), or when cojob
+    ``after[0]`` completes its stage ``after[1]``. Exactly one is set."""
+
+    at_s: float | None = None
+    after: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        if (self.at_s is None) == (self.after is None):
+            raise SpecError("arrival", "give exactly one of at_s and after")
+        if self.at_s is not None and not self.at_s >= 0:
+            raise SpecError("arrival.at_s", f"must be >= 0, got {self.at_s}")
+
+    def to_dict(self) -> dict:
+        return {"at_s": self.at_s} if self.after is None else {"after": list(self.after)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Arrival:
+        if "after" in data:
+            cojob_id, stage_index = data["after"]
+            return cls(after=(cojob_id, stage_index))
+        return cls(at_s=data["at_s"])
+
+
+@dataclass(frozen=True)
+class CojobPlan:
+    """A cojob with its jobs in index order (index = position) and, through each
+    job's ``max_stage``, the offline knowledge of who survives every stage."""
+
+    cojob_id: int
+    profile: ModelProfile
+    stage_iterations: tuple[int, ...]
+    jobs: tuple[JobPlan, ...]
+    arrival: Arrival
+
+    def __post_init__(self):
+        where = f"cojobs[{self.cojob_id}]"
+        if not self.stage_iterations or any(n < 1 for n in self.stage_iterations):
+            raise SpecError(f"{where}.stage_iterations", f"must be positive, got {list(self.stage_iterations)}")
+        if not self.jobs:
+            raise SpecError(f"{where}.jobs", "a cojob has at least one job")
+        for position, job in enumerate(self.jobs):
+            if (job.cojob_id, job.index) != (self.cojob_id, position):
+                raise SpecError(f"{where}.jobs[{position}]",
+                                f"is job {job.key}, expected {job_key(self.cojob_id, position)}")
+            if not 1 <= job.max_stage <= len(self.stage_iterations):
+                raise SpecError(f"{where}.jobs[{position}].max_stage",
+                                f"must be in 1..{len(self.stage_iterations)}, got {job.max_stage}")
+
+    @property
+    def model(self) -> str:
+        return self.profile.name
+
+    @property
+    def stage_ends(self) -> tuple[int, ...]:
+        """Cumulative iteration at which each stage ends."""
+        ends, total = [], 0
+        for n in self.stage_iterations:
+            total += n
+            ends.append(total)
+        return tuple(ends)
+
+    def survivors(self, stage_index: int) -> tuple[int, ...]:
+        """Indices of the jobs that run stage ``stage_index`` (offline knowledge)."""
+        return tuple(job.index for job in self.jobs if job.runs(stage_index))
+
+    def to_dict(self) -> dict:
+        return {"cojob_id": self.cojob_id, "model": self.profile.to_dict(),
+                "stage_iterations": list(self.stage_iterations), "arrival": self.arrival.to_dict(),
+                "jobs": [job.to_dict() for job in self.jobs],
+                "survivors": [list(self.survivors(k)) for k in range(len(self.stage_iterations))]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> CojobPlan:
+        return cls(data["cojob_id"], ModelProfile.from_dict(data["model"]), tuple(data["stage_iterations"]),
+                   tuple(JobPlan.from_dict(job) for job in data["jobs"]), Arrival.from_dict(data["arrival"]))
+
+
+def plan_cojob(cojob_id: int, model: str | ModelProfile, seed: int, n_jobs: int = TESTBED_JOBS,
+               stage_iterations: Sequence[int] = TESTBED_STAGES, arrival: Arrival = Arrival(at_s=0.0)) -> CojobPlan:
+    """Draw ``n_jobs`` learning curves and run successive halving on them: at the end
+    of stage k < last, the worse half of the survivors by accuracy at that iteration
+    is killed (ties: the higher index). n_jobs must be 2^(stages-1) so that exactly
+    one job is left for the last stage."""
+    if isinstance(model, str) and model not in MODELS:
+        raise SpecError("model", f"unknown model {model!r} (known: {', '.join(MODELS)})")
+    profile = MODELS[model] if isinstance(model, str) else model
+    stage_iterations = tuple(stage_iterations)
+    if n_jobs != 2 ** (len(stage_iterations) - 1):
+        raise SpecError("n_jobs", f"successive halving over {len(stage_iterations)} stages needs "
+                                  f"{2 ** (len(stage_iterations) - 1)} jobs, got {n_jobs}")
+    rng = random.Random(f"cojob:{seed}:{cojob_id}")
+    curves = [draw_curve(rng, sum(stage_iterations)) for _ in range(n_jobs)]
+    max_stage = [len(stage_iterations)] * n_jobs
+    alive = list(range(n_jobs))
+    end = 0
+    for k, n in enumerate(stage_iterations[:-1]):
+        end += n
+        ranked = sorted(alive, key=lambda j: (-curves[j].accuracy(end), j))
+        for j in ranked[len(alive) // 2:]:
+            max_stage[j] = k + 1
+        alive = ranked[:len(alive) // 2]
+    jobs = tuple(JobPlan(cojob_id, j, max_stage[j], curves[j]) for j in range(n_jobs))
+    return CojobPlan(cojob_id, profile, stage_iterations, jobs, arrival)
+
+
+def remaining_iterations(plan: CojobPlan, stage_index: int, assume_all_survive: bool) -> dict[str, int]:
+    """Iterations each job running stage ``stage_index`` has from that stage's start
+    to its end of training. Offline, a job stops after its ``max_stage``; online
+    (``assume_all_survive``, as Grouper's coordinator does) every survivor is assumed
+    to run all remaining stages."""
+    remaining = {}
+    for job in plan.jobs:
+        if job.runs(stage_index):
+            last = len(plan.stage_iterations) if assume_all_survive else job.max_stage
+            remaining[job.key] = sum(plan.stage_iterations[stage_index:last])
+    return remaining
+
+
+def testbed_cojobs(cojobs_per_model: int = 1, seed: int = 0, models: Mapping[str, ModelProfile] = MODELS,
+                   n_jobs: int = TESTBED_JOBS,
+                   stage_iterations: Sequence[int] = TESTBED_STAGES) -> tuple[CojobPlan, ...]:
+    """The testbed's arrivals (§V-B): one cojob per model at t=0; a model's next
+    cojob arrives when its previous one is down to its last job (the end of stage
+    stages-2, the third of four), up to ``cojobs_per_model`` per model. Cojob ids
+    are generation * len(models) + the model's position in ``models``."""
+    if cojobs_per_model < 1:
+        raise SpecError("cojobs_per_model", f"must be >= 1, got {cojobs_per_model}")
+    next_after_stage = max(0, len(stage_iterations) - 2)
+    plans = []
+    for generation in range(cojobs_per_model):
+        for position, profile in enumerate(models.values()):
+            cojob_id = generation * len(models) + position
+            previous = (cojob_id - len(models), next_after_stage)
+            arrival = Arrival(at_s=0.0) if generation == 0 else Arrival(after=previous)
+            plans.append(plan_cojob(cojob_id, profile, seed, n_jobs, stage_iterations, arrival))
+    return tuple(plans)
+
+
+def poisson_cojobs(n_cojobs: int, mean_interarrival_s: float, workload_factor: float, seed: int,
+                   models: Mapping[str, ModelProfile] = MODELS, n_jobs: int = TESTBED_JOBS,
+                   stage_iterations: Sequence[int] = TESTBED_STAGES) -> tuple[CojobPlan, ...]:
+    """Cojobs of uniformly drawn models arriving as a Poisson process, the first at
+    t=0. As in the paper's simulations (§V-C), a workload factor f divides every gap:
+    f=2 is twice the load of f=1."""
+    if n_cojobs < 1:
+        raise SpecError("n_cojobs", f"must be >= 1, got {n_cojobs}")
+    if not mean_interarrival_s > 0:
+        raise SpecError("mean_interarrival_s", f"must be > 0, got {mean_interarrival_s}")
+    if not workload_factor > 0:
+        raise SpecError("workload_factor", f"must be > 0, got {workload_factor}")
+    rng = random.Random(f"poisson:{seed}")
+    profiles = list(models.values())
+    plans, at_s = [], 0.0
+    for cojob_id in range(n_cojobs):
+        if cojob_id:
+            at_s += rng.expovariate(workload_factor / mean_interarrival_s)
+        plans.append(plan_cojob(cojob_id, rng.choice(profiles), seed, n_jobs, stage_iterations, Arrival(at_s=at_s)))
+    return tuple(plans)
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """The hosts of one job's workers and parameter servers (a host may repeat only
+    when there are fewer hosts than tasks)."""
+
+    workers: tuple[str, ...]
+    ps: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"workers": list(self.workers), "ps": list(self.ps)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> JobPlacement:
+        return cls(tuple(data["workers"]), tuple(data["ps"]))
+
+
+def place(jobs: Sequence[JobPlan], hosts: Sequence[str], racks: Mapping[str, str], workers: int = TESTBED_WORKERS,
+          ps: int = TESTBED_PS, seed: int = 0) -> dict[str, JobPlacement]:
+    """Place every job's tasks one at a time, each on the host that (in this order)
+    holds fewest of the job's tasks (distinct hosts whenever there are enough), sits
+    in the rack with fewest of the job's tasks (spread over racks), and holds fewest
+    tasks overall (balance); remaining ties are broken by the seed."""
+    if not hosts or len(set(hosts)) != len(hosts):
+        raise SpecError("hosts", "a non-empty list of distinct host names")
+    for host in hosts:
+        if host not in racks:
+            raise SpecError(f"racks.{host}", "missing: every host needs a rack")
+    if workers < 1 or ps < 1:
+        raise SpecError("workers" if workers < 1 else "ps", "a job needs at least one worker and one PS")
+    rng = random.Random(f"place:{seed}")
+    load = dict.fromkeys(hosts, 0)
+    placements = {}
+    for job in jobs:
+        chosen: list[str] = []
+        for _ in range(workers + ps):
+            tiebreak = {host: rng.random() for host in hosts}
+            host = min(hosts, key=lambda h: (chosen.count(h), sum(racks[c] == racks[h] for c in chosen),
+                                             load[h], tiebreak[h]))
+            chosen.append(host)
+            load[host] += 1
+        placements[job.key] = JobPlacement(tuple(chosen[:workers]), tuple(chosen[workers:]))
+    return placements
+
+
+class Flow(NamedTuple):
+    src: str
+    dst: str
+    bytes: int
+    phase: str  # PUSH (worker -> PS) or PULL (PS -> worker)
+
+
+def iteration_flows(placement: JobPlacement, bytes_per_partition: int) -> list[Flow]:
+    """One iteration: every worker pushes a partition to every PS; once a PS has all
+    pushes, every worker pulls that partition back. Same-host flows are included
+    (the driver runs them locally); they load no port."""
+    push = [Flow(w, p, bytes_per_partition, PUSH) for w in placement.workers for p in placement.ps]
+    pull = [Flow(p, w, bytes_per_partition, PULL) for w in placement.workers for p in placement.ps]
+    return push + pull
+
+
+def _port_bytes(flows: Sequence[Flow], iterations: int = 1) -> dict[str, int]:
+    loads: dict[str, int] = {}
+    for flow in flows:
+        if flow.src != flow.dst:
+            for port in (f"{flow.src}/out", f"{flow.dst}/in"):
+                loads[port] = loads.get(port, 0) + flow.bytes * iterations
+    return loads
+
+
+def stage_port_loads(placement: JobPlacement, bytes_per_partition: int, iterations: int) -> dict[str, int]:
+    """Bytes each NIC port carries for ``iterations`` iterations of one job."""
+    return _port_bytes(iteration_flows(placement, bytes_per_partition), iterations)
+
+
+def cojob_port_loads(plan: CojobPlan, placements: Mapping[str, JobPlacement], iterations_by_job: Mapping[str, int],
+                     bytes_scale: float = 1.0) -> dict[str, int]:
+    """Port loads of a cojob's jobs named in ``iterations_by_job`` (e.g. the output of
+    ``remaining_iterations``), each for its number of iterations."""
+    loads: dict[str, int] = {}
+    for job in plan.jobs:
+        if job.key in iterations_by_job:
+            placement = placements[job.key]
+            size = partition_bytes(plan.profile.size_mb, len(placement.ps), bytes_scale)
+            for port, n in stage_port_loads(placement, size, iterations_by_job[job.key]).items():
+                loads[port] = loads.get(port, 0) + n
+    return loads
+
+
+def alone_comm_s(placement: JobPlacement, bytes_per_partition: int, link_mbps: float) -> float:
+    """Communication seconds of one iteration of the job alone on a fabric whose only
+    bottlenecks are host NICs of ``link_mbps``: push, then pull, each as long as its
+    busiest port."""
+    flows = iteration_flows(placement, bytes_per_partition)
+    return sum(max(_port_bytes([f for f in flows if f.phase == phase]).values(), default=0) * 8 / (link_mbps * 1e6)
+               for phase in (PUSH, PULL))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything a run replays: its cojobs (arrivals, stages, offline kills) and
+    where every job's tasks run. Every job has a placement; every ``after`` arrival
+    names another cojob of the workload and one of its stages."""
+
+    cojobs: tuple[CojobPlan, ...]
+    placements: Mapping[str, JobPlacement]
+    source: str
+
+    def __post_init__(self):
+        stages = {}
+        for plan in self.cojobs:
+            if plan.cojob_id in stages:
+                raise SpecError(f"cojobs[{plan.cojob_id}].cojob_id", "duplicate")
+            stages[plan.cojob_id] = len(plan.stage_iterations)
+        for plan in self.cojobs:
+            for job in plan.jobs:
+                if job.key not in self.placements:
+                    raise SpecError(f"placements.{job.key}", "missing")
+            if plan.arrival.after is not None:
+                cojob_id, stage_index = plan.arrival.after
+                if cojob_id == plan.cojob_id or not 0 <= stage_index < stages.get(cojob_id, 0):
+                    raise SpecError(f"cojobs[{plan.cojob_id}].arrival.after",
+                                    f"no other cojob {cojob_id} with stage {stage_index}")
+
+    def to_dict(self) -> dict:
+        return {"source": self.source, "cojobs": [plan.to_dict() for plan in self.cojobs],
+                "placements": {key: placement.to_dict() for key, placement in self.placements.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Workload:
+        return cls(tuple(CojobPlan.from_dict(plan) for plan in data["cojobs"]),
+                   {key: JobPlacement.from_dict(p) for key, p in data["placements"].items()}, data["source"])
+
+
+def placed(cojobs: Sequence[CojobPlan], hosts: Sequence[str], racks: Mapping[str, str], source: str,
+           workers: int = TESTBED_WORKERS, ps: int = TESTBED_PS, seed: int = 0) -> Workload:
+    """A workload of ``cojobs`` with all their jobs placed together by ``place``."""
+    jobs = [job for plan in cojobs for job in plan.jobs]
+    return Workload(tuple(cojobs), place(jobs, hosts, racks, workers, ps, seed), source)
+
+
+def load_trace(path: str | Path, hosts: Sequence[str] | None = None) -> Workload:
+    """The Grouper simulator's workload (see /work/shared/data/README.md) as a
+    ``Workload``, keeping its numbers: model sizes, stage iterations, kills
+    (``max_stage``), compute seconds and arrival times (testbed seconds at 1 Gbit/s).
+    Trace host i runs on ``hosts[i]`` (default ``tbh<i+1>``, the fabric's host order);
+    a fabric with fewer hosts than the trace is refused, extra hosts stay idle. Model
+    names are lower-cased to match ``MODELS``. Jobs carry no learning curve."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(str(path), "no such trace file") from None
+    except json.JSONDecodeError as err:
+        raise SpecError(str(path), f"not valid JSON ({err})") from None
+    n_hosts = _int(_get(_get(data, "network", ""), "hosts", "network"), "network.hosts", minimum=1)
+    host_names = list(hosts) if hosts is not None else [f"tbh{i + 1}" for i in range(n_hosts)]
+    if len(host_names) < n_hosts:
+        raise SpecError("hosts", f"the trace uses {n_hosts} hosts, the fabric has {len(host_names)}")
+    cojobs, placements = [], {}
+    for position, raw in enumerate(_list(_get(data, "cojobs", ""), "cojobs")):
+        plan, plan_placements = _trace_cojob(raw, f"cojobs[{position}]", host_names[:n_hosts])
+        if any(other.cojob_id == plan.cojob_id for other in cojobs):
+            raise SpecError(f"cojobs[{position}].cojob_id", f"{plan.cojob_id} is used by an earlier cojob")
+        cojobs.append(plan)
+        placements.update(plan_placements)
+    return Workload(tuple(cojobs), placements, f"trace:{path.name}")
+
+
+def _trace_cojob(raw: Any, where: str, hosts: Sequence[str]) -> tuple[CojobPlan, dict[str, JobPlacement]]:
+    cojob_id = _int(_get(raw, "cojob_id", where), f"{where}.cojob_id", minimum=0)
+    arrival_s = _number(_get(raw, "arrival_s", where), f"{where}.arrival_s")
+    model = _get(raw, "model", where)
+    if not isinstance(model, str) or not model:
+        raise SpecError(f"{where}.model", f"must be a model name, got {model!r}")
+    size_mb = _number(_get(raw, "model_size_MB", where), f"{where}.model_size_MB", positive=True)
+    raw_jobs = _list(_get(raw, "jobs", where), f"{where}.jobs")
+    stage_ends = compute_s = None
+    jobs, placements = [], {}
+    for position, raw_job in enumerate(raw_jobs):
+        at = f"{where}.jobs[{position}]"
+        index = _int(_get(raw_job, "job_index", at), f"{at}.job_index")
+        if index != position:
+            raise SpecError(f"{at}.job_index", f"must be {position} (jobs in index order), got {index}")
+        ends_field = "stage_end_iterations_cumulative"
+        ends = _stage_ends(_get(raw_job, ends_field, at), f"{at}.{ends_field}")
+        if stage_ends is not None and ends != stage_ends:
+            raise SpecError(f"{at}.{ends_field}", f"differs from job 0's {list(stage_ends)}")
+        job_compute_s = _number(_get(raw_job, "compute_time_per_iter_s", at), f"{at}.compute_time_per_iter_s")
+        if compute_s is not None and job_compute_s != compute_s:
+            raise SpecError(f"{at}.compute_time_per_iter_s", f"differs from job 0's {compute_s}")
+        stage_ends, compute_s = ends, job_compute_s
+        max_stage = _int(_get(raw_job, "max_stage", at), f"{at}.max_stage", minimum=1)
+        if max_stage > len(ends):
+            raise SpecError(f"{at}.max_stage", f"must be at most the {len(ends)} stages, got {max_stage}")
+        workers = _hosts(_get(raw_job, "workers", at), f"{at}.workers", hosts)
+        ps = _hosts(_get(raw_job, "ps", at), f"{at}.ps", hosts)
+        flow_mb = _number(_get(raw_job, "flow_size_MB", at), f"{at}.flow_size_MB", positive=True)
+        if not math.isclose(flow_mb, size_mb / len(ps), rel_tol=1e-6):
+            raise SpecError(f"{at}.flow_size_MB", f"{flow_mb} is not model_size_MB / len(ps) = {size_mb / len(ps)}")
+        jobs.append(JobPlan(cojob_id, index, max_stage))
+        placements[job_key(cojob_id, index)] = JobPlacement(workers, ps)
+    stage_iterations = tuple(b - a for a, b in zip((0,) + stage_ends, stage_ends))
+    plan = CojobPlan(cojob_id, ModelProfile(model.lower(), size_mb, compute_s), stage_iterations, tuple(jobs),
+                     Arrival(at_s=arrival_s))
+    return plan, placements
+
+
+def _get(node: Any, key: str, where: str) -> Any:
+    if not isinstance(node, dict):
+        raise SpecError(where or "trace", "must be a mapping")
+    if key not in node:
+        raise SpecError(f"{where}.{key}" if where else key, "missing")
+    return node[key]
+
+
+def _list(value: Any, field: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise SpecError(field, "must be a non-empty list")
+    return value
+
+
+def _int(value: Any, field: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SpecError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _number(value: Any, field: str, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (positive and value == 0):
+        raise SpecError(field, f"must be a number {'>' if positive else '>='} 0, got {value!r}")
+    return float(value)
+
+
+def _stage_ends(value: Any, field: str) -> tuple[int, ...]:
+    ends = tuple(_int(end, f"{field}[{i}]", minimum=1) for i, end in enumerate(_list(value, field)))
+    if any(b <= a for a, b in zip(ends, ends[1:])):
+        raise SpecError(field, f"must be strictly increasing, got {list(ends)}")
+    return ends
+
+
+def _hosts(value: Any, field: str, hosts: Sequence[str]) -> tuple[str, ...]:
+    indices = [_int(i, f"{field}[{k}]") for k, i in enumerate(_list(value, field))]
+    for k, i in enumerate(indices):
+        if i >= len(hosts):
+            raise SpecError(f"{field}[{k}]", f"host {i} is not one of the trace's {len(hosts)} hosts")
+    if len(set(indices)) != len(indices):
+        raise SpecError(field, f"lists a host twice: {indices}")
+    return tuple(hosts[i] for i in indices)
