@@ -1,0 +1,63 @@
+"""The paper's baselines (§V-A) over the same ``Stage`` data, returning orders.
+
+- FS (per-flow fair share): no priorities. ``fair_share`` returns the stages in
+  (cojob, index) order only so that every scheduler has one output type; the
+  order carries no priority and must be mapped with ``grouper.one_queue`` (all
+  stages in one queue), never with ``to_queues``. The fluid evaluator's
+  ``order=None`` is the same policy.
+- Baraat: FIFO, ``baraat``.
+- Sincronia: BSSI, ``sincronia``.
+All three orders list each stage once and keep every cojob's chain in index order.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from controller.schedulers.grouper import Stage, order_of, primal_dual_steps, validate
+
+
+def fair_share(stages: Sequence[Stage]) -> list[str]:
+    """FS: the stages in (cojob, index) order; no priority (map with ``one_queue``)."""
+    validate(stages)
+    return [s.stage_id for s in sorted(stages, key=lambda s: (s.cojob, s.index))]
+
+
+def baraat(stages: Sequence[Stage]) -> list[str]:
+    """Baraat: FIFO by arrival, ties by cojob then index.
+
+    A stage's arrival counts as no earlier than its predecessors' (running maximum
+    along the chain), so a later stage given an earlier or unknown arrival (0.0 for
+    future stages in online mode) still follows its chain; stages of one cojob with
+    equal arrivals then go together, which is Baraat's task-level FIFO.
+    """
+    validate(stages)
+    effective: dict[str, float] = {}
+    latest: dict[str, float] = {}
+    for s in sorted(stages, key=lambda s: (s.cojob, s.index)):
+        latest[s.cojob] = max(latest.get(s.cojob, s.arrival), s.arrival)
+        effective[s.stage_id] = latest[s.cojob]
+    return [s.stage_id for s in sorted(stages, key=lambda s: (effective[s.stage_id], s.cojob, s.index))]
+
+
+def sincronia(stages: Sequence[Stage],
+              coflow_loads: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
+    """Sincronia's Bottleneck-Select-Scale-Iterate (Agarwal et al., SIGCOMM'18, Alg. 1).
+
+    Implemented as published: weights start at the stage weights; repeatedly take
+    the most loaded port b, place last the coflow with the smallest w/L_b (the
+    largest weighted load on b), and scale every unplaced weight
+    w_c -= w_last * L_{b,c} / L_{b,last}. This is PDA's loop without its stage
+    weights, so it runs on ``primal_dual_steps`` and inherits its two guards:
+    candidates are each cojob's last unplaced stage (precedence), and the scaling
+    uses the smallest ratio on b so weights never go negative (the published
+    algorithm never needs this, having no precedence).
+
+    ``coflow_loads`` (stage id -> port -> load) are the loads BSSI ranks by; by
+    default each stage's own loads. The paper's Sincronia sees one iteration's
+    coflow of each job, not the whole stage (§V-B: it favours small models whose
+    later stages are long); pass per-iteration loads to reproduce that.
+    """
+    if coflow_loads is not None:
+        stages = [replace(s, loads=coflow_loads[s.stage_id]) for s in stages]
+    return order_of(primal_dual_steps(stages, {s.stage_id: s.weight for s in stages}))

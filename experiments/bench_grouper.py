@@ -1,0 +1,43 @@
+"""PDA's running time on seeded random instances (a figure for ``make bench``).
+
+An instance: cojobs of four stages on a 240-machine fabric (480 ports), each stage
+loading 2 to 6 random ports. The target is the paper's use: rerun every period,
+so ordering 10,000 stages must take well under a second.
+"""
+from __future__ import annotations
+
+import random
+import time
+
+from controller.schedulers.grouper import Stage, pda
+
+MACHINES = 240
+STAGES_PER_COJOB = 4
+TARGET_10000_S = 1.0
+
+
+def random_stages(n: int, seed: int = 0) -> list[Stage]:
+    """``n`` stages over ``MACHINES`` machines (2 ports each), reproducible by ``seed``."""
+    rng = random.Random(seed)
+    ports = [f"tbh{m}/{end}" for m in range(1, MACHINES + 1) for end in ("out", "in")]
+    stages = []
+    for i in range(n):
+        cojob, index = divmod(i, STAGES_PER_COJOB)
+        loads = {p: rng.uniform(1.0, 100.0) for p in rng.sample(ports, rng.randint(2, 6))}
+        stages.append(Stage(f"c{cojob}/s{index}", f"c{cojob}", index, loads))
+    return stages
+
+
+def _seconds(n: int) -> float:
+    stages = random_stages(n)
+    start = time.perf_counter()
+    pda(stages)
+    return time.perf_counter() - start
+
+
+def pda_timings() -> list[dict]:
+    """PDA's wall time for 1,000 and 10,000 stages over 480 ports, bench rows."""
+    small, large = _seconds(1_000), _seconds(10_000)
+    return [{"name": "pda_1000_stages_480_ports_s", "value": small, "unit": "s", "target": None, "ok": None},
+            {"name": "pda_10000_stages_480_ports_s", "value": large, "unit": "s",
+             "target": TARGET_10000_S, "ok": large < TARGET_10000_S}]

@@ -1,0 +1,250 @@
+"""Grouper's PDA, the baselines, the queue mapping and the fluid evaluator, as plain data."""
+from collections import Counter, defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.schedulers.baselines import baraat, fair_share, sincronia
+from controller.schedulers.fluid import completion_times, mean_completion, stage_completion_times
+from controller.schedulers.grouper import (
+    Stage,
+    local_priorities,
+    one_queue,
+    pda,
+    pda_steps,
+    pda_weights,
+    stage_machines,
+    to_queues,
+)
+from experiments.bench_grouper import pda_timings
+from topologies.queues import CONTROL_QUEUE, LOWEST_QUEUE
+
+# Fig. 3: two cojobs on one bottleneck link of one unit per time step. The caption
+# gives each job's data per stage: job 1 (cojob A) 1 then 2, job 2 (A) 1 and is
+# stopped, job 3 (B) 2 then 4, job 4 (B) 2 and is stopped. On one link a stage's
+# load is the sum of its jobs' data: A1 = 1+1, A2 = 2, B1 = 2+2, B2 = 4. With these
+# loads every number of §II comes out: FS 8, SPTF 7.5, optimum 6.5 (8/6.5 = 1.23x,
+# 7.5/6.5 = 1.15x), and the loads are not a choice, the caption fixes them.
+LINK = "tbh1/in"
+FIG3_STAGES = [Stage("A1", "A", 1, {LINK: 2}), Stage("A2", "A", 2, {LINK: 2}),
+               Stage("B1", "B", 1, {LINK: 4}), Stage("B2", "B", 2, {LINK: 4})]
+# The same at the paper's granularity, one unit per job and stage (FS is per flow,
+# SPTF ranks jobs); units sharing (cojob, index) are one cojob stage.
+FIG3_JOBS = [Stage("A1/J1", "A", 1, {LINK: 1}), Stage("A1/J2", "A", 1, {LINK: 1}),
+             Stage("A2/J1", "A", 2, {LINK: 2}),
+             Stage("B1/J3", "B", 1, {LINK: 2}), Stage("B1/J4", "B", 1, {LINK: 2}),
+             Stage("B2/J3", "B", 2, {LINK: 4})]
+JOB_SIZES = {"J1": 3, "J2": 1, "J3": 6, "J4": 2}
+
+
+def precedence_orders(stages):
+    """Every order that keeps each cojob's chain in index order (interleavings)."""
+    chains = defaultdict(list)
+    for s in sorted(stages, key=lambda s: s.index):
+        chains[s.cojob].append(s.stage_id)
+    heads = {c: 0 for c in chains}
+
+    def extend(prefix):
+        if len(prefix) == len(stages):
+            yield list(prefix)
+        for c, chain in chains.items():
+            if heads[c] < len(chain):
+                heads[c] += 1
+                yield from extend(prefix + [chain[heads[c] - 1]])
+                heads[c] -= 1
+    return list(extend([]))
+
+
+def keeps_precedence(order, stages):
+    position = {sid: n for n, sid in enumerate(order)}
+    return all(position[a.stage_id] < position[b.stage_id]
+               for a in stages for b in stages if a.cojob == b.cojob and a.index < b.index)
+
+
+def sct(stages, order):
+    return {f"{c}{k}": t for (c, k), t in stage_completion_times(stages, completion_times(stages, order)).items()}
+
+
+# --- Fig. 3 -------------------------------------------------------------------
+
+def test_fig3_pda_order_and_average_sct():
+    order = pda(FIG3_STAGES)
+    assert order == ["A1", "A2", "B1", "B2"]
+    assert sct(FIG3_STAGES, order) == pytest.approx({"A1": 2, "A2": 4, "B1": 8, "B2": 12})
+    assert mean_completion(FIG3_STAGES, order) == pytest.approx(6.5)
+    assert min(mean_completion(FIG3_STAGES, o) for o in precedence_orders(FIG3_STAGES)) == pytest.approx(6.5)
+
+
+def test_fig3_fair_share_is_8_per_stage_and_per_flow():
+    assert mean_completion(FIG3_STAGES, None) == pytest.approx(8.0)
+    # Per-flow FS, as Fig. 3(b): stages complete at 4, 7, 9, 12.
+    assert sct(FIG3_JOBS, None) == pytest.approx({"A1": 4, "B1": 7, "A2": 9, "B2": 12})
+    assert mean_completion(FIG3_JOBS, None) == pytest.approx(8.0)
+
+
+def test_fig3_sptf_is_7_5():
+    by_job_size = sorted(FIG3_JOBS, key=lambda s: (JOB_SIZES[s.stage_id.split("/")[1]], s.index))
+    order = [s.stage_id for s in by_job_size]
+    assert sct(FIG3_JOBS, order) == pytest.approx({"A1": 4, "A2": 6, "B1": 8, "B2": 12})
+    assert mean_completion(FIG3_JOBS, order) == pytest.approx(7.5)
+
+
+def test_fig3_pda_order_applied_per_job_keeps_6_5():
+    rank = {sid: n for n, sid in enumerate(pda(FIG3_STAGES))}
+    order = sorted((s.stage_id for s in FIG3_JOBS), key=lambda u: rank[u.split("/")[0]])
+    assert mean_completion(FIG3_JOBS, order) == pytest.approx(6.5)
+
+
+def test_fig3_pda_weights_follow_eq46_and_every_step_is_tight():
+    assert pda_weights(FIG3_STAGES) == {"A1": 1.25, "A2": 1.125, "B1": 1.25, "B2": 1.125}
+    steps = pda_steps(FIG3_STAGES)
+    assert [s.stage_id for s in steps] == ["B2", "B1", "A2", "A1"]
+    assert all(s.tight == s.stage_id and s.weight_left == 0 for s in steps)
+
+
+def test_pda_places_a_chain_tail_when_the_tightest_stage_has_successors():
+    """Restricting line 16 to chain tails would order this s1, s4, s0, s2 (average
+    5.48, 2.14x the optimum): the big stage s1 on p3 is not a tail, so a 0.1 stage
+    would be put last there. PDA lets s1 win line 16 and places its tail s4 last."""
+    stages = [Stage("s0", "c2", 0, {"p3": 0.1}), Stage("s1", "c0", 0, {"p1": 2, "p2": 5, "p3": 5}),
+              Stage("s2", "c1", 0, {"p3": 0.1}), Stage("s3", "c2", 1, {}), Stage("s4", "c0", 1, {"p0": 2})]
+    steps = pda_steps(stages)
+    assert (steps[1].stage_id, steps[1].tight) == ("s4", "s1")
+    best = min(mean_completion(stages, o) for o in precedence_orders(stages))
+    assert mean_completion(stages, pda(stages)) == pytest.approx(best)
+
+
+# --- Fig. 7 and queues ----------------------------------------------------------
+
+def test_fig7_global_order_to_local_priorities():
+    # Three machines, three stages: S1 between A and B, S2 between A and C, S3 between B and C.
+    stages = [Stage("S1", "g1", 0, {"A/out": 1, "B/in": 1}), Stage("S2", "g2", 0, {"A/out": 1, "C/in": 1}),
+              Stage("S3", "g3", 0, {"B/out": 1, "C/in": 1})]
+    machines = stage_machines(stages)
+    local = local_priorities(["S1", "S2", "S3"], machines)
+    assert local == {"A": {"S1": 0, "S2": 1}, "B": {"S1": 0, "S3": 1}, "C": {"S2": 0, "S3": 1}}
+    # The paper's local priorities <1,2> are exactly the queues (0 is control).
+    assert to_queues(local) == {"A": {"S1": 1, "S2": 2}, "B": {"S1": 1, "S3": 2}, "C": {"S2": 1, "S3": 2}}
+
+
+def test_ranks_past_the_last_queue_share_the_lowest_and_queue_0_is_never_used():
+    order = [f"s{i}" for i in range(10)]
+    local = local_priorities(order, {sid: ["m"] for sid in reversed(order)})
+    assert to_queues(local)["m"] == {f"s{i}": q for i, q in enumerate([1, 2, 3, 4, 5, 6, 7, 7, 7, 7])}
+    assert set(to_queues(local, queues=(2, 5))["m"].values()) == {2, 5}
+    assert to_queues(local, queues=(2, 5))["m"]["s9"] == 5
+    for bad in ((0, 1, 2), (), (1, 1), (8,)):
+        with pytest.raises(ValueError):
+            to_queues(local, queues=bad)
+
+
+def test_fair_share_uses_one_queue_everywhere():
+    machines = stage_machines(FIG3_STAGES + [Stage("C1", "C", 1, {"tbh2/out": 1, "tbh3/in": 1})])
+    queues = one_queue(machines)
+    assert queues == {"tbh1": {"A1": 7, "A2": 7, "B1": 7, "B2": 7}, "tbh2": {"C1": 7}, "tbh3": {"C1": 7}}
+    assert LOWEST_QUEUE == 7
+    with pytest.raises(ValueError):
+        one_queue(machines, queue=CONTROL_QUEUE)
+    assert fair_share(FIG3_STAGES) == ["A1", "A2", "B1", "B2"]
+
+
+def test_local_priorities_needs_every_stage_in_the_order():
+    with pytest.raises(ValueError):
+        local_priorities(["a"], {"a": ["m"], "b": ["m"]})
+    with pytest.raises(ValueError):
+        local_priorities(["a", "a"], {"a": ["m"]})
+
+
+# --- baselines and the fluid model ------------------------------------------------
+
+def test_baraat_is_fifo_and_never_breaks_a_chain():
+    stages = [Stage("x1", "x", 1, {"p": 1}, arrival=5.0), Stage("x2", "x", 2, {"p": 1}, arrival=0.0),
+              Stage("y1", "y", 1, {"p": 1}, arrival=3.0), Stage("z1", "z", 1, {"p": 1}, arrival=3.0)]
+    assert baraat(stages) == ["y1", "z1", "x1", "x2"]
+
+
+def test_sincronia_ranks_by_the_coflows_it_is_given():
+    """The paper's Sincronia sees one iteration's coflow: a small model (0.1 per
+    iteration) with a long stage (10) goes before a big model's short stage."""
+    stages = [Stage("small", "s", 0, {"p": 10}), Stage("big", "b", 0, {"p": 5})]
+    assert sincronia(stages) == pda(stages) == ["big", "small"]
+    assert sincronia(stages, coflow_loads={"small": {"p": 0.1}, "big": {"p": 1}}) == ["small", "big"]
+
+
+def test_fluid_ports_work_independently_and_respect_arrival_and_precedence():
+    stages = [Stage("a", "A", 0, {"p": 2, "q": 1}), Stage("b", "B", 0, {"p": 1}, arrival=0.5),
+              Stage("a2", "A", 1, {"q": 1})]
+    assert completion_times(stages, ["b", "a", "a2"]) == pytest.approx({"b": 1.5, "a": 3.0, "a2": 4.0})
+    # Fair share: p splits between a and b from 0.5 until b is done at 2.5.
+    assert completion_times(stages, None) == pytest.approx({"a": 3.0, "b": 2.5, "a2": 4.0})
+
+
+def test_invalid_stages_are_refused():
+    with pytest.raises(ValueError):
+        pda([Stage("a", "A", 0, {"p": 1}), Stage("a", "B", 0, {"p": 1})])
+    with pytest.raises(ValueError):
+        pda([Stage("a", "A", 0, {"p": 1}), Stage("b", "A", 0, {"p": 1})])
+    with pytest.raises(ValueError):
+        pda([Stage("a", "A", 0, {"p": -1})])
+
+
+def test_bench_rows():
+    rows = pda_timings()
+    assert [r["name"] for r in rows] == ["pda_1000_stages_480_ports_s", "pda_10000_stages_480_ports_s"]
+    assert rows[1]["target"] == 1.0 and rows[1]["ok"] == (rows[1]["value"] < 1.0)
+
+
+# --- properties on random instances --------------------------------------------------
+
+PORTS = ("tbh1/out", "tbh1/in", "tbh2/out", "tbh2/in")
+LOADS = st.one_of(st.just(0.0), st.sampled_from([0.1, 1.0, 2.0, 5.0]), st.floats(0.01, 10.0))
+
+
+@st.composite
+def instances(draw, max_stages: int, weighted: bool):
+    cojobs = draw(st.lists(st.sampled_from("ABC"), min_size=1, max_size=max_stages))
+    seen = Counter()
+    stages = []
+    for n, cojob in enumerate(cojobs):
+        loads = draw(st.dictionaries(st.sampled_from(PORTS), LOADS, max_size=len(PORTS)))
+        weight = draw(st.sampled_from([0.5, 1.0, 3.0])) if weighted else 1.0
+        arrival = draw(st.sampled_from([0.0, 1.0, 4.0]))
+        stages.append(Stage(f"s{n}", cojob, 3 * seen[cojob], loads, weight, arrival))
+        seen[cojob] += 1
+    return stages
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(instances(max_stages=12, weighted=True))
+def test_every_order_lists_each_stage_once_and_keeps_precedence(stages):
+    ids = sorted(s.stage_id for s in stages)
+    for order in (pda(stages), baraat(stages), sincronia(stages), fair_share(stages)):
+        assert sorted(order) == ids
+        assert keeps_precedence(order, stages)
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(instances(max_stages=12, weighted=True))
+def test_pda_weights_never_go_negative_and_duals_stay_feasible(stages):
+    """Each stage's weight minus the duals charged to it (rho * its load on the
+    step's port, while unplaced) is what is left when it is placed: >= 0 (Eq. 18)."""
+    steps = pda_steps(stages)
+    loads = {s.stage_id: s.loads for s in stages}
+    left = dict(pda_weights(stages))
+    for step in steps:
+        assert step.rho >= 0 and step.weight_left >= 0 and step.min_weight >= 0
+        for sid in left:
+            left[sid] -= step.rho * loads[sid].get(step.port, 0.0) if step.port else 0.0
+        assert left.pop(step.stage_id) == pytest.approx(step.weight_left, abs=1e-9)
+        assert all(w >= -1e-9 for w in left.values())
+        if step.tight is not None:
+            assert step.tight == step.stage_id or step.tight in left
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(instances(max_stages=5, weighted=False))
+def test_pda_is_within_2x_of_the_best_order(stages):
+    stages = [Stage(s.stage_id, s.cojob, s.index, s.loads) for s in stages]   # all at time 0, as in §III
+    best = min(mean_completion(stages, o) for o in precedence_orders(stages))
+    assert mean_completion(stages, pda(stages)) <= 2 * best + 1e-9
