@@ -1,0 +1,207 @@
+"""Grouper's evaluation metrics (TNSM 2020, §V-A), computed afterwards from a run's data.
+
+Inputs are the run's ``events.jsonl`` (host events of ``hosts.messages`` plus the
+driver's ``cojob_arrival``, ``stage_start``, ``stage_end``, ``job_killed``,
+``job_finished``, ``cojob_end``) and its ``workload.json``
+(``experiments.workloads.cojob.Workload.to_dict()``), so a metric can be recomputed
+or corrected without running the emulation again. Times are the events' ``t``.
+
+- SCT of a (cojob, stage): its ``stage_end`` minus its ``stage_start``.
+- CoJCT of a cojob: ``cojob_end`` minus ``cojob_arrival``.
+- JCT of a job: its ``job_killed`` or ``job_finished`` minus its cojob's arrival
+  (a job starts with its cojob, so an early kill is a short JCT: the paper reads a
+  smaller JCT as "more unpromising jobs stopped per unit time").
+- T90 of a cojob: from its arrival until the first of its jobs reaches 90% of that
+  job's converged accuracy, read off the job's learning curve at each
+  ``iteration_end`` (``iteration`` k, counted from 0, means k + 1 iterations done,
+  the curve's argument). None when no job gets there (or no job has a curve).
+- Stage slowdown: SCT over the SCT of the same (model, stage) when the cojob ran
+  alone, from a solo calibration (``solo_sct``).
+
+A stage, cojob or job whose end event is missing (a run cut short) has no
+completion time; ``summarise`` counts such unfinished ones instead of guessing.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from experiments.errors import SpecError
+from experiments.workloads.cojob import CojobPlan, t90_iteration
+
+SoloSct = dict[tuple[str, int], float]
+
+
+def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
+    """The events (one JSON object a line) and workload dict of a run directory."""
+    run_dir = Path(run_dir)
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    return events, json.loads((run_dir / "workload.json").read_text())
+
+
+def _plans(events: Sequence[Mapping], workload: Mapping) -> dict[int, CojobPlan]:
+    """The workload's cojobs by id, once every cojob and job the events name is known
+    to be one of them (a run's events read against another run's workload fail here)."""
+    plans = {plan["cojob_id"]: CojobPlan.from_dict(plan) for plan in workload["cojobs"]}
+    jobs = {job.key for plan in plans.values() for job in plan.jobs}
+    for i, event in enumerate(events):
+        if "cojob" in event and event["cojob"] not in plans:
+            raise SpecError(f"events[{i}].cojob", f"no cojob {event['cojob']!r} in the workload")
+        if event.get("kind") == "iteration_end" and event.get("job") not in jobs:
+            raise SpecError(f"events[{i}].job", f"no job {event.get('job')!r} in the workload")
+    return plans
+
+
+def _first_times(events: Sequence[Mapping], kind: str, key) -> dict:
+    """``t`` of the first event of ``kind`` per ``key(event)``: a repeated event
+    (e.g. a re-sent end) must not move a completion time."""
+    times: dict = {}
+    for event in events:
+        if event.get("kind") == kind:
+            times.setdefault(key(event), event["t"])
+    return times
+
+
+def _arrivals(events: Sequence[Mapping]) -> dict:
+    return _first_times(events, "cojob_arrival", lambda e: e["cojob"])
+
+
+def stage_sct(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
+    """``{cojob, model, stage, sct_s}`` of every stage that started and ended, by (cojob, stage)."""
+    plans = _plans(events, workload)
+    starts = _first_times(events, "stage_start", lambda e: (e["cojob"], e["stage"]))
+    ends = _first_times(events, "stage_end", lambda e: (e["cojob"], e["stage"]))
+    rows = []
+    for (cojob, stage), start in sorted(starts.items()):
+        if (cojob, stage) in ends:
+            rows.append({"cojob": cojob, "model": plans[cojob].model, "stage": stage,
+                         "sct_s": ends[(cojob, stage)] - start})
+    return rows
+
+
+def cojob_cojct(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
+    """``{cojob, model, cojct_s}`` of every cojob that arrived and ended."""
+    plans = _plans(events, workload)
+    arrivals, ends = _arrivals(events), _first_times(events, "cojob_end", lambda e: e["cojob"])
+    return [{"cojob": cojob, "model": plans[cojob].model, "cojct_s": ends[cojob] - arrival}
+            for cojob, arrival in sorted(arrivals.items()) if cojob in ends]
+
+
+def job_jct(events: Sequence[Mapping]) -> list[dict]:
+    """``{job, cojob, jct_s}`` of every job that was killed or finished after its cojob arrived."""
+    arrivals = _arrivals(events)
+    ended: dict = {}
+    for event in events:
+        if event.get("kind") in ("job_killed", "job_finished"):
+            ended.setdefault(event["job"], event)
+    return [{"job": job, "cojob": event["cojob"], "jct_s": event["t"] - arrivals[event["cojob"]]}
+            for job, event in sorted(ended.items()) if event["cojob"] in arrivals]
+
+
+def cojob_t90(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
+    """``{cojob, model, t90_s}`` of every cojob that arrived; t90_s None when none of
+    its jobs reached 90% of its converged accuracy."""
+    plans = _plans(events, workload)
+    jobs = {job.key: (plan.cojob_id, job) for plan in plans.values() for job in plan.jobs}
+    arrivals = _arrivals(events)
+    reached: dict = {}
+    for event in events:
+        if event.get("kind") != "iteration_end":
+            continue
+        cojob, job = jobs[event["job"]]
+        if job.curve is not None and cojob in arrivals and event["iteration"] + 1 >= t90_iteration(job.curve):
+            reached[cojob] = min(reached.get(cojob, math.inf), event["t"] - arrivals[cojob])
+    return [{"cojob": cojob, "model": plans[cojob].model, "t90_s": reached.get(cojob)}
+            for cojob in sorted(arrivals)]
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def pool_solo(runs: Iterable[tuple[Sequence[Mapping], Mapping]]) -> SoloSct:
+    """The solo SCT of each (model, stage): the mean over every such stage of every
+    solo run. The mean, not the minimum over repeats: the paper's "minimum SCT if
+    running alone" is the uncontended time, and picking the luckiest repeat would
+    bias every slowdown upwards."""
+    samples: dict[tuple[str, int], list[float]] = {}
+    for events, workload in runs:
+        for row in stage_sct(events, workload):
+            samples.setdefault((row["model"], row["stage"]), []).append(row["sct_s"])
+    return {key: _mean(values) for key, values in sorted(samples.items())}
+
+
+def solo_sct(events: Sequence[Mapping], workload: Mapping) -> SoloSct:
+    """The solo calibration ``{(model, stage): seconds}`` of one run whose cojobs ran alone."""
+    return pool_solo([(events, workload)])
+
+
+def stage_slowdown(scts: Sequence[Mapping], solo: Mapping[tuple[str, int], float]) -> list[dict]:
+    """``{cojob, model, stage, slowdown}`` of every stage whose (model, stage) has a solo SCT."""
+    return [{"cojob": row["cojob"], "model": row["model"], "stage": row["stage"],
+             "slowdown": row["sct_s"] / solo[(row["model"], row["stage"])]}
+            for row in scts if solo.get((row["model"], row["stage"]))]
+
+
+def cdf(values: Iterable[float]) -> list[tuple[float, float]]:
+    """The empirical CDF as (value, fraction of values <= it), one point per value, ascending."""
+    ordered = sorted(values)
+    return [(value, (i + 1) / len(ordered)) for i, value in enumerate(ordered)]
+
+
+def percentile(values: Iterable[float], q: float) -> float | None:
+    """The q-th percentile (0..100), linear between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def per_model_avg_sct(scts: Sequence[Mapping]) -> dict[str, float]:
+    """Average SCT of each model's stages (the paper's Fig. 12), by model name."""
+    by_model: dict[str, list[float]] = {}
+    for row in scts:
+        by_model.setdefault(row["model"], []).append(row["sct_s"])
+    return {model: _mean(values) for model, values in sorted(by_model.items())}
+
+
+def summarise(events: Sequence[Mapping], workload: Mapping, solo: Mapping[tuple[str, int], float] | None = None) -> dict:
+    """The headline figures of one run under stable names (JSON-ready), with the
+    per-stage, per-cojob and per-job values they average and counts of what never
+    ended. Slowdown fields are None (and ``stage_slowdown`` empty) without ``solo``."""
+    scts = stage_sct(events, workload)
+    cojcts = cojob_cojct(events, workload)
+    jcts = job_jct(events)
+    t90s = cojob_t90(events, workload)
+    slowdowns = stage_slowdown(scts, solo) if solo else []
+    slowdown_values = [row["slowdown"] for row in slowdowns]
+    started_stages = {(e["cojob"], e["stage"]) for e in events if e.get("kind") == "stage_start"}
+    started_jobs = {job for e in events if e.get("kind") == "stage_start" for job in e.get("jobs", ())}
+    return {
+        "avg_sct_s": _mean(row["sct_s"] for row in scts),
+        "avg_cojct_s": _mean(row["cojct_s"] for row in cojcts),
+        "avg_jct_s": _mean(row["jct_s"] for row in jcts),
+        "avg_t90_s": _mean(row["t90_s"] for row in t90s if row["t90_s"] is not None),
+        "avg_stage_slowdown": _mean(slowdown_values),
+        "p90_stage_slowdown": percentile(slowdown_values, 90),
+        "per_model_avg_sct_s": per_model_avg_sct(scts),
+        "stages_completed": len(scts),
+        "stages_unfinished": len(started_stages) - len(scts),
+        "stages_without_solo": len(scts) - len(slowdowns) if solo else None,
+        "cojobs_completed": len(cojcts),
+        "cojobs_unfinished": len(t90s) - len(cojcts),
+        "cojobs_without_t90": sum(row["t90_s"] is None for row in t90s),
+        "jobs_ended": len(jcts),
+        "jobs_unfinished": len(started_jobs - {row["job"] for row in jcts}),
+        "sct_s": scts,
+        "cojct_s": cojcts,
+        "jct_s": jcts,
+        "t90_s": t90s,
+        "stage_slowdown": slowdowns,
+    }
