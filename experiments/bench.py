@@ -47,7 +47,7 @@ def bench_bring_up_and_policies(workdir: Path) -> list[str]:
             latencies.append((time.monotonic() - t) * 1000)
         # The call returns after the switch's barrier reply; confirm the rules are really there.
         dumped = sum(subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", s.name, "table=0"],
-                                    capture_output=True, text=True).stdout.count("tp_dst=")
+                                    capture_output=True, text=True, env=em.ovs_env_of(s.name)).stdout.count("tp_dst=")
                      for s in fabric.switches)
     finally:
         t = time.monotonic()

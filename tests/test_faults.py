@@ -56,13 +56,14 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
-def _policy_flows(ovs_dir: str, switches=("tbl1", "tbl2", "tbl3")) -> list[str]:
-    """Table-0 rules of the leaves, without counters and ages."""
+def _policy_flows(record: dict, switches=("tbl1", "tbl2", "tbl3")) -> list[str]:
+    """Table-0 rules of the leaves, without counters and ages (each from its own OVS instance)."""
     strip = re.compile(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]+,?\s*")
+    instance_of = {switch: path for path, names in record["ovs_instances"].items() for switch in names}
     rules = []
     for switch in switches:
         out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", switch, "table=0"], capture_output=True,
-                             text=True, env={**os.environ, **ovs_env(ovs_dir)}, check=True).stdout
+                             text=True, env={**os.environ, **ovs_env(instance_of[switch])}, check=True).stdout
         rules += [f"{switch} {strip.sub('', line).strip()}" for line in out.splitlines() if "cookie" in line]
     return sorted(rules)
 
@@ -82,10 +83,10 @@ def test_controller_killed_mid_run_is_restarted_with_every_policy(tmp_path, priv
         _wait_for(run_dir / "raw" / "high.client.json")  # both flows running, both marked
         time.sleep(2.5)
         record = _record(private_state)
-        seen["before"] = _policy_flows(record["ovs_dir"])
+        seen["before"] = _policy_flows(record)
         os.kill(_live(record, "controller")[0], signal.SIGKILL)
         time.sleep(3.5)  # restart + switch reconnect (backoff <= 1 s), before the change due at 11 s
-        seen["after"] = _policy_flows(_record(private_state)["ovs_dir"])
+        seen["after"] = _policy_flows(_record(private_state))
 
     killer = threading.Thread(target=kill_controller)
     killer.start()

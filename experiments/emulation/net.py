@@ -5,6 +5,10 @@ real. Invariants:
 
 - Every resource is recorded (``RunRecord``) before or as it is created, so a
   crashed run can be cleaned by its record alone.
+- Switches are spread over ``options.ovs_instances`` private OVS instances
+  (round-robin in fabric order; "per_switch" gives each its own). A switch's
+  Mininet shell is started with its instance's ``OVS_*DIR`` environment, so every
+  ovs-vsctl/ovs-ofctl Mininet runs for it reaches its own instance.
 - The controller is supervised: if its process exits during the run it is
   started again on the same OpenFlow port, socket and state file, recovers every
   policy from that file, and the switches (fail-secure: they keep forwarding)
@@ -23,12 +27,12 @@ import sys
 import threading
 import time
 import uuid
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
 
 from controller.client import ControllerClient, ControllerError
-from controller.hostnet import run_tc_batch
-from experiments.emulation.ovs import PrivateOVS
+from controller.hostnet import netns_cmd, run_tc_batch
+from experiments.emulation.ovs import PrivateOVS, ovs_env
 from experiments.emulation.records import RunRecord, clean_record
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
@@ -38,8 +42,22 @@ from topologies.fabric import Fabric
 FABRIC_LOCK = "/run/trainbed-fabric.lock"
 SUPERVISE_INTERVAL_S = 0.2
 MAX_CONTROLLER_RESTARTS = 5
-# Switches retry a lost controller with exponential backoff up to this (OVS default: 8 s).
-CONTROLLER_MAX_BACKOFF_MS = 1000
+
+
+@dataclass(frozen=True)
+class EmulationOptions:
+    """How the fabric is realised; the defaults are what measured best (README, Capacity)."""
+
+    ovs_instances: int | str = 2  # a count, or "per_switch"
+    segmentation: str = "wire"  # topologies.queues.SEGMENTATIONS
+
+    def instances_for(self, switches: list[str]) -> list[list[str]]:
+        """Switch names grouped by OVS instance (round-robin, so leaves spread out)."""
+        count = len(switches) if self.ovs_instances == "per_switch" else min(int(self.ovs_instances), len(switches))
+        return [switches[i::count] for i in range(count)]
+
+
+DATAPATH_TYPE = "dummy"
 
 
 class TeardownError(RuntimeError):
@@ -62,12 +80,15 @@ def alive(pid: int) -> bool:
 
 
 class Emulation:
-    def __init__(self, fabric: Fabric, run_dir: str | Path, run_id: str | None = None):
+    def __init__(self, fabric: Fabric, run_dir: str | Path, run_id: str | None = None,
+                 options: EmulationOptions | None = None):
         self.fabric = fabric
+        self.options = options or EmulationOptions()
         self.run_dir = Path(run_dir)
         self.run_id = run_id or f"tb-{uuid.uuid4().hex[:8]}"
         self.record: RunRecord | None = None
-        self.ovs: PrivateOVS | None = None
+        self.ovs: list[PrivateOVS] = []
+        self.ovs_of_switch: dict[str, PrivateOVS] = {}
         self.controller: subprocess.Popen | None = None
         self.client: ControllerClient | None = None
         self.net = None
@@ -106,9 +127,12 @@ class Emulation:
         self.record = RunRecord(self.run_id, str(self.run_dir))
         ovs_dir = self.record.path.parent / self.run_id
         self.record.set_ovs_dir(str(ovs_dir))
-        self.ovs = PrivateOVS(ovs_dir)
-        os.environ.update(self.ovs.env)  # Mininet's ovs-vsctl calls must find our OVS
-        self.ovs.start()
+        for i, switches in enumerate(self.options.instances_for([s.name for s in self.fabric.switches])):
+            instance = PrivateOVS(ovs_dir / f"ovs{i}")
+            self.record.add_ovs_instance(str(instance.base), switches)
+            self.ovs.append(instance)
+            self.ovs_of_switch.update({name: instance for name in switches})
+            instance.start()
         write_json(self.run_dir / "fabric.json", self.fabric.to_dict())
         # A unix socket path is limited to 108 bytes; the state dir is short.
         self.socket_path = str(self.record.path.parent / f"{self.run_id}.sock")
@@ -174,16 +198,25 @@ class Emulation:
         from mininet.link import TCLink
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import OVSSwitch, RemoteController
+        from mininet.node import RemoteController
         setLogLevel("critical")  # TCLink warns about htb quantum on every link
         self.record.add_links(self.fabric.interface_names())
         self.record.add_bridges([s.name for s in self.fabric.switches])
-        switch = partial(OVSSwitch, datapath="user", protocols="OpenFlow13", failMode="secure")
-        net = Mininet(switch=switch, link=TCLink, controller=None, autoSetMacs=False, build=False)
+        net = Mininet(switch=_instance_switch_class(), link=TCLink, controller=None, autoSetMacs=False, build=False)
         self.net = net
         net.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
-        for s in self.fabric.switches:
-            net.addSwitch(s.name, dpid=f"{s.dpid:016x}")
+        saved = {key: os.environ.get(key) for key in ovs_env(".")}
+        try:
+            for s in self.fabric.switches:
+                os.environ.update(self.ovs_of_switch[s.name].env)  # inherited by the switch's shell
+                net.addSwitch(s.name, dpid=f"{s.dpid:016x}", datapath="user", protocols="OpenFlow13",
+                              failMode="secure")
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
         for h in self.fabric.hosts:
             net.addHost(h.name, ip=f"{h.ip}/16", mac=h.mac)
         for link in self.fabric.links:
@@ -193,9 +226,6 @@ class Emulation:
             self.record.add_process(host.pid, f"host {host.name}")
             self.record.add_netns(host.pid)
         net.start()
-        controllers = self.ovs.vsctl("--bare", "--columns=_uuid", "list", "Controller").split()
-        for uuid_ in controllers:
-            self.ovs.vsctl("set", "Controller", uuid_, f"max_backoff={CONTROLLER_MAX_BACKOFF_MS}")
         self.apply_queue_plan()
 
     def apply_queue_plan(self) -> None:
@@ -203,8 +233,10 @@ class Emulation:
         cmds = [c for _sw, intf, mbps in self.fabric.switch_ports() for c in queues.switch_port_cmds(intf, mbps)]
         run_tc_batch(cmds, where="switch ports")
         for link in self.fabric.host_links():
-            run_tc_batch(queues.host_base_cmds(link.intf(link.a), link.mbps), self.host(link.a).pid,
-                         where=f"host {link.a}")
+            pid, intf = self.host(link.a).pid, link.intf(link.a)
+            for cmd in queues.host_nic_cmds(intf, self.options.segmentation):
+                subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
+            run_tc_batch(queues.host_base_cmds(intf, link.mbps), pid, where=f"host {link.a}")
 
     # --- use ------------------------------------------------------------------------
     def host(self, name: str):
@@ -224,6 +256,14 @@ class Emulation:
             text = subprocess.run(["tc", "-s", "class", "show", "dev", intf], capture_output=True, text=True).stdout
             out[intf] = queues.queue_counters(text)
         return out
+
+    def ovs_env_of(self, switch: str) -> dict[str, str]:
+        """Environment for ovs-* tools that address ``switch`` (its own instance)."""
+        return {**os.environ, **self.ovs_of_switch[switch].env}
+
+    def vswitchd_cpu_seconds(self) -> list[float]:
+        """CPU seconds used so far by each instance's ovs-vswitchd."""
+        return [instance.cpu_seconds() for instance in self.ovs]
 
     def controller_outages(self, t0: float) -> list[dict]:
         """Outages in run time (seconds after ``t0``, a time.monotonic())."""
@@ -290,9 +330,9 @@ class Emulation:
                 controller.wait()
 
     def _stop_ovs(self) -> None:
-        if self.ovs is not None:
-            ovs, self.ovs = self.ovs, None
-            ovs.stop()
+        instances, self.ovs = self.ovs, []
+        for instance in instances:
+            instance.stop()
 
     def _clean_record(self) -> None:
         if self.record is None:
@@ -308,3 +348,26 @@ class Emulation:
         if self.lock is not None:
             lock, self.lock = self.lock, None
             lock.close()  # releases the flock
+
+
+def _instance_switch_class():
+    from mininet.node import OVSSwitch
+
+    class InstanceSwitch(OVSSwitch):
+        """An OVS switch served by its own private instance (see ``Emulation``).
+
+        Mininet's batch shutdown runs one ovs-vsctl for all switches in the runner's
+        environment, which reaches no instance or the wrong one; returning nothing
+        makes Mininet stop each switch through its own shell instead. Mininet sets the
+        controller's ``max_backoff`` to 1 s, so switches find a restarted controller
+        within a second.
+        """
+
+        @classmethod
+        def batchShutdown(cls, switches, run=None):
+            return ()
+
+        def bridgeOpts(self):
+            return super().bridgeOpts().replace("datapath_type=netdev", f"datapath_type={DATAPATH_TYPE}")
+
+    return InstanceSwitch

@@ -1,11 +1,13 @@
-"""A private Open vSwitch (ovsdb-server + ovs-vswitchd) per run.
+"""Private Open vSwitch instances (ovsdb-server + ovs-vswitchd) of one run.
 
-Its db/run/log/etc directories live under one directory of the run's own; every
-``ovs-*`` tool the run calls (Mininet's included) finds it through the
-``OVS_*DIR`` variables of ``env()``, which the runner puts in its environment.
-The system OVS (/var/run/openvswitch) is never touched. Only the userspace
-datapath exists on this kernel; userspace TSO keeps TCP checksums right and
-capacity up.
+An instance's db/run/log/etc directories live under one directory of the run's
+own; every ``ovs-*`` tool that serves a switch (Mininet's included) finds its
+instance through the ``OVS_*DIR`` variables of ``ovs_env()``. The system OVS
+(/var/run/openvswitch) is never touched. Only the userspace datapath exists on
+this kernel, and one ovs-vswitchd forwards the packets of all its bridges in a
+single thread (the ports are AF_PACKET sockets, polled by the main loop), so a
+run may split its switches over several instances to forward on several cores.
+Userspace TSO keeps TCP checksums right.
 """
 from __future__ import annotations
 
@@ -45,12 +47,21 @@ class PrivateOVS:
                   f"--pidfile={run}/ovsdb-server.pid", "--detach", f"--log-file={log}/ovsdb-server.log")
         self._run("ovs-vsctl", "--no-wait", "init")
         self._run("ovs-vsctl", "--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true")
-        self._run("ovs-vswitchd", f"unix:{run}/db.sock", f"--pidfile={run}/ovs-vswitchd.pid", "--detach",
+        self._run("ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid", "--detach",
                   f"--log-file={log}/ovs-vswitchd.log")
         self._run("ovs-vsctl", "--timeout=10", "show")
 
     def vsctl(self, *args: str) -> str:
         return self._run("ovs-vsctl", "--timeout=10", *args)
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by this instance's ovs-vswitchd (all its threads)."""
+        pid = self.pids().get("ovs-vswitchd")
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, TypeError):
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def pids(self) -> dict[str, int]:
         return _pidfile_pids(self.base)

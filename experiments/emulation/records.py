@@ -50,7 +50,7 @@ class RunRecord:
         self.data = {"run_id": run_id, "run_dir": run_dir, "owner_pid": os.getpid(),
                      "owner_start": proc_start_time(os.getpid()),
                      "processes": [], "netns_inodes": [], "links": [], "bridges": [], "files": [],
-                     "ovs_dir": None}
+                     "ovs_dir": None, "ovs_instances": {}}
         self._flush()
 
     def _flush(self) -> None:
@@ -81,7 +81,12 @@ class RunRecord:
         self._flush()
 
     def set_ovs_dir(self, path: str) -> None:
+        """The run's OVS directory: every instance's private directories live below it."""
         self.data["ovs_dir"] = path
+        self._flush()
+
+    def add_ovs_instance(self, path: str, switches: list[str]) -> None:
+        self.data["ovs_instances"][path] = switches
         self._flush()
 
     def close(self) -> None:
@@ -131,8 +136,8 @@ def clean_record(data: dict) -> list[str]:
     _wait_gone(listed + in_ns)
     for pid, start in listed:
         _kill(pid, start)
-    if data.get("ovs_dir"):
-        done += stop_ovs_dir(data["ovs_dir"])
+    for instance_dir in data.get("ovs_instances", {}):
+        done += stop_ovs_dir(instance_dir)
     existing = set(Path("/sys/class/net").iterdir()) if Path("/sys/class/net").exists() else set()
     names = {p.name for p in existing}
     for link in data.get("links", []) + data.get("bridges", []):

@@ -271,7 +271,7 @@ def run_spec(spec: dict, out: str | None = None) -> Path:
     outages: list[dict] = []
     error: BaseException | None = None
     try:
-        with Emulation(spec_mod.fabric_of(spec), run) as em:
+        with Emulation(spec_mod.fabric_of(spec), run, options=spec_mod.options_of(spec)) as em:
             cpu.start()
             try:
                 play(em, spec, raw, played)

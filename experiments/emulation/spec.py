@@ -15,12 +15,14 @@ import yaml
 
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
+from experiments.emulation.net import EmulationOptions
 from experiments.errors import SpecError
 from experiments.validation import (
     ROOT,
     at,
     boolean,
     choice,
+    integer,
     items,
     mapping,
     number,
@@ -29,15 +31,29 @@ from experiments.validation import (
     word,
 )
 from topologies import fabric as fabric_mod
+from topologies import queues
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 TOP_FIELDS = {"name", "description", "topology", "duration_s", "tcp_congestion", "flows", "policy_changes",
-              "analysis", "fidelity"}
+              "analysis", "fidelity", "emulation"}
 FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "rate_mbps", "rate_mechanism"}
 CHANGE_FIELDS = {"at_s", "flow", "queue", "rate_mbps", "rate_mechanism", "remove"}
 POLICY_FIELDS = ("queue", "rate_mbps", "rate_mechanism")
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85}
+EMULATION_FIELDS = {"ovs_instances", "segmentation"}
+
+
+def emulation_options(raw) -> dict:
+    """The ``emulation:`` section: how the fabric is realised (defaults: what measured best)."""
+    section = mapping("emulation", raw, allowed=EMULATION_FIELDS, optional=True)
+    defaults = EmulationOptions()
+    instances = section.get("ovs_instances", defaults.ovs_instances)
+    if instances != "per_switch":
+        instances = integer("emulation.ovs_instances", instances, minimum=1)
+    segmentation = choice("emulation.segmentation", section.get("segmentation", defaults.segmentation),
+                          queues.SEGMENTATIONS)
+    return {"ovs_instances": instances, "segmentation": segmentation}
 
 
 def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
@@ -152,7 +168,7 @@ def validate(raw) -> dict:
         fidelity[key] = number(at("fidelity", key), value, minimum=0, maximum=1)
     return {"name": name, "description": description, "topology": topology, "duration_s": duration,
             "tcp_congestion": congestion, "flows": flows, "policy_changes": changes, "analysis": analysis,
-            "fidelity": fidelity}
+            "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation"))}
 
 
 def load(path: str | Path) -> dict:
@@ -166,6 +182,10 @@ def load(path: str | Path) -> dict:
         where = f" at line {mark.line + 1}" if mark else ""
         raise SpecError("spec", f"{path} is not valid YAML{where}") from None
     return validate(raw)
+
+
+def options_of(spec: dict) -> EmulationOptions:
+    return EmulationOptions(**spec["emulation"])
 
 
 def fabric_of(spec: dict) -> fabric_mod.Fabric:
