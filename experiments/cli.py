@@ -1,4 +1,4 @@
-"""``trainbed`` command line: run emulated experiments, clean up, co-locate GNN tasks."""
+"""``trainbed`` command line: run emulated experiments and sweeps, clean up, co-locate GNN tasks."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +28,16 @@ def _colocate(args) -> int:
     return 0
 
 
+def _sweep(args) -> int:
+    from experiments.sweep import run_sweep_file
+    result = run_sweep_file(args.sweep, out=args.out)
+    if result.failed:
+        print(f"{len(result.failed)} of {len(result.rows)} cells did not complete: {', '.join(result.failed)} "
+              f"(run again with --out {result.directory} to retry only those)")
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainbed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -42,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     colo.add_argument("--out", help="run directory (default: results/<stamp>-colocate-<spec>)")
     colo.set_defaults(func=_colocate)
+    sweep = sub.add_parser("sweep", help="run a spec over schedulers x seeds x a grid, resumably")
+    sweep.add_argument("sweep", help="sweep file (YAML)")
+    sweep.add_argument("--out", help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
+    sweep.set_defaults(func=_sweep)
     return parser
 
 

@@ -1,0 +1,160 @@
+import csv
+import json
+
+import pytest
+import yaml
+
+from experiments import sweep as sweep_mod
+from experiments.errors import SpecError
+
+BASE = {"name": "grouper-small", "seed": 0, "scheduler": {"name": "fs", "period_s": 1},
+        "topology": {"kind": "leaf_spine", "host_mbps": 100}}
+
+
+def write(tmp_path, sweep: dict, base: dict = BASE):
+    (tmp_path / "specs").mkdir(exist_ok=True)
+    (tmp_path / "specs" / "base.yaml").write_text(yaml.safe_dump(base))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "spec": "specs/base.yaml", **sweep}))
+    return path
+
+
+class FakeRunner:
+    """Writes a summary.json as the real runner would; fails the schedulers in ``fail``."""
+
+    def __init__(self, fail=()):
+        self.fail, self.calls = set(fail), []
+
+    def __call__(self, spec, out_dir):
+        self.calls.append(out_dir.name)
+        out_dir.mkdir(parents=True)
+        scheduler = spec["scheduler"]["name"]
+        if scheduler in self.fail:
+            (out_dir / "summary.json").write_text(json.dumps({"completed": False, "error": "RuntimeError: boom"}))
+            raise RuntimeError(f"run did not complete; partial results in {out_dir}")
+        summary = {"completed": True, "trustworthy": spec["seed"] != 2, "avg_sct_s": 10.0 + spec["seed"],
+                   "avg_cojct_s": 40.0, "cpu_idle_share": 0.5, "per_model_avg_sct_s": {"vgg19": 1.0},
+                   "fidelity": {"trustworthy": True}, "host_mbps_seen": spec["topology"]["host_mbps"]}
+        (out_dir / "summary.json").write_text(json.dumps(summary))
+        return out_dir
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_cells_are_every_combination_with_stable_readable_ids(tmp_path):
+    sweep = sweep_mod.load(write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2],
+                                            "grid": {"topology.host_mbps": [50, 100]}}))
+    assert [cell.id for cell in sweep.cells][:4] == [
+        "sched-fs_seed-1_topology.host_mbps-50", "sched-grouper_seed-1_topology.host_mbps-50",
+        "sched-fs_seed-1_topology.host_mbps-100", "sched-grouper_seed-1_topology.host_mbps-100"]
+    assert len(sweep.cells) == 8
+    last = sweep.cells[-1].spec
+    assert (last["scheduler"], last["seed"], last["topology"]["host_mbps"]) == ({"name": "grouper", "period_s": 1},
+                                                                               2, 100)
+    assert sweep.base_spec == BASE  # overrides go to copies
+
+
+def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
+    assert sweep_mod.apply_overrides({"a": 1}, {"b.c.d": [1, 2]}) == {"a": 1, "b": {"c": {"d": [1, 2]}}}
+    with pytest.raises(SpecError, match=r"^grid\['a.b'\]: cannot set a.b: the base spec's a is 1, not a mapping$"):
+        sweep_mod.apply_overrides({"a": 1}, {"a.b": 2}, {"a.b": "grid['a.b']"})
+    assert sweep_mod.cell_id({}) == "base"
+    assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
+
+
+def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
+    path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2],
+                            "grid": {"topology.host_mbps": [50]}, "report": ["fidelity.trustworthy"]})
+    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=FakeRunner(fail={"grouper"}))
+    out = tmp_path / "out"
+    rows = read_csv(out / "results.csv")
+    assert list(rows[0])[:11] == ["cell", "scheduler", "seed", "topology.host_mbps", "completed", "trustworthy",
+                                  "error", "avg_sct_s", "avg_cojct_s", "fidelity.trustworthy", "cpu_idle_share"]
+    assert [(r["cell"], r["completed"], r["trustworthy"], r["avg_sct_s"]) for r in rows] == [
+        ("sched-fs_seed-1_topology.host_mbps-50", "true", "true", "11.0"),
+        ("sched-grouper_seed-1_topology.host_mbps-50", "false", "", ""),
+        ("sched-fs_seed-2_topology.host_mbps-50", "true", "false", "12.0"),
+        ("sched-grouper_seed-2_topology.host_mbps-50", "false", "", "")]
+    assert rows[0]["topology.host_mbps"] == "50" and rows[0]["host_mbps_seen"] == "50"
+    assert rows[1]["error"] == "RuntimeError: run did not complete; partial results in " \
+                               f"{out / 'cells' / 'sched-grouper_seed-1_topology.host_mbps-50'}"
+    assert "per_model_avg_sct_s" not in rows[0]  # only numeric top-level fields
+    assert result.failed == ["sched-grouper_seed-1_topology.host_mbps-50", "sched-grouper_seed-2_topology.host_mbps-50"]
+    directory_line, *lines = capsys.readouterr().out.splitlines()
+    assert directory_line == f"sweep directory: {out} (4 cells)"
+    assert lines[0].startswith("[1/4] sched-fs_seed-1_topology.host_mbps-50 ... done in ")
+    assert lines[0].endswith(" s (fidelity.trustworthy true, trustworthy true)")
+    assert "FAILED in" in lines[1] and "error: RuntimeError: run did not complete" in lines[1]
+    resolved = yaml.safe_load((out / "sweep.yaml").read_text())
+    assert resolved["spec"] == str(tmp_path / "specs" / "base.yaml") and resolved["base_spec"] == BASE
+    assert [c["id"] for c in resolved["cells"]] == [row["cell"] for row in rows]
+
+
+def test_resume_keeps_completed_cells_and_reruns_the_others_into_fresh_directories(tmp_path, capsys):
+    path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]})
+    out = str(tmp_path / "out")
+    sweep_mod.run_sweep_file(path, out=out, run_cell=FakeRunner(fail={"grouper"}))
+    again = FakeRunner()
+    result = sweep_mod.run_sweep_file(path, out=out, run_cell=again)
+    assert again.calls == ["sched-grouper_seed-1"]
+    assert result.failed == []
+    assert (tmp_path / "out" / "failed" / "sched-grouper_seed-1-1" / "summary.json").exists()
+    assert "[1/2] sched-fs_seed-1 ... already done (avg_sct_s 11, trustworthy true)" in capsys.readouterr().out
+    assert [r["completed"] for r in read_csv(tmp_path / "out" / "results.csv")] == ["true", "true"]
+
+
+def test_a_runner_that_writes_no_summary_is_a_failed_cell(tmp_path):
+    path = write(tmp_path, {"seeds": [1]})
+    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=lambda spec, out: out)
+    assert result.rows[0]["error"] == "the runner wrote no summary.json" and result.failed == ["seed-1"]
+    assert result.rows[0]["scheduler"] == "fs"  # the base spec's own
+
+
+def test_a_directory_of_another_base_spec_is_refused(tmp_path):
+    out = str(tmp_path / "out")
+    sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=out, run_cell=FakeRunner())
+    other = write(tmp_path, {"seeds": [1]}, base={**BASE, "seed": 5})
+    with pytest.raises(SpecError, match=r"^--out: .* holds a sweep of a different base spec; choose a new directory$"):
+        sweep_mod.run_sweep_file(other, out=out, run_cell=FakeRunner())
+
+
+@pytest.mark.parametrize("sweep, message", [
+    ({"grid": {"topology.host_mbps": []}},
+     r"grid\['topology.host_mbps'\]: must be a non-empty list, got an empty list"),
+    ({"grid": {"seed": [1]}}, r"grid.seed: is set by `seeds`, not by the grid"),
+    ({"grid": {"a..b": [1]}}, r"grid\['a..b'\]: must be a dotted spec field name \(e.g. topology.host_mbps\)"),
+    ({"grid": {"x": [{"a": 1}]}}, r"grid.x\[0\]: must be a non-empty string, a finite number or true/false, "
+                                  r"got a mapping"),
+    ({"grid": {"x": [1, 1]}}, r"grid.x\[1\]: repeats 1"),
+    ({"grid": {"x": ["a b", "a/b"]}}, r"grid: cells .* share the id 'x-a-b'; use values that differ"),
+    ({"schedulers": []}, r"schedulers: must be a non-empty list, got an empty list"),
+    ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
+    ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),
+    ({"seeds": [1, True]}, r"seeds\[1\]: must be an integer >= 0, got true"),
+    ({"colour": "red"}, r"colour: unknown field \(allowed: description, grid, name, report, schedulers, seeds, spec\)"),
+    ({"spec": "specs/missing.yaml"}, r"spec: no such base spec: .*specs/missing.yaml"),
+    ({"name": "a b"}, r"name: must be a non-empty word"),
+    ({"report": ["ok", 3]}, r"report\[1\]: must be a dotted spec field name"),
+    ({"grid": {"scheduler.period_s.x": [1]}}, r"grid\['scheduler.period_s.x'\]: cannot set scheduler.period_s.x: "
+                                              r"the base spec's scheduler.period_s is 1, not a mapping"),
+])
+def test_bad_sweep_files_stop_with_one_line_naming_the_field(tmp_path, sweep, message):
+    with pytest.raises(SpecError, match="^" + message) as err:
+        sweep_mod.load(write(tmp_path, sweep))
+    assert "\n" not in str(err.value)
+
+
+def test_cli_sweep(tmp_path, monkeypatch, capsys):
+    from experiments.cli import main
+    monkeypatch.setattr(sweep_mod, "run_with_runner", FakeRunner(fail={"grouper"}))
+    path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 1
+    out = capsys.readouterr().out
+    assert f"sweep directory: {tmp_path / 'out'}" in out and "1 of 2 cells did not complete" in out
+    (tmp_path / "bad.yaml").write_text("name: [")
+    assert main(["sweep", str(tmp_path / "bad.yaml")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error == f"trainbed: error: sweep: {tmp_path / 'bad.yaml'} is not valid YAML at line 1"
