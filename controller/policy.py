@@ -33,7 +33,7 @@ from topologies.fabric import MAX_LINK_MBPS, Fabric, host_interface
 RATE_MECHANISMS = ("host", "meter")
 DEFAULT_RATE_MECHANISM = "host"
 PRIO_POLICY_BASE = 1000
-MAX_POLICIES = 4000
+MAX_POLICIES = queues.MAX_POLICY_SLOTS
 
 
 class PolicyError(ValueError):
@@ -47,9 +47,10 @@ class FlowPolicy:
     proto: str | None = None
     src_port: int | None = None
     dst_port: int | None = None
-    queue: int | None = None
+    queue: int | None = None  # switch queue, by DSCP marked at the ingress leaf
     rate_mbps: float | None = None
     rate_mechanism: str = DEFAULT_RATE_MECHANISM
+    host_queue: int | None = None  # the sender NIC's queue (Grouper's sender-side priority, Fig. 8)
 
     @property
     def key(self) -> tuple:
@@ -100,10 +101,12 @@ def validate(policy: FlowPolicy, fabric: Fabric) -> None:
         if policy.proto is None:
             raise PolicyError(f"policy.{port_field}: a port needs proto tcp or udp")
     queue = policy.queue
-    if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)
-                              or queue not in queues.SCHEDULER_QUEUES):
-        raise PolicyError(f"policy.queue: must be a scheduler queue {queues.SCHEDULER_QUEUES[0]}.."
-                          f"{queues.SCHEDULER_QUEUES[-1]} (0 is reserved for control), got {queue!r}")
+    for queue_field in ("queue", "host_queue"):
+        value = getattr(policy, queue_field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value not in queues.SCHEDULER_QUEUES):
+            raise PolicyError(f"policy.{queue_field}: must be a scheduler queue {queues.SCHEDULER_QUEUES[0]}.."
+                              f"{queues.SCHEDULER_QUEUES[-1]} (0 is reserved for control), got {value!r}")
     rate = policy.rate_mbps
     # The comparison also turns away nan, inf and a rate no link could carry.
     if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
@@ -112,8 +115,11 @@ def validate(policy: FlowPolicy, fabric: Fabric) -> None:
     if policy.rate_mechanism not in RATE_MECHANISMS:
         raise PolicyError(f"policy.rate_mechanism: must be one of {', '.join(RATE_MECHANISMS)}, "
                           f"got {policy.rate_mechanism!r}")
-    if queue is None and rate is None:
-        raise PolicyError("policy: sets neither queue nor rate_mbps (use remove to drop a policy)")
+    if queue is None and rate is None and policy.host_queue is None:
+        raise PolicyError("policy: sets neither queue, host_queue nor rate_mbps (use remove to drop a policy)")
+    if policy.host_queue is not None and rate is not None and policy.rate_mechanism == "host":
+        raise PolicyError("policy.host_queue: a flow's sender NIC class is either a queue or a host rate limit; "
+                          "use rate_mechanism meter with host_queue")
 
 
 def of_match(policy: FlowPolicy, fabric: Fabric) -> dict:
@@ -145,16 +151,23 @@ def _meter_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> Meter | No
     return Meter(fabric.switch(fabric.host(policy.src).switch).dpid, policy_id, int(round(policy.rate_mbps * 1000)))
 
 
+def _host_part(policy: FlowPolicy) -> bool:
+    """Whether the policy has a class or filter on the sender's NIC."""
+    return policy.host_queue is not None or (policy.rate_mbps is not None and policy.rate_mechanism == "host")
+
+
 def _host_set(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> list:
-    if policy.rate_mbps is None or policy.rate_mechanism != "host":
+    if not _host_part(policy):
         return []
+    intf = host_interface(policy.src)
     match = queues.host_flow_match(fabric.host(policy.dst).ip, policy.proto, policy.src_port, policy.dst_port)
-    return [("host_tc", policy.src,
-             queues.host_flow_set_cmds(host_interface(policy.src), policy_id, policy.rate_mbps, match))]
+    if policy.host_queue is not None:
+        return [("host_tc", policy.src, queues.host_flow_queue_cmds(intf, policy_id, policy.host_queue, match))]
+    return [("host_tc", policy.src, queues.host_flow_set_cmds(intf, policy_id, policy.rate_mbps, match))]
 
 
 def _host_remove(policy: FlowPolicy, policy_id: int) -> list:
-    if policy.rate_mbps is None or policy.rate_mechanism != "host":
+    if not _host_part(policy):
         return []
     return [("host_tc", policy.src, queues.host_flow_remove_cmds(host_interface(policy.src), policy_id))]
 
@@ -198,7 +211,9 @@ class PolicyTable:
         ops.append(("rule_set", rule_for(policy, pid, self.fabric)))
         if old_meter and not meter:
             ops.append(("meter_del", old_meter))
-        if old and not _host_set(policy, pid, self.fabric):
+        if old:
+            # A u32 filter cannot be replaced without its handle (a "replace" adds a second
+            # one behind the first), so the sender's part is rebuilt, in the same tc batch.
             ops += _host_remove(old[1], pid)
         ops += _host_set(policy, pid, self.fabric)
         by_key[policy.key] = (pid, policy)

@@ -114,7 +114,7 @@ def test_ids_are_reused_after_removal():
     (dict(src="tbh1", dst="tbh2", rate_mbps=-5), "policy.rate_mbps: must be a number in (0, 1000] (Mbit/s), got -5"),
     (dict(src="tbh1", dst="tbh2", rate_mbps=5, rate_mechanism="magic"),
      "policy.rate_mechanism: must be one of host, meter, got 'magic'"),
-    (dict(src="tbh1", dst="tbh2"), "policy: sets neither queue nor rate_mbps"),
+    (dict(src="tbh1", dst="tbh2"), "policy: sets neither queue, host_queue nor rate_mbps"),
     (dict(src="tbh1", dst="tbh1", queue=1), "policy.dst: must differ from src"),
 ])
 def test_invalid_policies_are_named(fields, message):
@@ -128,3 +128,21 @@ def test_invalid_policies_are_named(fields, message):
 def test_policy_from_dict_rejects_unknown_fields():
     with pytest.raises(PolicyError, match="^policy.prio: unknown field"):
         FlowPolicy.from_dict({"src": "tbh1", "dst": "tbh2", "prio": 1})
+
+
+def test_sender_queue_is_one_filter_on_the_senders_nic_and_changes_kind_cleanly():
+    table = PolicyTable(leaf_spine())
+    pid, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=1))
+    assert [op[0] for op in ops] == ["rule_set", "host_tc"]
+    assert ops[0][1].actions == (("set_dscp", queues.DSCP_OF_QUEUE[2]),)  # the receiver's queue, in the switches
+    [filter_cmd] = ops[1][2]
+    assert ops[1][1] == "tbh1" and f"prio {queues.HOST_FLOW_PREF_BASE + pid} u32" in filter_cmd
+    assert "match ip sport 40000 0xffff" in filter_cmd and filter_cmd.endswith(f"flowid {queues.queue_classid(1)}")
+    assert queues.HOST_FLOW_PREF_BASE + queues.MAX_POLICY_SLOTS < queues.DSCP_FILTER_PREF
+    _, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=3))
+    assert [op[0] for op in ops] == ["rule_set", "host_tc", "host_tc"]  # old filter deleted, new one added
+    assert "filter del" in ops[1][2][0] and ops[2][2][0].endswith(f"flowid {queues.queue_classid(3)}")
+    _, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, rate_mbps=5))
+    assert [op[0] for op in ops] == ["rule_set", "host_tc", "host_tc"] and "del" in ops[1][2][0]
+    with pytest.raises(PolicyError, match="^policy.host_queue: a flow's sender NIC class"):
+        table.set(FlowPolicy("tbh1", "tbh3", host_queue=1, rate_mbps=5))

@@ -134,7 +134,7 @@ def test_policy_fields_are_checked_by_the_controller_and_named_by_the_spec():
     raw = copy.deepcopy(RAW["priority-demo"])
     raw["policy_changes"][0] = {"at_s": 20, "flow": "low", "rate_mechanism": "meter"}
     assert _error(emulation.validate, raw) == \
-        "policy_changes[0]: sets neither queue nor rate_mbps (use remove to drop a policy)"
+        "policy_changes[0]: sets neither queue, host_queue nor rate_mbps (use remove to drop a policy)"
 
 
 def test_controller_validator_names_wrong_types():

@@ -15,8 +15,8 @@ schedulers use 1..7. ``DSCP_OF_QUEUE`` is the one place where the DSCP-to-queue
 map is defined: queue q carries class selector CS(7-q), so unmarked traffic
 (DSCP 0) is the lowest queue, 7.
 
-Host interfaces get a small htb tree of their own (``host_base_cmds``) so that a
-per-flow rate limit on the sender is one class plus one filter.
+Host interfaces get the same tree (``host_base_cmds``); a per-flow sender queue is
+one filter and a per-flow rate limit on the sender one class plus one filter.
 """
 from __future__ import annotations
 
@@ -36,9 +36,12 @@ GUARANTEED_SHARE = 0.02
 # htb bucket: at least two TSO super-packets so a 64 KB segment never stalls.
 BURST_BYTES = 150_000
 
-HOST_DEFAULT_CLASS = "1:2"
 HOST_FLOW_MINOR_BASE = 0x100
+# u32 filters run by ascending pref: a host's per-flow filters (pref 100 + policy id,
+# ids up to 4000) come before the DSCP filters every queue tree ends with.
 HOST_FLOW_PREF_BASE = 100
+MAX_POLICY_SLOTS = 4000  # policy ids (controller.policy.MAX_POLICIES) are the slots
+DSCP_FILTER_PREF = 5000
 
 
 def queue_classid(q: int) -> str:
@@ -64,24 +67,24 @@ def switch_port_cmds(intf: str, mbps: float) -> list[str]:
                     f"burst {BURST_BYTES} cburst {BURST_BYTES} prio {q}")
         cmds.append(f"tc qdisc replace dev {intf} parent {cls} handle {0x10 + q:x}: bfifo limit {LEAF_LIMIT_BYTES}")
     for q, dscp in DSCP_OF_QUEUE.items():
-        cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio 1 u32 "
+        cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio {DSCP_FILTER_PREF} u32 "
                     f"match ip tos 0x{tos_of_dscp(dscp):02x} 0xfc flowid {queue_classid(q)}")
-    cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio 2 u32 "
+    cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio {DSCP_FILTER_PREF + 1} u32 "
                 f"match u32 0 0 flowid {queue_classid(LOWEST_QUEUE)}")
     return cmds
 
 
 def host_base_cmds(intf: str, mbps: float) -> list[str]:
-    """The sender-side tree: link-rate root, one default class, room for flow classes."""
-    rate = f"{mbps:g}mbit"
-    return [
-        f"tc qdisc replace dev {intf} root handle 1: htb default 2",
-        f"tc class replace dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
-        f"burst {BURST_BYTES} cburst {BURST_BYTES}",
-        f"tc class replace dev {intf} parent 1:1 classid {HOST_DEFAULT_CLASS} htb "
-        f"rate {rate} ceil {rate} burst {BURST_BYTES} cburst {BURST_BYTES}",
-        f"tc qdisc replace dev {intf} parent {HOST_DEFAULT_CLASS} handle 2: bfifo limit {LEAF_LIMIT_BYTES}",
-    ]
+    """The sender NIC: the same eight strict-priority queues as a switch port (a host
+    marks nothing, so its traffic sits in the lowest queue unless a policy's per-flow
+    filter picks a queue or a rate class)."""
+    return switch_port_cmds(intf, mbps)
+
+
+def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[str]:
+    """Send flow ``slot`` through the sender's strict-priority queue ``queue``."""
+    return [f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
+            f"{match} flowid {queue_classid(queue)}"]
 
 
 SEGMENTATIONS = ("wire", "offload")

@@ -58,7 +58,7 @@ def _terminate_on_signals():
 
 
 def _policy_of(entry: dict) -> dict:
-    return {k: entry[k] for k in ("queue", "rate_mbps", "rate_mechanism") if k in entry}
+    return {k: entry[k] for k in spec_mod.POLICY_FIELDS if k in entry}
 
 
 def play(em: Emulation, spec: dict, raw: Path, played: dict) -> None:

@@ -36,9 +36,9 @@ from topologies import queues
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 TOP_FIELDS = {"name", "description", "topology", "duration_s", "tcp_congestion", "flows", "policy_changes",
               "analysis", "fidelity", "emulation"}
-FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "rate_mbps", "rate_mechanism"}
-CHANGE_FIELDS = {"at_s", "flow", "queue", "rate_mbps", "rate_mechanism", "remove"}
-POLICY_FIELDS = ("queue", "rate_mbps", "rate_mechanism")
+FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "host_queue", "rate_mbps", "rate_mechanism"}
+CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
+POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85}
 EMULATION_FIELDS = {"ovs_instances", "segmentation"}
