@@ -1,4 +1,4 @@
-"""``trainbed`` command line: run emulated experiments and sweeps, clean up, co-locate GNN tasks."""
+"""``trainbed`` command line: run emulated experiments and sweeps, draw figures, clean up, co-locate GNN tasks."""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +38,13 @@ def _sweep(args) -> int:
     return 0
 
 
+def _figures(args) -> int:
+    from experiments.figures import grouper_figures
+    for path in grouper_figures(args.dir, solo_runs=args.solo):
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainbed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -56,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("sweep", help="sweep file (YAML)")
     sweep.add_argument("--out", help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
     sweep.set_defaults(func=_sweep)
+    figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
+    figures.add_argument("paper", choices=("grouper",))
+    figures.add_argument("dir", help="sweep directory (holds results.csv)")
+    figures.add_argument("--solo", action="append", default=[], metavar="RUN_DIR",
+                         help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
+    figures.set_defaults(func=_figures)
     return parser
 
 

@@ -171,7 +171,8 @@ def per_model_avg_sct(scts: Sequence[Mapping]) -> dict[str, float]:
     return {model: _mean(values) for model, values in sorted(by_model.items())}
 
 
-def summarise(events: Sequence[Mapping], workload: Mapping, solo: Mapping[tuple[str, int], float] | None = None) -> dict:
+def summarise(events: Sequence[Mapping], workload: Mapping,
+              solo: Mapping[tuple[str, int], float] | None = None) -> dict:
     """The headline figures of one run under stable names (JSON-ready), with the
     per-stage, per-cojob and per-job values they average and counts of what never
     ended. Slowdown fields are None (and ``stage_slowdown`` empty) without ``solo``."""

@@ -1,0 +1,477 @@
+"""The Grouper paper's testbed figures (TNSM 2020, §V-B, Figs. 10-12) from a sweep directory.
+
+``grouper_figures(DIR)`` reads ``DIR/results.csv`` (``trainbed sweep``) and each
+used cell's run directory, and writes into DIR, data first: ``figure-N.csv``, then
+``figure-N.md`` (the measured values beside the paper's), then ``figure-N.png``.
+
+- Fig. 10: stage slowdown, its CDF per scheduler (``figure-10-cdf.csv``) and its
+  average and 90th percentile; needs a solo calibration (``--solo`` run directories
+  of cojobs run alone, or ``stage_slowdown`` in the cells' summaries).
+- Fig. 11: average SCT, CoJCT, JCT and T90 of each scheduler, normalised to FS.
+- Fig. 12: each model's average SCT per scheduler, normalised to FS.
+
+Only completed, trustworthy cells are used (a run the box could not keep up with
+measures the box, not the scheduler); the tables say how many were left out.
+Averages are over seeds; a ratio to FS (or Grouper's reduction against a baseline)
+takes the seeds both schedulers have, so both sides average the same workloads.
+Per-stage data comes from a cell's events.jsonl and workload.json when the run
+directory has them (the data, recomputed with ``grouper_metrics``), else from its
+summary.json. A sweep with a grid gets one table block and one plot row per grid point.
+
+Paper numbers: the text of §V-B ("Performance improvement", the paragraphs on
+Figs. 10 and 11) gives Grouper's reductions against Baraat, Sincronia and FS; the
+figures' bars themselves are not given as numbers. For Fig. 11 the text gives
+Grouper's value normalised to FS directly (1 - its reduction against FS); a
+baseline's value normalised to FS is derived from two of them:
+(1 - reduction vs FS) / (1 - reduction vs that baseline). Fig. 12 has no numbers
+in the text, only the qualitative reading quoted in its table.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import yaml
+
+from experiments import grouper_metrics as gm
+from experiments.errors import SpecError
+from experiments.workloads.cojob import MODELS
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+FS, GROUPER = "fs", "grouper"
+PAPER_ORDER = (FS, "baraat", "sincronia", GROUPER)
+LABELS = {FS: "FS", "baraat": "Baraat", "sincronia": "Sincronia", GROUPER: "Grouper"}
+# Scheduler names a spec may use for the paper's four designs.
+ALIASES = {"fs": FS, "fair_share": FS, "fairshare": FS, "grouper": GROUPER, "pda": GROUPER,
+           "baraat": "baraat", "sincronia": "sincronia"}
+SOURCE = "Grouper (TNSM 2020) §V-B, 'Performance improvement'"
+
+# Grouper's reductions in percent against each design, from the text (None: not given).
+PAPER_FIG10 = {  # "reduce 90-th percentile stage slowdown by up to 14.6%, 34.1%, 27.5%"; ASSD 22.7/26.8/34.7
+    "p90_stage_slowdown": {"baraat": 14.6, "sincronia": 34.1, FS: 27.5},
+    "avg_stage_slowdown": {"baraat": 22.7, "sincronia": 26.8, FS: 34.7},
+}
+PAPER_FIG11 = {
+    "avg_sct_s": {"baraat": 22.5, "sincronia": 24.2, FS: 31.0},
+    "avg_cojct_s": {"baraat": 37.1, "sincronia": None, FS: 44.0},  # Sincronia: "close to that of Grouper"
+    "avg_jct_s": {"baraat": 16.3, "sincronia": 26.5, FS: 28.0},
+    "avg_t90_s": {"baraat": 11.6, "sincronia": 27.6, FS: 24.0},
+}
+FIG11_LABELS = {"avg_sct_s": "SCT", "avg_cojct_s": "CoJCT", "avg_jct_s": "JCT", "avg_t90_s": "T90"}
+PAPER_FIG12_TEXT = (
+    "The paper gives no numbers for Fig. 12; its text (§V-B, 'Performance insight') says: for large models "
+    "(VGG19) Baraat's average SCT is much smaller than FS's, for small ones (DeepSpeech2) similar to FS's; "
+    "Sincronia's is much smaller than FS's for small models and significantly higher for large ones; Grouper "
+    "schedules shorter stages first at the bottleneck.")
+
+
+@dataclass(frozen=True)
+class CellResult:
+    cell: str
+    scheduler: str  # canonical (ALIASES) when one of the paper's designs
+    seed: int | None
+    config: str  # the grid point, "field=value, ..." ("all" without a grid)
+    metrics: dict  # grouper_metrics.summarise's fields (or the summary's own)
+
+
+def canonical(scheduler: str) -> str:
+    return ALIASES.get(scheduler.lower(), scheduler)
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def solo_calibration(run_dirs: Iterable[str | Path]) -> gm.SoloSct:
+    """The pooled solo SCTs of runs whose cojobs ran alone."""
+    runs = []
+    for run_dir in run_dirs:
+        run_dir = Path(run_dir)
+        for name in ("events.jsonl", "workload.json"):
+            if not (run_dir / name).is_file():
+                raise SpecError("--solo", f"{run_dir}: no {name} (a solo run directory holds both)")
+        runs.append(gm.read_run(run_dir))
+    return gm.pool_solo(runs)
+
+
+def _cell_metrics(cell_dir: Path, summary: dict, solo: gm.SoloSct | None) -> dict:
+    if (cell_dir / "events.jsonl").is_file() and (cell_dir / "workload.json").is_file():
+        return gm.summarise(*gm.read_run(cell_dir), solo)
+    if solo:
+        return {**summary, "stage_slowdown": gm.stage_slowdown(summary.get("sct_s", []), solo)}
+    return summary
+
+
+def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tuple[list[CellResult], list[str]]:
+    """The usable cells of a sweep directory, and one note per cell left out (why)."""
+    results_dir = Path(results_dir)
+    table = results_dir / "results.csv"
+    if not table.is_file():
+        raise SpecError("RESULTS_DIR", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
+    rows = _read_csv(table)
+    for column in ("cell", "scheduler", "seed", "completed", "trustworthy"):
+        if rows and column not in rows[0]:
+            raise SpecError(f"{table.name}", f"has no column {column!r}")
+    sweep_file = results_dir / "sweep.yaml"
+    grid = list((yaml.safe_load(sweep_file.read_text()) or {}).get("grid") or {}) if sweep_file.is_file() else []
+    cells, left_out = [], []
+    for row in rows:
+        summary_path = results_dir / "cells" / row["cell"] / "summary.json"
+        if row["completed"] != "true":
+            left_out.append(f"{row['cell']}: not completed")
+        elif row["trustworthy"] != "true":
+            left_out.append(f"{row['cell']}: untrustworthy")
+        elif not summary_path.is_file():
+            left_out.append(f"{row['cell']}: no summary.json")
+        else:
+            config = ", ".join(f"{key}={row.get(key, '')}" for key in grid) or "all"
+            metrics = _cell_metrics(summary_path.parent, json.loads(summary_path.read_text()), solo)
+            if row["seed"] and not row["seed"].lstrip("-").isdigit():
+                raise SpecError(table.name, f"{row['cell']}: seed must be an integer, got {row['seed']!r}")
+            seed = int(row["seed"]) if row["seed"] else None
+            cells.append(CellResult(row["cell"], canonical(row["scheduler"]), seed, config, metrics))
+    return cells, left_out
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def _by_seed(cells: Sequence[CellResult], scheduler: str, value) -> dict:
+    """{seed: value(cell)} of one scheduler's cells, leaving out missing values."""
+    found = {}
+    for cell in cells:
+        if cell.scheduler == scheduler and value(cell) is not None:
+            found[cell.seed] = value(cell)
+    return found
+
+
+def paired_ratio(numerator: Mapping, denominator: Mapping) -> float | None:
+    """mean(numerator) / mean(denominator) over the seeds both have."""
+    seeds = [seed for seed in numerator if seed in denominator]
+    den = _mean(denominator[s] for s in seeds)
+    return _mean(numerator[s] for s in seeds) / den if seeds and den else None
+
+
+def _reduction(grouper: Mapping, other: Mapping) -> float | None:
+    """Grouper's reduction against ``other`` in percent, over their common seeds."""
+    ratio = paired_ratio(grouper, other)
+    return None if ratio is None else 100 * (1 - ratio)
+
+
+def _ordered(schedulers: Iterable[str]) -> list[str]:
+    """The paper's designs in its order, then any others by name."""
+    present = set(schedulers)
+    return [s for s in PAPER_ORDER if s in present] + sorted(present - set(PAPER_ORDER))
+
+
+def _configs(cells: Iterable[CellResult]) -> list[str]:
+    return list(dict.fromkeys(cell.config for cell in cells))
+
+
+def paper_normalised(reductions: Mapping[str, float | None], scheduler: str) -> float | None:
+    """A design's value normalised to FS implied by Grouper's reductions (see module docstring)."""
+    against_fs = reductions.get(FS)
+    if against_fs is None:
+        return None
+    grouper = 1 - against_fs / 100
+    if scheduler == FS:
+        return 1.0
+    if scheduler == GROUPER:
+        return grouper
+    against = reductions.get(scheduler)
+    return None if against is None else grouper / (1 - against / 100)
+
+
+def _slowdown_stat(cell: CellResult, stat: str) -> float | None:
+    """One cell's average or 90th-percentile stage slowdown (the paper's two Fig. 10 statistics)."""
+    values = [row["slowdown"] for row in cell.metrics.get("stage_slowdown") or []]
+    return _mean(values) if stat == "avg_stage_slowdown" else gm.percentile(values, 90)
+
+
+def figure10_rows(cells: Sequence[CellResult]) -> tuple[list[dict], list[dict]]:
+    """(per-scheduler rows, CDF points) of stage slowdown: the CDF, average and 90th
+    percentile pool every stage of every seed; Grouper's reductions compare each
+    seed's statistic, averaged over the seeds both schedulers have."""
+    rows, points = [], []
+    for config in _configs(cells):
+        here = [c for c in cells if c.config == config]
+        schedulers = _ordered(c.scheduler for c in here)
+        per_seed = {stat: {s: _by_seed(here, s, lambda c, stat=stat: _slowdown_stat(c, stat)) for s in schedulers}
+                    for stat in PAPER_FIG10}
+        for scheduler in schedulers:
+            values = [row["slowdown"] for c in here if c.scheduler == scheduler
+                      for row in c.metrics.get("stage_slowdown") or []]
+            row = {"config": config, "scheduler": scheduler, "stages": len(values),
+                   "avg_stage_slowdown": _mean(values), "p90_stage_slowdown": gm.percentile(values, 90)}
+            for stat, paper in PAPER_FIG10.items():
+                grouper = per_seed[stat].get(GROUPER, {})
+                row[f"grouper_reduction_{stat}_pct"] = (_reduction(grouper, per_seed[stat][scheduler])
+                                                        if scheduler != GROUPER else None)
+                row[f"paper_grouper_reduction_{stat}_pct"] = paper.get(scheduler)
+            rows.append(row)
+            points += [{"config": config, "scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in gm.cdf(values)]
+    return rows, points
+
+
+def figure11_rows(cells: Sequence[CellResult]) -> list[dict]:
+    rows = []
+    for config in _configs(cells):
+        here = [c for c in cells if c.config == config]
+        schedulers = _ordered(c.scheduler for c in here)
+        for metric, paper in PAPER_FIG11.items():
+            per_seed = {s: _by_seed(here, s, lambda c: c.metrics.get(metric)) for s in schedulers}
+            for scheduler, values in per_seed.items():
+                rows.append({
+                    "config": config, "metric": metric, "scheduler": scheduler, "seeds": len(values),
+                    "mean_s": _mean(values.values()),
+                    "normalised_to_fs": paired_ratio(values, per_seed.get(FS, {})),
+                    "paper_normalised_to_fs": paper_normalised(paper, scheduler),
+                    "grouper_reduction_pct": (_reduction(per_seed.get(GROUPER, {}), values)
+                                              if scheduler != GROUPER else None),
+                    "paper_grouper_reduction_pct": paper.get(scheduler)})
+    return rows
+
+
+def _model_order(cells: Iterable[CellResult]) -> list[str]:
+    present = {model for c in cells for model in c.metrics.get("per_model_avg_sct_s") or {}}
+    return [m for m in MODELS if m in present] + sorted(present - set(MODELS))
+
+
+def figure12_rows(cells: Sequence[CellResult]) -> list[dict]:
+    rows = []
+    for config in _configs(cells):
+        here = [c for c in cells if c.config == config]
+        schedulers = _ordered(c.scheduler for c in here)
+        for model in _model_order(here):
+            per_seed = {s: _by_seed(here, s, lambda c: (c.metrics.get("per_model_avg_sct_s") or {}).get(model))
+                        for s in schedulers}
+            for scheduler, values in per_seed.items():
+                rows.append({"config": config, "model": model, "scheduler": scheduler, "seeds": len(values),
+                             "mean_s": _mean(values.values()),
+                             "normalised_to_fs": paired_ratio(values, per_seed.get(FS, {})),
+                             "paper_normalised_to_fs": None})
+    return rows
+
+
+def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        writer.writerows(["" if row.get(c) is None else row[c] for c in columns] for row in rows)
+
+
+def _fmt(value, kind: str = "ratio") -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    return {"ratio": f"{value:.3f}", "s": f"{value:.1f}", "pct": f"{value:.1f}%"}[kind]
+
+
+def _table(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def _label(scheduler: str) -> str:
+    return LABELS.get(scheduler, scheduler)
+
+
+def _colour(scheduler: str, schedulers: Sequence[str]) -> str:
+    """The same colour for a design in every plot: the paper's four first, then the others."""
+    if scheduler in PAPER_ORDER:
+        return f"C{PAPER_ORDER.index(scheduler)}"
+    others = [s for s in schedulers if s not in PAPER_ORDER]
+    return f"C{len(PAPER_ORDER) + others.index(scheduler) % 6}"
+
+
+def _header(title: str, cells: Sequence[CellResult], left_out: Sequence[str]) -> list[str]:
+    lines = [f"# {title}", "", f"Cells used: {len(cells)} (completed and trustworthy); left out: {len(left_out)}."]
+    if left_out:
+        lines.append("Left out: " + "; ".join(left_out) + ".")
+    return lines + [""]
+
+
+def _by_config(rows: Sequence[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for row in rows:
+        grouped.setdefault(row["config"], []).append(row)
+    return grouped
+
+
+def figure10_markdown(rows, cells, left_out, solo_note: str) -> str:
+    lines = _header("Fig. 10: stage slowdown (SCT / SCT of the same model and stage run alone)", cells, left_out)
+    lines += [solo_note, "",
+              f"Paper: {SOURCE}: Grouper reduces the 90th-percentile stage slowdown by up to 14.6%, 34.1% and "
+              "27.5% and the average stage slowdown (ASSD) by 22.7%, 26.8% and 34.7% against Baraat, Sincronia "
+              "and FS; the absolute slowdowns of Fig. 10 are not given in the text (n/a).", ""]
+    for config, block in _by_config(rows).items():
+        lines += [f"## {config}", "", _table(
+            ["scheduler", "stages", "avg slowdown", "p90 slowdown", "Grouper's ASSD reduction vs it", "paper",
+             "Grouper's p90 reduction vs it", "paper"],
+            [[_label(r["scheduler"]), str(r["stages"]), _fmt(r["avg_stage_slowdown"]), _fmt(r["p90_stage_slowdown"]),
+              _fmt(r["grouper_reduction_avg_stage_slowdown_pct"], "pct"),
+              _fmt(r["paper_grouper_reduction_avg_stage_slowdown_pct"], "pct"),
+              _fmt(r["grouper_reduction_p90_stage_slowdown_pct"], "pct"),
+              _fmt(r["paper_grouper_reduction_p90_stage_slowdown_pct"], "pct")] for r in block]), ""]
+    return "\n".join(lines)
+
+
+def figure11_markdown(rows, cells, left_out) -> str:
+    lines = _header("Fig. 11: average SCT, CoJCT, JCT and time to 90% accuracy, normalised to FS", cells, left_out)
+    lines += [f"Paper: {SOURCE}: Grouper's reductions against Baraat / Sincronia / FS: SCT 22.5% / 24.2% / "
+              "31.0% ('up to'), CoJCT 37.1% / n/a ('close to that of Grouper') / 44.0%, JCT 16.3% / 26.5% / "
+              "28.0% ('up to'), T90 11.6% / 27.6% / 24.0%. Paper ÷FS: Grouper's is 1 - its reduction against "
+              "FS; a baseline's is derived as (1 - Grouper's reduction vs FS) / (1 - Grouper's reduction vs it).",
+              ""]
+    for config, block in _by_config(rows).items():
+        lines += [f"## {config}", "", _table(
+            ["metric", "scheduler", "seeds", "mean (s)", "÷FS", "paper ÷FS", "Grouper's reduction vs it", "paper"],
+            [[FIG11_LABELS[r["metric"]], _label(r["scheduler"]), str(r["seeds"]), _fmt(r["mean_s"], "s"),
+              _fmt(r["normalised_to_fs"]), _fmt(r["paper_normalised_to_fs"]),
+              _fmt(r["grouper_reduction_pct"], "pct"), _fmt(r["paper_grouper_reduction_pct"], "pct")]
+             for r in block]), ""]
+    return "\n".join(lines)
+
+
+def figure12_markdown(rows, cells, left_out) -> str:
+    lines = _header("Fig. 12: average SCT per model, normalised to FS", cells, left_out)
+    lines += [PAPER_FIG12_TEXT, ""]
+    for config, block in _by_config(rows).items():
+        lines += [f"## {config}", "", _table(
+            ["model", "scheduler", "seeds", "mean SCT (s)", "÷FS", "paper ÷FS"],
+            [[r["model"], _label(r["scheduler"]), str(r["seeds"]), _fmt(r["mean_s"], "s"),
+              _fmt(r["normalised_to_fs"]), _fmt(r["paper_normalised_to_fs"])] for r in block]), ""]
+    return "\n".join(lines)
+
+
+def _bars(ax, groups: Sequence[str], rows_by_group: Mapping[str, Mapping[str, dict]], schedulers: Sequence[str],
+          value: str, paper: str | None = None) -> None:
+    """Grouped bars, one group per x label and one bar per scheduler; the paper's
+    value, where there is one, as a black marker on the bar."""
+    width = 0.8 / max(1, len(schedulers))
+    for i, scheduler in enumerate(schedulers):
+        xs = [g + (i - (len(schedulers) - 1) / 2) * width for g in range(len(groups))]
+        rows = [rows_by_group[group].get(scheduler, {}) for group in groups]
+        ax.bar(xs, [r.get(value) or 0 for r in rows], width, label=_label(scheduler),
+               color=_colour(scheduler, schedulers))
+        if paper:
+            marks = [(x, r[paper]) for x, r in zip(xs, rows) if r.get(paper) is not None]
+            ax.plot([x for x, _ in marks], [y for _, y in marks], "k_", markersize=12, markeredgewidth=2,
+                    label="paper" if i == 0 and marks else None)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def figure10_plot(rows, points, path: Path, solo_note: str) -> None:
+    configs = list(_by_config(rows)) or ["all"]
+    fig, axes = plt.subplots(len(configs), 2, figsize=(11, 3.6 * len(configs)), squeeze=False)
+    for (cdf_ax, bar_ax), config in zip(axes, configs):
+        block = [r for r in rows if r["config"] == config]
+        schedulers = [r["scheduler"] for r in block]
+        for r in block:
+            curve = [(p["slowdown"], p["cdf"]) for p in points
+                     if p["config"] == config and p["scheduler"] == r["scheduler"]]
+            if curve:  # from 0 at the smallest slowdown, so a single stage still draws a step
+                cdf_ax.step([curve[0][0]] + [x for x, _ in curve], [0.0] + [y for _, y in curve], where="post",
+                            label=_label(r["scheduler"]), color=_colour(r["scheduler"], schedulers))
+        cdf_ax.set(xlabel="stage slowdown", ylabel="CDF", title=f"(a) CDF of stage slowdown ({config})")
+        bar_ax.bar([_label(r["scheduler"]) for r in block], [r["avg_stage_slowdown"] or 0 for r in block],
+                   color=[_colour(s, schedulers) for s in schedulers])
+        bar_ax.set(ylabel="average stage slowdown", title="(b) average stage slowdown")
+        if not any(r["stages"] for r in block):
+            cdf_ax.text(0.5, 0.5, textwrap.fill(solo_note, 45), ha="center", va="center", fontsize=9,
+                        transform=cdf_ax.transAxes)
+        elif block:
+            cdf_ax.legend(fontsize=8)
+        cdf_ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def figure11_plot(rows, path: Path) -> None:
+    configs = list(_by_config(rows)) or ["all"]
+    fig, axes = plt.subplots(len(configs), 1, figsize=(8, 3.6 * len(configs)), squeeze=False)
+    for ax, config in zip(axes[:, 0], configs):
+        block = [r for r in rows if r["config"] == config]
+        by_metric = {FIG11_LABELS[m]: {r["scheduler"]: r for r in block if r["metric"] == m} for m in FIG11_LABELS}
+        _bars(ax, list(by_metric), by_metric, _ordered(r["scheduler"] for r in block), "normalised_to_fs",
+              "paper_normalised_to_fs")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set(ylabel="normalised to FS", title=f"average completion times ({config})")
+        ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def figure12_plot(rows, path: Path) -> None:
+    configs = list(_by_config(rows)) or ["all"]
+    fig, axes = plt.subplots(len(configs), 1, figsize=(8, 3.6 * len(configs)), squeeze=False)
+    for ax, config in zip(axes[:, 0], configs):
+        block = [r for r in rows if r["config"] == config]
+        models = list(dict.fromkeys(r["model"] for r in block))
+        by_model = {m: {r["scheduler"]: r for r in block if r["model"] == m} for m in models}
+        _bars(ax, models, by_model, _ordered(r["scheduler"] for r in block), "normalised_to_fs")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set(ylabel="average SCT normalised to FS", title=f"average SCT per model ({config})")
+        ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = ()) -> list[Path]:
+    """Write Figs. 10-12 (CSV, Markdown, PNG) into ``results_dir``; returns the paths written."""
+    results_dir = Path(results_dir)
+    solo = solo_calibration(solo_runs) if solo_runs else None
+    cells, left_out = load_results(results_dir, solo)
+    if solo:
+        solo_note = (f"Solo calibration: {len(solo_runs)} run(s), {len(solo)} (model, stage) pairs "
+                     "(solo-sct.csv).")
+    elif any(c.metrics.get("stage_slowdown") for c in cells):
+        solo_note = "Solo calibration: the cells' own summaries (stage_slowdown)."
+    else:
+        solo_note = ("No solo calibration: stage slowdown needs runs of each cojob alone "
+                     "(`trainbed figures grouper DIR --solo RUN_DIR`).")
+    written = []
+
+    def out(name: str) -> Path:
+        written.append(results_dir / name)
+        return results_dir / name
+
+    if solo:
+        write_csv(out("solo-sct.csv"), [{"model": m, "stage": k, "solo_sct_s": s} for (m, k), s in solo.items()],
+                  ("model", "stage", "solo_sct_s"))
+    rows10, points10 = figure10_rows(cells)
+    write_csv(out("figure-10.csv"), rows10, (
+        "config", "scheduler", "stages", "avg_stage_slowdown", "p90_stage_slowdown",
+        "grouper_reduction_avg_stage_slowdown_pct", "paper_grouper_reduction_avg_stage_slowdown_pct",
+        "grouper_reduction_p90_stage_slowdown_pct", "paper_grouper_reduction_p90_stage_slowdown_pct"))
+    write_csv(out("figure-10-cdf.csv"), points10, ("config", "scheduler", "slowdown", "cdf"))
+    out("figure-10.md").write_text(figure10_markdown(rows10, cells, left_out, solo_note))
+    figure10_plot(rows10, points10, out("figure-10.png"), solo_note)
+    rows11 = figure11_rows(cells)
+    write_csv(out("figure-11.csv"), rows11, ("config", "metric", "scheduler", "seeds", "mean_s", "normalised_to_fs",
+                                             "paper_normalised_to_fs", "grouper_reduction_pct",
+                                             "paper_grouper_reduction_pct"))
+    out("figure-11.md").write_text(figure11_markdown(rows11, cells, left_out))
+    figure11_plot(rows11, out("figure-11.png"))
+    rows12 = figure12_rows(cells)
+    write_csv(out("figure-12.csv"), rows12, ("config", "model", "scheduler", "seeds", "mean_s", "normalised_to_fs",
+                                             "paper_normalised_to_fs"))
+    out("figure-12.md").write_text(figure12_markdown(rows12, cells, left_out))
+    figure12_plot(rows12, out("figure-12.png"))
+    return written

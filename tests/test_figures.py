@@ -1,0 +1,133 @@
+import csv
+import json
+
+import pytest
+import yaml
+
+from experiments import figures
+from experiments.errors import SpecError
+from experiments.workloads.cojob import MODELS, Arrival, CojobPlan, JobPlan, LearningCurve
+
+# One cojob of one job and one stage; its learning curve reaches 90% after 3 iterations.
+PLAN = CojobPlan(0, MODELS["deepspeech2"], (10,), (JobPlan(0, 0, 1, LearningCurve(0.8, 1.0)),), Arrival(at_s=0.0))
+WORKLOAD = {"source": "test", "placements": {}, "cojobs": [PLAN.to_dict()]}
+
+
+def stage(sct):
+    return [{"cojob": 0, "model": "deepspeech2", "stage": 0, "sct_s": sct}]
+
+
+def summary(sct, cojct, jct, t90):
+    return {"completed": True, "trustworthy": True, "avg_sct_s": sct, "avg_cojct_s": cojct, "avg_jct_s": jct,
+            "avg_t90_s": t90, "per_model_avg_sct_s": {"deepspeech2": sct}, "sct_s": stage(sct)}
+
+
+def events(sct):
+    return [{"kind": "cojob_arrival", "t": 0, "cojob": 0, "model": "deepspeech2"},
+            {"kind": "stage_start", "t": 0, "cojob": 0, "stage": 0, "jobs": ["c0j0"]},
+            {"kind": "iteration_end", "t": 6, "job": "c0j0", "iteration": 9, "stage": 0},
+            {"kind": "stage_end", "t": sct, "cojob": 0, "stage": 0},
+            {"kind": "job_finished", "t": sct, "job": "c0j0", "cojob": 0},
+            {"kind": "cojob_end", "t": sct, "cojob": 0}]
+
+
+def write_run(run_dir, run_events):
+    run_dir.mkdir(parents=True)
+    (run_dir / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in run_events))
+    (run_dir / "workload.json").write_text(json.dumps(WORKLOAD))
+
+
+# (scheduler, seed, completed, trustworthy, summary); grouper seed 2 has its events,
+# which win over its summary's (wrong) numbers.
+CELLS = [("fs", 1, True, True, summary(10, 40, 20, 30)), ("fs", 2, True, True, summary(12, 44, 22, 33)),
+         ("grouper", 1, True, True, summary(7, 20, 15, 20)), ("grouper", 2, True, True, summary(999, 999, 999, 999)),
+         ("baraat", 1, True, True, summary(9, 30, 18, 25)), ("baraat", 2, True, False, summary(1, 1, 1, 1)),
+         ("sincronia", 1, False, None, {"completed": False})]
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    out = tmp_path / "sweep"
+    (out / "cells").mkdir(parents=True)
+    (out / "sweep.yaml").write_text(yaml.safe_dump({"name": "s", "grid": {}}))
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["cell", "scheduler", "seed", "completed", "trustworthy", "error", "avg_sct_s"])
+        for scheduler, seed, completed, trustworthy, data in CELLS:
+            cell = f"sched-{scheduler}_seed-{seed}"
+            flag = {True: "true", False: "false", None: ""}
+            writer.writerow([cell, scheduler, seed, flag[completed], flag[trustworthy], "", data.get("avg_sct_s", "")])
+            if (scheduler, seed) == ("grouper", 2):
+                write_run(out / "cells" / cell, events(8))
+            else:
+                (out / "cells" / cell).mkdir()
+            (out / "cells" / cell / "summary.json").write_text(json.dumps(data))
+    write_run(tmp_path / "solo", events(5))
+    return out
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return {(r.get("metric") or r.get("model"), r["scheduler"]): r for r in csv.DictReader(f)}
+
+
+def test_figure_11_normalises_to_fs_over_common_seeds(sweep_dir):
+    figures.grouper_figures(sweep_dir)
+    table = rows(sweep_dir / "figure-11.csv")
+    sct = {s: table[("avg_sct_s", s)] for s in ("fs", "grouper", "baraat")}
+    assert float(sct["fs"]["mean_s"]) == 11 and float(sct["fs"]["normalised_to_fs"]) == 1
+    assert float(sct["grouper"]["normalised_to_fs"]) == pytest.approx(7.5 / 11)
+    assert float(sct["baraat"]["normalised_to_fs"]) == pytest.approx(0.9)  # seed 2 untrustworthy: seed 1 only
+    assert float(sct["baraat"]["grouper_reduction_pct"]) == pytest.approx(100 * (1 - 7 / 9))
+    assert float(sct["baraat"]["paper_normalised_to_fs"]) == pytest.approx(0.69 / 0.775)
+    assert float(sct["grouper"]["paper_normalised_to_fs"]) == pytest.approx(0.69)
+    assert float(table[("avg_cojct_s", "grouper")]["mean_s"]) == 14  # seed 2 from its events (8)
+    assert float(table[("avg_t90_s", "grouper")]["mean_s"]) == 13
+    assert float(table[("avg_cojct_s", "baraat")]["paper_normalised_to_fs"]) == pytest.approx(0.56 / 0.629)
+    assert figures.paper_normalised(figures.PAPER_FIG11["avg_cojct_s"], "sincronia") is None  # not in the text
+    md = (sweep_dir / "figure-11.md").read_text()
+    assert "| SCT | Grouper | 2 | 7.5 | 0.682 | 0.690 | n/a | n/a |" in md
+    assert "| SCT | Baraat | 1 | 9.0 | 0.900 | 0.890 | 22.2% | 22.5% |" in md
+    assert "left out: 2" in md and "sched-baraat_seed-2: untrustworthy" in md
+    assert "sched-sincronia_seed-1: not completed" in md
+
+
+def test_figure_12_per_model_and_figure_10_needs_solo_data(sweep_dir):
+    figures.grouper_figures(sweep_dir)
+    table = rows(sweep_dir / "figure-12.csv")
+    assert float(table[("deepspeech2", "grouper")]["normalised_to_fs"]) == pytest.approx(7.5 / 11)
+    assert table[("deepspeech2", "grouper")]["paper_normalised_to_fs"] == ""
+    assert "| deepspeech2 | Baraat | 1 | 9.0 | 0.900 | n/a |" in (sweep_dir / "figure-12.md").read_text()
+    assert "No solo calibration" in (sweep_dir / "figure-10.md").read_text()
+    assert all(r["stages"] == "0" for r in rows(sweep_dir / "figure-10.csv").values())
+
+
+def test_figure_10_with_a_solo_calibration(sweep_dir):
+    written = figures.grouper_figures(sweep_dir, solo_runs=[sweep_dir.parent / "solo"])
+    assert [p.name for p in written] == ["solo-sct.csv", "figure-10.csv", "figure-10-cdf.csv", "figure-10.md",
+                                         "figure-10.png", "figure-11.csv", "figure-11.md", "figure-11.png",
+                                         "figure-12.csv", "figure-12.md", "figure-12.png"]
+    assert all(p.stat().st_size > 0 for p in written)
+    with open(sweep_dir / "figure-10.csv", newline="") as f:
+        table = {r["scheduler"]: r for r in csv.DictReader(f)}
+    assert float(table["fs"]["avg_stage_slowdown"]) == pytest.approx(2.2)
+    assert float(table["fs"]["p90_stage_slowdown"]) == pytest.approx(2.36)
+    assert float(table["grouper"]["avg_stage_slowdown"]) == pytest.approx(1.5)
+    assert float(table["fs"]["grouper_reduction_avg_stage_slowdown_pct"]) == pytest.approx(100 * (1 - 3 / 4.4))
+    assert table["fs"]["paper_grouper_reduction_avg_stage_slowdown_pct"] == "34.7"
+    with open(sweep_dir / "figure-10-cdf.csv", newline="") as f:
+        fs_curve = [(float(r["slowdown"]), float(r["cdf"])) for r in csv.DictReader(f) if r["scheduler"] == "fs"]
+    assert fs_curve == [(2.0, 0.5), (2.4, 1.0)]
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path, sweep_dir):
+    with pytest.raises(SpecError, match=r"^RESULTS_DIR: .*results.csv: no such file"):
+        figures.grouper_figures(tmp_path / "nothing")
+    with pytest.raises(SpecError, match=r"^--solo: .*: no events.jsonl"):
+        figures.grouper_figures(sweep_dir, solo_runs=[tmp_path / "nothing"])
+
+
+def test_cli_figures(sweep_dir, capsys):
+    from experiments.cli import main
+    assert main(["figures", "grouper", str(sweep_dir)]) == 0
+    assert str(sweep_dir / "figure-11.md") in capsys.readouterr().out
