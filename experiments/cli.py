@@ -8,7 +8,7 @@ from experiments.errors import SpecError
 
 
 def _run(args) -> int:
-    from experiments.emulation.runner import run_spec_file
+    from experiments.runner import run_spec_file
     run = run_spec_file(args.spec, out=args.out)
     print(f"run directory: {run}")
     return 0

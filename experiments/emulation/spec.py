@@ -155,19 +155,26 @@ def _analysis(raw, flow_names: set[str]) -> dict:
 def validate(raw) -> dict:
     """Check a parsed spec and return it resolved (defaults filled)."""
     spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "duration_s", "flows"))
-    name = word("name", spec["name"])
-    description = string("description", spec.get("description", ""), non_empty=False)
-    topology, fab = _topology(spec["topology"])
+    common = validate_common(spec)
+    fab = fabric_of(common)
     duration = number("duration_s", spec["duration_s"], minimum=0, strict=True)
-    congestion = choice("tcp_congestion", spec.get("tcp_congestion", "bbr"), CONGESTION_CONTROLS)
     flows = _flows(spec["flows"], duration, fab)
     changes = _policy_changes(spec.get("policy_changes"), duration, flows, fab)
     analysis = _analysis(spec.get("analysis"), {f["name"] for f in flows})
+    return {**common, "duration_s": duration, "flows": flows, "policy_changes": changes, "analysis": analysis}
+
+
+def validate_common(spec: dict) -> dict:
+    """The fields every emulated workload kind shares: name, description, topology,
+    TCP congestion control, fidelity thresholds and how the fabric is realised."""
+    name = word("name", spec["name"])
+    description = string("description", spec.get("description", ""), non_empty=False)
+    topology, _fab = _topology(spec["topology"])
+    congestion = choice("tcp_congestion", spec.get("tcp_congestion", "bbr"), CONGESTION_CONTROLS)
     fidelity = dict(FIDELITY_DEFAULTS)
     for key, value in mapping("fidelity", spec.get("fidelity"), allowed=FIDELITY_DEFAULTS, optional=True).items():
         fidelity[key] = number(at("fidelity", key), value, minimum=0, maximum=1)
-    return {"name": name, "description": description, "topology": topology, "duration_s": duration,
-            "tcp_congestion": congestion, "flows": flows, "policy_changes": changes, "analysis": analysis,
+    return {"name": name, "description": description, "topology": topology, "tcp_congestion": congestion,
             "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation"))}
 
 

@@ -1,0 +1,1 @@
+"""The cojob workload kind (Grouper): spec, driver (coordinator + scheduler loop), run."""

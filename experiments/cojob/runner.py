@@ -1,0 +1,139 @@
+"""``trainbed run`` for the cojob workload kind: one spec -> one run directory.
+
+Bring the fabric up, start the background monitors (CPU, a sampled packet capture
+on every host link), run the driver until every cojob ended, collect the queue
+counters, tear down, then analyse: Grouper's metrics from ``events.jsonl``
+(``experiments.grouper_metrics``) and the conformance of the packets to the
+decisions (``conformance``). Like the timetable runner, any fault still leaves
+``summary.json`` with ``"completed": false`` and the error.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import traceback
+from pathlib import Path
+
+from controller.hostnet import netns_cmd
+from experiments import grouper_metrics, store
+from experiments.cojob import conformance
+from experiments.cojob import spec as cojob_spec
+from experiments.cojob.driver import CojobDriver
+from experiments.emulation import spec as emulation_spec
+from experiments.emulation.net import Emulation
+from experiments.emulation.runner import CpuMonitor, RunError, _one_line, _terminate_on_signals
+from topologies import queues
+from topologies.fabric import host_interface
+
+# Packets whose TCP sequence number's low 6 bits are 0: about 1 in 64 data segments,
+# spread over the whole run (1448-byte segments walk through every residue).
+SAMPLE_FILTER = "tcp and (tcp[7] & 0x3f) == 0"
+SAMPLE_LIMIT = 20000
+
+
+def _start_captures(em: Emulation, raw: Path) -> list:
+    """A sampled capture of what every host receives (DSCP as the switches left it)."""
+    captures = []
+    for host in em.fabric.hosts:
+        intf = host_interface(host.name)
+        captures.append(em.popen(host.name, ["tcpdump", "-i", intf, "-Q", "in", "-n", "-s", "96", "-U",
+                                             "-c", str(SAMPLE_LIMIT), "-w", str(raw / f"sample-{host.name}.pcap"),
+                                             SAMPLE_FILTER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return captures
+
+
+def _stop_captures(captures: list) -> None:
+    for proc in captures:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # tcpdump flushes its file on SIGINT
+    for proc in captures:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _host_queue_counters(em: Emulation) -> dict:
+    """Per host NIC, per queue: bytes/packets/dropped from ``tc -s class`` in its namespace."""
+    out = {}
+    for host in em.fabric.hosts:
+        cmd = netns_cmd(em.host(host.name).pid, ["tc", "-s", "class", "show", "dev", host_interface(host.name)])
+        out[host.name] = queues.queue_counters(subprocess.run(cmd, capture_output=True, text=True).stdout)
+    return out
+
+
+def run_cojob_spec(spec: dict, out: str | None = None, progress=print) -> Path:
+    run = store.new_run_dir("run", spec["name"], out)
+    store.write_spec(run, spec)
+    store.write_json(run / "environment.json", store.environment())
+    raw = run / "raw"
+    raw.mkdir(exist_ok=True)
+    workload = cojob_spec.build_workload(spec)
+    store.write_json(run / "workload.json", workload.to_dict())
+    previous = _terminate_on_signals()
+    cpu = CpuMonitor(time.monotonic())
+    outages: list[dict] = []
+    error: BaseException | None = None
+    started = time.monotonic()
+    try:
+        with Emulation(emulation_spec.fabric_of(spec), run, options=emulation_spec.options_of(spec)) as em:
+            events_path = str(em.record.path.parent / f"{em.run_id}.events.sock")
+            em.record.add_file(events_path)
+            captures = _start_captures(em, raw)
+            cpu.start()
+            driver = CojobDriver(em, spec, workload, run, events_path, progress=progress)
+            try:
+                driver.run()
+            finally:
+                driver.close()
+                cpu.stopped.set()
+                cpu.join()
+                _stop_captures(captures)
+                store.write_json(raw / "host_queue_counters.json", _host_queue_counters(em))
+                store.write_json(raw / "queue_counters.json", em.port_counters())
+                outages = em.controller_outages(started)
+    except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
+        error = err
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    summary: dict = {"name": spec["name"], "scheduler": spec["scheduler"]["name"], "seed": spec["seed"],
+                     "completed": error is None, "wall_s": round(time.monotonic() - started, 1)}
+    if error is not None:
+        summary["error"] = _one_line(error)
+        (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+    try:
+        summary.update(analyse(spec, run, workload.to_dict(), cpu, outages))
+    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
+        summary["analysis_error"] = _one_line(err)
+        summary["trustworthy"] = False
+    if error is not None:
+        summary["trustworthy"] = False
+    store.write_json(run / "summary.json", summary)
+    store.point_latest(run)
+    if error is not None:
+        raise RunError(f"run did not complete ({_one_line(error)}); partial results in {run}") from error
+    return run
+
+
+def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line]
+    decisions = [json.loads(line) for line in (run / "decisions.jsonl").read_text().splitlines() if line]
+    metrics = grouper_metrics.summarise(events, workload)
+    fabric = emulation_spec.fabric_of(spec)
+    check = conformance.check(fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
+                              json.loads((run / "raw" / "host_queue_counters.json").read_text()))
+    idle = cpu.idle_share() if cpu.samples else 1.0
+    reasons = []
+    if idle < spec["fidelity"]["min_cpu_idle"]:
+        reasons.append(f"CPU idle share {idle:.2f} < {spec['fidelity']['min_cpu_idle']:.2f}")
+    reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
+    with open(run / "cpu.csv", "w") as f:
+        f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{v:.3f}\n" for t, v in cpu.samples))
+    return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
+            "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
+            "conformance": check, "cpu_idle_share": idle, "controller_outages": outages,
+            "fidelity": {"cpu_idle_share": idle, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
+            "trustworthy": not reasons}

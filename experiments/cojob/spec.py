@@ -1,0 +1,96 @@
+"""Specs of the ``cojob`` workload kind: cojobs of PS-trained jobs, one scheduler.
+
+Format (README, "Cojob specs")::
+
+    name: grouper-smoke
+    topology: {kind: leaf_spine, ...}
+    seed: 1
+    time_limit_s: 600              # the run is stopped (completed: false) past this
+    tcp_congestion: bbr
+    workload:
+      kind: cojob
+      models: [deepspeech2, vgg19] # testbed arrivals: one cojob per model at t=0 ...
+      cojobs_per_model: 1          # ... and the next one of a model after stage S-2
+      jobs: 2                      # per cojob: 2^(stages-1)
+      stage_iterations: [3, 6]     # in run iterations
+      workers: 2
+      ps: 2
+      bytes_scale: 0.002           # of the model's bytes per iteration
+      # or: trace: ../shared/data/grouper-trace.json (relative to the checkout)
+    scheduler: {name: grouper, period_s: 2.0}
+    fidelity: {...}
+    emulation: {...}
+
+Compute time per iteration follows ``experiments.workloads.cojob.Scaling``: the
+testbed's comm/comp ratio at 1 Gbit/s is kept at the emulated host rate.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from experiments.emulation import spec as emulation_spec
+from experiments.store import REPO_ROOT
+from experiments.errors import SpecError
+from experiments.validation import ROOT, choice, integer, items, mapping, number, string
+from experiments.workloads import cojob as cojob_mod
+
+TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
+              "fidelity", "emulation"}
+WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
+                   "iterations_scale", "trace"}
+SCHEDULERS = ("fs", "baraat", "sincronia", "grouper", "grouper-immediate", "grouper-offline")
+SCHEDULER_FIELDS = {"name", "period_s"}
+
+
+def validate(raw) -> dict:
+    """Check a cojob spec and return it resolved (defaults filled)."""
+    spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "workload", "scheduler"))
+    common = emulation_spec.validate_common(spec)
+    workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind",))
+    choice("workload.kind", workload["kind"], ("cojob",))
+    resolved_workload = {"kind": "cojob", "workers": integer("workload.workers", workload.get("workers", 2), minimum=1),
+                         "ps": integer("workload.ps", workload.get("ps", 2), minimum=1),
+                         "bytes_scale": number("workload.bytes_scale", workload.get("bytes_scale", 0.01),
+                                               minimum=0, strict=True),
+                         "iterations_scale": number("workload.iterations_scale",
+                                                    workload.get("iterations_scale", 1.0), minimum=0, strict=True)}
+    if workload.get("trace") is not None:
+        trace = Path(string("workload.trace", workload["trace"]))
+        trace = trace if trace.is_absolute() else (REPO_ROOT / trace).resolve()  # relative to the checkout
+        if not trace.is_file():
+            raise SpecError("workload.trace", f"no such file: {trace}")
+        resolved_workload["trace"] = str(trace)
+    else:
+        models = [choice(p, v, cojob_mod.MODELS, what="model") for p, v in
+                  items("workload.models", workload.get("models", list(cojob_mod.MODELS)), non_empty=True)]
+        stages = [integer(p, v, minimum=1) for p, v in
+                  items("workload.stage_iterations", workload.get("stage_iterations", list(cojob_mod.TESTBED_STAGES)),
+                        non_empty=True)]
+        jobs = integer("workload.jobs", workload.get("jobs", 2 ** (len(stages) - 1)), minimum=1)
+        if jobs != 2 ** (len(stages) - 1):
+            raise SpecError("workload.jobs", f"successive halving over {len(stages)} stages needs "
+                                             f"{2 ** (len(stages) - 1)} jobs, got {jobs}")
+        resolved_workload.update(models=models, stage_iterations=stages, jobs=jobs,
+                                 cojobs_per_model=integer("workload.cojobs_per_model",
+                                                          workload.get("cojobs_per_model", 1), minimum=1))
+    scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
+    resolved_scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS),
+                          "period_s": number("scheduler.period_s", scheduler.get("period_s", 2.0), minimum=0,
+                                             strict=True)}
+    return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
+            "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
+            "workload": resolved_workload, "scheduler": resolved_scheduler}
+
+
+def build_workload(spec: dict) -> cojob_mod.Workload:
+    """The cojobs of the spec, placed on the fabric's hosts (racks = leaves)."""
+    fab = emulation_spec.fabric_of(spec)
+    hosts = [h.name for h in fab.hosts]
+    racks = {h.name: h.switch for h in fab.hosts}
+    w = spec["workload"]
+    if "trace" in w:
+        return cojob_mod.load_trace(w["trace"], hosts)
+    models = {name: cojob_mod.MODELS[name] for name in w["models"]}
+    plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"], w["stage_iterations"])
+    return cojob_mod.placed(plans, hosts, racks, source="testbed arrivals", workers=w["workers"], ps=w["ps"],
+                            seed=spec["seed"])

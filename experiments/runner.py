@@ -1,0 +1,43 @@
+"""One entry for every spec kind: a spec with a ``workload:`` section is run by its
+kind's runner (``cojob``); one without is a timetable of flows (``flows:``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from experiments.errors import SpecError
+
+
+def read_spec(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError("spec", f"no such file: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise SpecError("spec", f"{path} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+    return raw
+
+
+def validate_any(raw) -> dict:
+    if isinstance(raw, dict) and "workload" in raw:
+        from experiments.cojob import spec as cojob_spec
+        return cojob_spec.validate(raw)
+    from experiments.emulation import spec as emulation_spec
+    return emulation_spec.validate(raw)
+
+
+def run_any_spec(raw: dict, out: str | None = None) -> Path:
+    """Validate a raw spec (a dict as read from YAML) and run it; returns the run directory."""
+    spec = validate_any(raw)
+    if "workload" in spec:
+        from experiments.cojob.runner import run_cojob_spec
+        return run_cojob_spec(spec, out)
+    from experiments.emulation.runner import run_spec
+    return run_spec(spec, out)
+
+
+def run_spec_file(path: str | Path, out: str | None = None) -> Path:
+    return run_any_spec(read_spec(path), out)
