@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 VENV=.venv
 APT_PACKAGES="mininet openvswitch-switch iperf3 tcpdump iptables ethtool iputils-ping iproute2 util-linux python3-venv"
 
-stamp_inputs() { cat setup.cfg pyproject.toml scripts/install.sh; }
+stamp_inputs() { cat setup.cfg pyproject.toml scripts/install.sh scripts/install-gnn.sh; }
 want=$(stamp_inputs | sha256sum | cut -c1-16)
 if [ -f "$VENV/.trainbed-installed" ] && [ "$(cat "$VENV/.trainbed-installed")" = "$want" ] \
    && command -v ovs-vswitchd >/dev/null && command -v iperf3 >/dev/null; then
@@ -38,6 +38,8 @@ mkdir -p "$VENV/debian-mininet"
 ln -sfn /usr/lib/python3/dist-packages/mininet "$VENV/debian-mininet/mininet"
 echo "$(realpath "$VENV/debian-mininet")" > "$site/trainbed-debian-mininet.pth"
 "$VENV/bin/python" -c 'import mininet.net, os_ken, torch, torch_geometric, yaml, scapy'
+# DGL (CPU) for the distributed GNN workload: its own pins, torch left as it is.
+bash scripts/install-gnn.sh
 
 echo "$want" > "$VENV/.trainbed-installed"
 echo "install: done"

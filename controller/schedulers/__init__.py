@@ -1,8 +1,12 @@
-"""Scheduler algorithms as pure modules over plain data.
+"""Scheduler algorithms as pure modules over plain data; nothing here talks to a switch.
 
-Each takes ``Stage`` records (per-port remaining loads, see ``grouper``) and
-returns a global order of stage ids, then ``grouper.local_priorities`` /
-``grouper.to_queues`` turn it into a queue per stage per machine. Nothing here
-talks to a switch: the driver in ``experiments/`` builds the stages from its
-jobs and applies the queue decisions through the policy interface.
+- ``grouper`` / ``baselines``: cojob stage schedulers. They take ``Stage`` records
+  (per-port remaining loads) and return a global order of stage ids, which
+  ``grouper.local_priorities`` / ``grouper.to_queues`` turn into a queue per stage
+  per machine.
+- ``oes``: per-flow rates for distributed GNN training (min of the ingress and
+  egress shares) and the per-pair pipelining of its Alg. 1.
+
+The drivers in ``experiments/`` build these inputs from the events of the running
+tasks and apply the decisions through the policy interface.
 """
