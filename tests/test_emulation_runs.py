@@ -39,7 +39,7 @@ def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, pri
     run = run_spec(spec, out=str(tmp_path / "run"))
     summary = json.loads((run / "summary.json").read_text())
     assert summary["high_share_while_both"] >= 0.90
-    assert summary["low_recovery_s"] is not None and summary["low_recovery_s"] <= 2.0
+    assert summary["low_recovery_s"] is not None and summary["low_recovery_s"] <= 3.0  # RTO backoff would be 4+ s
     assert summary["rate_limit_mechanism"] == mechanism
     assert abs(summary["rate_limit_achieved_mbps"] - 40) <= 4.0, summary["rate_limit_achieved_mbps"]
     assert 0.85 <= summary["link_goodput_ratio"] <= 1.0

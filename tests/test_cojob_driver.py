@@ -1,0 +1,95 @@
+"""The cojob driver's planning logic without a fabric: port plan, flows, stage loads, decisions."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from experiments.cojob import spec as cojob_spec
+from experiments.cojob.driver import EPHEMERAL_START, CojobDriver
+from experiments.emulation.spec import fabric_of
+from experiments.runner import read_spec
+
+
+class FakeClient:
+    def __init__(self):
+        self.batches = []
+
+    def apply(self, changes):
+        self.batches.append(changes)
+        return list(range(100 + sum(len(b) for b in self.batches[:-1]), 100 + sum(len(b) for b in self.batches)))
+
+
+@pytest.fixture
+def driver(tmp_path):
+    def make(scheduler: str) -> CojobDriver:
+        raw = read_spec("experiments/specs/grouper-testbed.yaml")
+        raw["scheduler"]["name"] = scheduler
+        spec = cojob_spec.validate(raw)
+        em = SimpleNamespace(fabric=fabric_of(spec), client=FakeClient())
+        d = CojobDriver(em, spec, cojob_spec.build_workload(spec), tmp_path, str(tmp_path / f"{scheduler}.sock"),
+                        progress=lambda line: None)
+        return d
+    made = []
+    yield lambda scheduler: made.append(make(scheduler)) or made[-1]
+    for d in made:
+        d.server.close()
+        d.events_out.close()
+        d.decisions_out.close()
+
+
+def test_port_plan_gives_every_flow_a_distinct_five_tuple_below_the_ephemeral_range(driver):
+    d = driver("grouper")
+    keys, ports_by_host = set(), {}
+    for c in d.cojobs.values():
+        for job in c.jobs.values():
+            for flow in d.flows_of(job):
+                key = (flow["src"], flow["dst"], flow["src_port"], flow["dst_port"])
+                assert key not in keys and flow["src"] != flow["dst"]
+                keys.add(key)
+                assert max(flow["src_port"], flow["dst_port"]) < EPHEMERAL_START
+                ports_by_host.setdefault(flow["src"], set()).add(flow["src_port"])
+    assert len(keys) > 200
+    # a push and its pull are the two directions of one connection
+    for src, dst, sport, dport in keys:
+        assert (dst, src, dport, sport) in keys
+
+
+def _start(d, cojob_ids, stage=0):
+    for cojob_id in cojob_ids:
+        c = d.cojobs[cojob_id]
+        c.alive, c.stage, c.stage_started_t = set(c.jobs), stage, 0.0
+
+
+def test_online_assumes_every_live_job_runs_every_stage_offline_knows_the_kills(driver):
+    online, offline = driver("grouper"), driver("grouper-offline")
+    for d in (online, offline):
+        _start(d, [0])
+    every_on, running_on = online.stages_now()
+    every_off, _ = offline.stages_now()
+    assert [s.stage_id for s in running_on] == ["c0/s0"]
+    load = {s.stage_id: sum(s.loads.values()) for s in every_on}
+    load_off = {s.stage_id: sum(s.loads.values()) for s in every_off}
+    assert load["c0/s0"] == load_off["c0/s0"]  # the running stage is the same either way
+    assert load_off["c0/s1"] == pytest.approx(load["c0/s1"] / 2, rel=0.3)  # half the jobs survive stage 0
+    assert load_off["c0/s3"] < load["c0/s3"] / 4
+
+
+def test_a_decision_marks_each_flow_with_the_receivers_queue_and_queues_it_by_the_senders(driver):
+    d = driver("grouper")
+    _start(d, [0, 3])  # deepspeech2 (small) and vgg19 (large) share hosts
+    d.reschedule()
+    [batch] = d.em.client.batches
+    order = [line for line in (d.run_dir / "decisions.jsonl").read_text().splitlines()]
+    assert len(order) == 1 and '"order":["c0/s0","c3/s0"]' in order[0]  # the small cojob first (Fig. 3)
+    queues_used = {(c["set"]["queue"], c["set"]["host_queue"]) for c in batch}
+    assert queues_used <= {(q, h) for q in (1, 2) for h in (1, 2)} and (1, 1) in queues_used
+    d.reschedule()  # nothing changed: nothing sent
+    assert len(d.em.client.batches) == 1
+
+
+def test_fair_share_installs_nothing(driver):
+    d = driver("fs")
+    _start(d, [0, 3])
+    d.reschedule()
+    assert d.em.client.batches == []
