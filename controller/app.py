@@ -40,9 +40,8 @@ from controller.rules import FlowRule, Meter, SelectGroup
 from topologies.fabric import Fabric
 
 BARRIER_TIMEOUT_S = 5.0
-# OpenFlow errors that mean "already there" / "not there": an upsert retries with the other command.
-_EXISTS = {(6, 0): "group", (12, 1): "meter"}  # (OFPET_GROUP_MOD_FAILED, GROUP_EXISTS), (METER_MOD_FAILED, METER_EXISTS)
-_UNKNOWN = {(6, 8): "group", (12, 2): "meter"}  # UNKNOWN_GROUP, UNKNOWN_METER
+# OpenFlow errors (type, code) that mean "not there": an upsert that tried a modify then adds.
+_UNKNOWN = {(6, 8): "group", (12, 2): "meter"}  # GROUP_MOD_FAILED/UNKNOWN_GROUP, METER_MOD_FAILED/UNKNOWN_METER
 
 
 class TrainbedController(app_manager.OSKenApp):

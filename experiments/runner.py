@@ -4,21 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
-from experiments.errors import SpecError
-
-
-def read_spec(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError("spec", f"no such file: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise SpecError("spec", f"{path} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
-    return raw
+from experiments.validation import read_yaml as read_spec
 
 
 def validate_any(raw) -> dict:

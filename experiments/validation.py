@@ -23,11 +23,26 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import yaml
 
 from experiments.errors import SpecError
 
 ROOT = ""
 _PLAIN_KEY = re.compile(r"[\w-]+")
+
+
+def read_yaml(path) -> object:
+    """A spec file's parsed YAML, or a one-line error naming the file (and the line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError("spec", f"no such file: {path}")
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        raise SpecError("spec", f"{path} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
 
 
 def at(path: str, key: str | int) -> str:

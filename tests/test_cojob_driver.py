@@ -93,3 +93,14 @@ def test_fair_share_installs_nothing(driver):
     _start(d, [0, 3])
     d.reschedule()
     assert d.em.client.batches == []
+
+
+def test_poisson_arrivals_and_trace_workloads_resolve():
+    raw = read_spec("experiments/specs/grouper-testbed.yaml")
+    raw["workload"]["arrivals"] = {"kind": "poisson", "cojobs": 6, "mean_interarrival_s": 300, "workload_factor": 2}
+    spec = cojob_spec.validate(raw)
+    plans = cojob_spec.build_workload(spec).cojobs
+    assert len(plans) == 6 and plans[0].arrival.at_s == 0 and all(p.arrival.at_s is not None for p in plans)
+    raw["workload"]["arrivals"] = {"kind": "poisson", "cojobs": 6}
+    with pytest.raises(cojob_spec.SpecError, match="^workload.arrivals.mean_interarrival_s: is required"):
+        cojob_spec.validate(raw)

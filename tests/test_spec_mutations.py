@@ -17,13 +17,16 @@ from controller.policy import validate as validate_policy
 from experiments import validation as v
 from experiments.colocation.spec import resolve as resolve_colocation
 from experiments.emulation import spec as emulation
+from experiments.cojob.spec import build_workload
+from experiments.cojob.spec import validate as validate_cojob
 from experiments.errors import SpecError
 from topologies.fabric import leaf_spine
 
 SPECS = sorted((Path(__file__).resolve().parent.parent / "experiments" / "specs").glob("*.yaml"))
 RAW = {path.stem: yaml.safe_load(path.read_text()) for path in SPECS}
 COLOCATION = sorted(name for name, raw in RAW.items() if raw.get("kind") in ("training", "inference"))
-EMULATION = sorted(name for name in RAW if name not in COLOCATION)
+COJOB = sorted(name for name, raw in RAW.items() if "workload" in raw)
+EMULATION = sorted(name for name in RAW if name not in COLOCATION and name not in COJOB)
 # A field path: a name, then .field, [index] or ['odd key'] steps; `spec` is the root itself.
 FIELD_PATH = re.compile(r"^([\w-]+|\[.+?\])(\.[\w-]+|\[.+?\])*$")
 
@@ -98,8 +101,14 @@ def test_mutated_colocation_specs_fail_only_with_one_line_spec_errors(raw):
     assert_accepted_or_one_line_error(resolve_colocation, raw)
 
 
-def test_both_families_are_mutated():
-    assert "priority-demo" in EMULATION and "colocate-smoke" in COLOCATION
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(mutants(COJOB))
+def test_mutated_cojob_specs_fail_only_with_one_line_spec_errors(raw):
+    assert_accepted_or_one_line_error(lambda spec: build_workload(validate_cojob(spec)), raw)
+
+
+def test_every_family_is_mutated():
+    assert "priority-demo" in EMULATION and "colocate-smoke" in COLOCATION and "grouper-smoke" in COJOB
 
 
 def _error(validate, raw) -> str:

@@ -7,7 +7,8 @@ their stages (a stage ends when every surviving job of the cojob finished it; th
 the worse half is killed, by the plan's learning curves), starts cojobs as they
 arrive, and runs the scheduler: on its period and when a cojob starts
 (``grouper``, ``grouper-offline``, ``baraat``, ``sincronia``), on every stage start
-and end (``grouper-immediate``), or never (``fs``: every flow in one queue). A decision becomes one batch of flow policies
+and end (``grouper-immediate``), or never (``fs``: every flow in one queue). A
+decision becomes one batch of flow policies
 (``ControllerClient.apply``): per flow, the switch queue (DSCP) of the receiver's
 local priority and the sender NIC queue of the sender's (Fig. 8).
 
@@ -75,6 +76,12 @@ class EventServer:
             threading.Thread(target=self._read, args=(conn,), daemon=True, name="events-read").start()
 
     def _read(self, conn: socket.socket) -> None:
+        try:
+            self._read_lines(conn)
+        except OSError:
+            pass  # a task that dies resets its connection; its exit code tells the driver
+
+    def _read_lines(self, conn: socket.socket) -> None:
         with conn.makefile("rb") as stream:
             for line in stream:
                 try:
@@ -152,7 +159,8 @@ class CojobDriver:
                                       [f"{job.key}/w{i}" for i in range(self.workers)]
                                       + [f"{job.key}/p{i}" for i in range(self.ps)]) for job in plan.jobs}
             self.cojobs[plan.cojob_id] = CojobState(plan, jobs)
-        self.task_of_job = {task: key for c in self.cojobs.values() for key, job in c.jobs.items() for task in job.tasks}
+        self.task_of_job = {task: key for c in self.cojobs.values()
+                            for key, job in c.jobs.items() for task in job.tasks}
         self.installed: dict[tuple, tuple[int, int]] = {}  # flow key -> (queue, host_queue)
         self.policy_ids: dict[tuple, int] = {}
         self.processes: dict[str, object] = {}  # task id -> its process
@@ -211,10 +219,9 @@ class CojobDriver:
                 self._spawn(f"{job.plan.key}/p{p}", host, common + ["--role", "ps", "--index", str(p),
                                                                     "--host", host, "--listen", ps_addrs[-1]])
             for w, host in enumerate(placement.workers):
-                self._spawn(f"{job.plan.key}/w{w}", host, common + ["--role", "worker", "--index", str(w), "--host", host,
-                                            "--compute-s", f"{iteration.compute_s:.6f}",
-                                            "--ps-addrs", ",".join(ps_addrs),
-                                            "--worker-port-base", str(self.worker_base(job, w))])
+                self._spawn(f"{job.plan.key}/w{w}", host, common + [
+                    "--role", "worker", "--index", str(w), "--host", host, "--compute-s", f"{iteration.compute_s:.6f}",
+                    "--ps-addrs", ",".join(ps_addrs), "--worker-port-base", str(self.worker_base(job, w))])
         c.alive = set(c.jobs)
 
     def _spawn(self, task: str, host: str, args: list[str]) -> None:

@@ -11,6 +11,7 @@ Format (README, "Cojob specs")::
       kind: cojob
       models: [deepspeech2, vgg19] # testbed arrivals: one cojob per model at t=0 ...
       cojobs_per_model: 1          # ... and the next one of a model after stage S-2
+      # arrivals: {kind: poisson, cojobs: 12, mean_interarrival_s: 600, workload_factor: 1.5}
       jobs: 2                      # per cojob: 2^(stages-1)
       stage_iterations: [3, 6]     # in run iterations
       workers: 2
@@ -37,9 +38,14 @@ from experiments.workloads import cojob as cojob_mod
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
-                   "iterations_scale", "trace"}
+                   "iterations_scale", "trace", "arrivals"}
+ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor"}
 SCHEDULERS = ("fs", "baraat", "sincronia", "grouper", "grouper-immediate", "grouper-offline")
 SCHEDULER_FIELDS = {"name", "period_s"}
+# Bounds that keep a spec emulatable on one box (and its validation fast).
+MAX_STAGES = 8  # successive halving: 2^(stages-1) jobs per cojob
+MAX_COJOBS = 200
+MAX_STAGE_ITERATIONS = 100_000
 
 
 def validate(raw) -> dict:
@@ -48,8 +54,9 @@ def validate(raw) -> dict:
     common = emulation_spec.validate_common(spec)
     workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind",))
     choice("workload.kind", workload["kind"], ("cojob",))
-    resolved_workload = {"kind": "cojob", "workers": integer("workload.workers", workload.get("workers", 2), minimum=1),
-                         "ps": integer("workload.ps", workload.get("ps", 2), minimum=1),
+    resolved_workload = {"kind": "cojob",
+                         "workers": integer("workload.workers", workload.get("workers", 2), minimum=1, maximum=16),
+                         "ps": integer("workload.ps", workload.get("ps", 2), minimum=1, maximum=16),
                          "bytes_scale": number("workload.bytes_scale", workload.get("bytes_scale", 0.01),
                                                minimum=0, strict=True),
                          "iterations_scale": number("workload.iterations_scale",
@@ -63,16 +70,20 @@ def validate(raw) -> dict:
     else:
         models = [choice(p, v, cojob_mod.MODELS, what="model") for p, v in
                   items("workload.models", workload.get("models", list(cojob_mod.MODELS)), non_empty=True)]
-        stages = [integer(p, v, minimum=1) for p, v in
+        stages = [integer(p, v, minimum=1, maximum=MAX_STAGE_ITERATIONS) for p, v in
                   items("workload.stage_iterations", workload.get("stage_iterations", list(cojob_mod.TESTBED_STAGES)),
                         non_empty=True)]
+        if len(stages) > MAX_STAGES:
+            raise SpecError("workload.stage_iterations", f"at most {MAX_STAGES} stages, got {len(stages)}")
         jobs = integer("workload.jobs", workload.get("jobs", 2 ** (len(stages) - 1)), minimum=1)
         if jobs != 2 ** (len(stages) - 1):
             raise SpecError("workload.jobs", f"successive halving over {len(stages)} stages needs "
                                              f"{2 ** (len(stages) - 1)} jobs, got {jobs}")
         resolved_workload.update(models=models, stage_iterations=stages, jobs=jobs,
                                  cojobs_per_model=integer("workload.cojobs_per_model",
-                                                          workload.get("cojobs_per_model", 1), minimum=1))
+                                                          workload.get("cojobs_per_model", 1), minimum=1,
+                                                          maximum=MAX_COJOBS),
+                                 arrivals=_arrivals(workload.get("arrivals")))
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
     resolved_scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS),
                           "period_s": number("scheduler.period_s", scheduler.get("period_s", 2.0), minimum=0,
@@ -80,6 +91,27 @@ def validate(raw) -> dict:
     return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
             "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
             "workload": resolved_workload, "scheduler": resolved_scheduler}
+
+
+def _arrivals(raw) -> dict:
+    """``testbed`` (one cojob per model at 0, the next of a model after stage S-2) or
+    ``poisson`` (seeded; testbed seconds between arrivals divided by the workload factor)."""
+    arrivals = mapping("workload.arrivals", raw, allowed=ARRIVAL_FIELDS, optional=True)
+    kind = choice("workload.arrivals.kind", arrivals.get("kind", "testbed"), ("testbed", "poisson"))
+    if kind == "testbed":
+        if set(arrivals) - {"kind"}:
+            raise SpecError("workload.arrivals",
+                            "testbed arrivals take no other field (cojobs_per_model sets the count)")
+        return {"kind": kind}
+    for required in ("cojobs", "mean_interarrival_s"):
+        if required not in arrivals:
+            raise SpecError(f"workload.arrivals.{required}", "is required for poisson arrivals")
+    return {"kind": kind, "cojobs": integer("workload.arrivals.cojobs", arrivals["cojobs"], minimum=1,
+                                           maximum=MAX_COJOBS),
+            "mean_interarrival_s": number("workload.arrivals.mean_interarrival_s", arrivals["mean_interarrival_s"],
+                                          minimum=0, strict=True),
+            "workload_factor": number("workload.arrivals.workload_factor", arrivals.get("workload_factor", 1.0),
+                                      minimum=0, strict=True)}
 
 
 def build_workload(spec: dict) -> cojob_mod.Workload:
@@ -91,6 +123,13 @@ def build_workload(spec: dict) -> cojob_mod.Workload:
     if "trace" in w:
         return cojob_mod.load_trace(w["trace"], hosts)
     models = {name: cojob_mod.MODELS[name] for name in w["models"]}
-    plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"], w["stage_iterations"])
-    return cojob_mod.placed(plans, hosts, racks, source="testbed arrivals", workers=w["workers"], ps=w["ps"],
-                            seed=spec["seed"])
+    arrivals = w["arrivals"]
+    if arrivals["kind"] == "poisson":
+        plans = cojob_mod.poisson_cojobs(arrivals["cojobs"], arrivals["mean_interarrival_s"],
+                                         arrivals["workload_factor"], spec["seed"], models, w["jobs"],
+                                         w["stage_iterations"])
+    else:
+        plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"],
+                                         w["stage_iterations"])
+    return cojob_mod.placed(plans, hosts, racks, source=f"{arrivals['kind']} arrivals", workers=w["workers"],
+                            ps=w["ps"], seed=spec["seed"])

@@ -47,7 +47,9 @@ class PrivateOVS:
                   f"--pidfile={run}/ovsdb-server.pid", "--detach", f"--log-file={log}/ovsdb-server.log")
         self._run("ovs-vsctl", "--no-wait", "init")
         self._run("ovs-vsctl", "--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true")
-        self._run("ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid", "--detach",
+        # --enable-dummy: bridges of datapath type "dummy" (dpif-netdev without a kernel tap) exist.
+        self._run("ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid",
+                  "--detach",
                   f"--log-file={log}/ovs-vswitchd.log")
         self._run("ovs-vsctl", "--timeout=10", "show")
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
 from experiments.emulation.net import EmulationOptions
@@ -25,6 +23,7 @@ from experiments.validation import (
     integer,
     items,
     mapping,
+    read_yaml,
     number,
     relocate,
     string,
@@ -179,16 +178,7 @@ def validate_common(spec: dict) -> dict:
 
 
 def load(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError("spec", f"no such file: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError("spec", f"{path} is not valid YAML{where}") from None
-    return validate(raw)
+    return validate(read_yaml(path))
 
 
 def options_of(spec: dict) -> EmulationOptions:
