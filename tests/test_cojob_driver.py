@@ -104,3 +104,16 @@ def test_poisson_arrivals_and_trace_workloads_resolve():
     raw["workload"]["arrivals"] = {"kind": "poisson", "cojobs": 6}
     with pytest.raises(cojob_spec.SpecError, match="^workload.arrivals.mean_interarrival_s: is required"):
         cojob_spec.validate(raw)
+
+
+def test_solo_calibration_keeps_the_cojobs_hosts_and_arrives_at_once():
+    raw = read_spec("experiments/specs/grouper-testbed.yaml")
+    full = cojob_spec.build_workload(cojob_spec.validate(raw))
+    raw["workload"]["only_cojob"] = 3
+    solo = cojob_spec.build_workload(cojob_spec.validate(raw))
+    [plan] = solo.cojobs
+    assert plan.cojob_id == 3 and plan.arrival.at_s == 0
+    assert dict(solo.placements) == {k: v for k, v in full.placements.items() if k.startswith("c3j")}
+    raw["workload"]["only_cojob"] = 9
+    with pytest.raises(cojob_spec.SpecError, match="^workload.only_cojob: no cojob 9"):
+        cojob_spec.build_workload(cojob_spec.validate(raw))

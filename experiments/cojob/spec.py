@@ -27,6 +27,7 @@ testbed's comm/comp ratio at 1 Gbit/s is kept at the emulated host rate.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from experiments.emulation import spec as emulation_spec
@@ -38,7 +39,7 @@ from experiments.workloads import cojob as cojob_mod
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
-                   "iterations_scale", "trace", "arrivals"}
+                   "iterations_scale", "trace", "arrivals", "only_cojob"}
 ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor"}
 SCHEDULERS = ("fs", "baraat", "sincronia", "grouper", "grouper-immediate", "grouper-offline")
 SCHEDULER_FIELDS = {"name", "period_s"}
@@ -61,6 +62,8 @@ def validate(raw) -> dict:
                                                minimum=0, strict=True),
                          "iterations_scale": number("workload.iterations_scale",
                                                     workload.get("iterations_scale", 1.0), minimum=0, strict=True)}
+    if workload.get("only_cojob") is not None:
+        resolved_workload["only_cojob"] = integer("workload.only_cojob", workload["only_cojob"], minimum=0)
     if workload.get("trace") is not None:
         trace = Path(string("workload.trace", workload["trace"]))
         trace = trace if trace.is_absolute() else (REPO_ROOT / trace).resolve()  # relative to the checkout
@@ -115,7 +118,24 @@ def _arrivals(raw) -> dict:
 
 
 def build_workload(spec: dict) -> cojob_mod.Workload:
-    """The cojobs of the spec, placed on the fabric's hosts (racks = leaves)."""
+    """The cojobs of the spec, placed on the fabric's hosts (racks = leaves).
+
+    With ``only_cojob`` the run is a solo calibration: that one cojob, arriving at 0,
+    on exactly the hosts it has in the full workload (for Fig. 10's stage slowdown)."""
+    full = _build_full(spec)
+    only = spec["workload"].get("only_cojob")
+    if only is None:
+        return full
+    plans = [plan for plan in full.cojobs if plan.cojob_id == only]
+    if not plans:
+        raise SpecError("workload.only_cojob", f"no cojob {only} (have 0..{len(full.cojobs) - 1})")
+    plan = replace(plans[0], arrival=cojob_mod.Arrival(at_s=0.0))
+    keys = {job.key for job in plan.jobs}
+    return cojob_mod.Workload((plan,), {k: v for k, v in full.placements.items() if k in keys},
+                              f"{full.source}, cojob {only} alone")
+
+
+def _build_full(spec: dict) -> cojob_mod.Workload:
     fab = emulation_spec.fabric_of(spec)
     hosts = [h.name for h in fab.hosts]
     racks = {h.name: h.switch for h in fab.hosts}
