@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
     figures.add_argument("paper", choices=("grouper",))
     figures.add_argument("dir", help="sweep directory (holds results.csv)")
-    figures.add_argument("--solo", action="append", default=[], metavar="RUN_DIR",
+    figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
     figures.set_defaults(func=_figures)
     return parser
