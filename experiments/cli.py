@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, FileExistsError, FileNotFoundError, RuntimeError) as err:
         print(f"trainbed: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:
+        print(f"trainbed: stopped: {err or 'interrupted'}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ from hosts.messages import MessageError, command, decode, encode
 PS_PORT_BASE = 20000
 WORKER_PORT_BASE = 2000
 EPHEMERAL_START = 32768
-TASK_TIMEOUT_S = 120.0
+# A task's longest wait without progress. Strict priority may starve a job for as long as
+# higher stages keep its ports busy (a 120 s bound failed a testbed run), so it is generous.
+TASK_TIMEOUT_S = 900.0
 STOP_GRACE_S = 15.0
 
 

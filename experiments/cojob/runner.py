@@ -113,6 +113,8 @@ def run_cojob_spec(spec: dict, out: str | None = None, progress=print) -> Path:
         summary["trustworthy"] = False
     store.write_json(run / "summary.json", summary)
     store.point_latest(run)
+    if isinstance(error, KeyboardInterrupt):  # a signal stops the caller too (a sweep, say)
+        raise KeyboardInterrupt(f"interrupted; partial results in {run}") from error
     if error is not None:
         raise RunError(f"run did not complete ({_one_line(error)}); partial results in {run}") from error
     return run
