@@ -8,3 +8,17 @@ class SpecError(ValueError):
         super().__init__(f"{field}: {problem}")
         self.field = field
         self.problem = problem
+
+
+class TeardownError(RuntimeError):
+    """Some tear-down steps failed; all steps ran. One line naming each failure."""
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one line, ``Type: first line``; a failed tear-down is shown after
+    the fault that started it, which is the one to read first."""
+    text = str(err).splitlines()[0] if str(err) else ""
+    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    if isinstance(err, TeardownError) and err.__context__ is not None:
+        line = f"{one_line(err.__context__)}; then {line}"
+    return line

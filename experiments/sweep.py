@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from experiments import store
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
 from experiments.validation import at, describe, error, integer, items, mapping, string, word
 
 SWEEP_FIELDS = ("name", "description", "spec", "grid", "schedulers", "seeds", "report")
@@ -238,11 +238,6 @@ def _read_summary(cell_dir: Path) -> dict | None:
     return summary if isinstance(summary, dict) else None
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).splitlines()[0] if str(err) else ""
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
 def _shown(value) -> str:
     if value is None:
         return "n/a"
@@ -332,7 +327,7 @@ def _run_cell(cell: Cell, directory: Path, run_cell: RunCell) -> tuple[dict | No
     try:
         run_cell(copy.deepcopy(cell.spec), cell_dir)
     except Exception as err:  # noqa: BLE001 - one failed cell must not stop the sweep
-        error_text = _one_line(err)
+        error_text = one_line(err)
     summary = _read_summary(cell_dir)
     if error_text is None and summary is None:
         error_text = "the runner wrote no summary.json"

@@ -45,6 +45,7 @@ EPHEMERAL_START = 32768
 # higher stages keep its ports busy (a 120 s bound failed a testbed run), so it is generous.
 TASK_TIMEOUT_S = 900.0
 STOP_GRACE_S = 15.0
+PROCESS_POLL_S = 1.0
 
 
 class DriverError(RuntimeError):
@@ -390,6 +391,7 @@ class CojobDriver:
         timed = sorted((self.scaling.arrival_s(c.plan.arrival.at_s), c.plan.cojob_id)
                        for c in self.cojobs.values() if c.plan.arrival.at_s is not None)
         next_tick = t0 + self.period_s
+        next_poll = t0
         while not all(c.ended for c in self.cojobs.values()):
             now = time.monotonic()
             while timed and t0 + timed[0][0] <= now:
@@ -406,7 +408,9 @@ class CojobDriver:
             except queue.Empty:
                 continue
             self.handle(message)
-            self._failed_processes()
+            if time.monotonic() >= next_poll:  # not per event: thousands of events, ~100 processes
+                self._failed_processes()
+                next_poll = time.monotonic() + PROCESS_POLL_S
 
     def _failed_processes(self) -> None:
         for task, proc in self.processes.items():

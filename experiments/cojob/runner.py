@@ -13,7 +13,6 @@ import json
 import signal
 import subprocess
 import time
-import traceback
 from pathlib import Path
 
 from controller.hostnet import netns_cmd
@@ -23,7 +22,7 @@ from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
-from experiments.emulation.runner import CpuMonitor, RunError, _one_line, _terminate_on_signals
+from experiments.emulation.runner import CpuMonitor, finish_run, terminate_on_signals
 from topologies import queues
 from topologies.fabric import host_interface
 
@@ -72,7 +71,7 @@ def run_cojob_spec(spec: dict, out: str | None = None, progress=print) -> Path:
     raw.mkdir(exist_ok=True)
     workload = cojob_spec.build_workload(spec)
     store.write_json(run / "workload.json", workload.to_dict())
-    previous = _terminate_on_signals()
+    previous = terminate_on_signals()
     cpu = CpuMonitor(time.monotonic())
     outages: list[dict] = []
     error: BaseException | None = None
@@ -99,25 +98,10 @@ def run_cojob_spec(spec: dict, out: str | None = None, progress=print) -> Path:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    summary: dict = {"name": spec["name"], "scheduler": spec["scheduler"]["name"], "seed": spec["seed"],
-                     "completed": error is None, "wall_s": round(time.monotonic() - started, 1)}
-    if error is not None:
-        summary["error"] = _one_line(error)
-        (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
-    try:
-        summary.update(analyse(spec, run, workload.to_dict(), cpu, outages))
-    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
-        summary["analysis_error"] = _one_line(err)
-        summary["trustworthy"] = False
-    if error is not None:
-        summary["trustworthy"] = False
-    store.write_json(run / "summary.json", summary)
-    store.point_latest(run)
-    if isinstance(error, KeyboardInterrupt):  # a signal stops the caller too (a sweep, say)
-        raise KeyboardInterrupt(f"interrupted; partial results in {run}") from error
-    if error is not None:
-        raise RunError(f"run did not complete ({_one_line(error)}); partial results in {run}") from error
-    return run
+    cpu.write_csv(run / "cpu.csv")
+    summary = {"name": spec["name"], "scheduler": spec["scheduler"]["name"], "seed": spec["seed"],
+               "wall_s": round(time.monotonic() - started, 1)}
+    return finish_run(run, summary, error, lambda: analyse(spec, run, workload.to_dict(), cpu, outages))
 
 
 def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:
@@ -132,8 +116,6 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
     if idle < spec["fidelity"]["min_cpu_idle"]:
         reasons.append(f"CPU idle share {idle:.2f} < {spec['fidelity']['min_cpu_idle']:.2f}")
     reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
-    with open(run / "cpu.csv", "w") as f:
-        f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{v:.3f}\n" for t, v in cpu.samples))
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
             "conformance": check, "cpu_idle_share": idle, "controller_outages": outages,

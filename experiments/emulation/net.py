@@ -34,6 +34,7 @@ from controller.client import ControllerClient, ControllerError
 from controller.hostnet import netns_cmd, run_tc_batch
 from experiments.emulation.ovs import PrivateOVS, ovs_env
 from experiments.emulation.records import RunRecord, clean_record
+from experiments.errors import TeardownError
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
 from topologies.fabric import Fabric
@@ -58,10 +59,6 @@ class EmulationOptions:
 
 
 DATAPATH_TYPE = "dummy"
-
-
-class TeardownError(RuntimeError):
-    """Some tear-down steps failed; all steps ran. One line naming each failure."""
 
 
 def free_tcp_port() -> int:

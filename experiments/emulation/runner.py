@@ -11,12 +11,14 @@ import signal
 import subprocess
 import threading
 import time
+import traceback
 from pathlib import Path
 
 from experiments import store
 from experiments.emulation import metrics, plots
 from experiments.emulation import spec as spec_mod
-from experiments.emulation.net import Emulation, TeardownError
+from experiments.emulation.net import Emulation
+from experiments.errors import one_line
 from hosts import traffic
 
 INTERVAL_S = 0.5
@@ -49,8 +51,12 @@ class CpuMonitor(threading.Thread):
     def idle_share(self) -> float:
         return store.idle_share(self.first, self.last)
 
+    def write_csv(self, path: Path) -> None:
+        with open(path, "w") as f:
+            f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{idle:.3f}\n" for t, idle in self.samples))
 
-def _terminate_on_signals():
+
+def terminate_on_signals():
     def raise_interrupt(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
     previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -232,21 +238,13 @@ class RunError(RuntimeError):
     """A run could not complete; its run directory still holds a summary (completed: false)."""
 
 
-def _one_line(err: BaseException) -> str:
-    text = str(err).splitlines()[0] if str(err) else ""
-    line = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    if isinstance(err, TeardownError) and err.__context__ is not None:
-        line = f"{_one_line(err.__context__)}; then {line}"  # the fault that started the tear-down comes first
-    return line
-
-
 def _collect(em: Emulation, raw: Path, played: dict) -> None:
     """Raw data kept from the live fabric; each part independently of the others."""
     for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies)):
         try:
             data = fetch()
         except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
-            played.setdefault("collect_errors", []).append(f"{name}: {_one_line(err)}")
+            played.setdefault("collect_errors", []).append(f"{name}: {one_line(err)}")
             continue
         store.write_json(raw / name, data)
         if name == "policies.json":
@@ -265,7 +263,7 @@ def run_spec(spec: dict, out: str | None = None) -> Path:
     store.write_json(run / "environment.json", store.environment())
     raw = run / "raw"
     raw.mkdir(exist_ok=True)
-    previous = _terminate_on_signals()
+    previous = terminate_on_signals()
     played: dict = {}
     cpu = CpuMonitor(time.monotonic())
     outages: list[dict] = []
@@ -285,26 +283,34 @@ def run_spec(spec: dict, out: str | None = None) -> Path:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    with open(run / "cpu.csv", "w") as f:
-        f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{idle:.3f}\n" for t, idle in cpu.samples))
-    summary: dict = {"name": spec["name"], "completed": error is None}
-    if error is not None:
-        summary["error"] = _one_line(error)
-    try:
-        summary.update(analyse(spec, run, played, cpu.idle_share() if cpu.samples else None, outages))
-    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
-        summary["analysis_error"] = _one_line(err)
-        summary["trustworthy"] = False
+    cpu.write_csv(run / "cpu.csv")
+    summary = {"name": spec["name"]}
     if played.get("collect_errors"):
         summary["collect_errors"] = played["collect_errors"]
+    return finish_run(run, summary, error,
+                      lambda: analyse(spec, run, played, cpu.idle_share() if cpu.samples else None, outages))
+
+
+def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) -> Path:
+    """The end every runner shares: record the error (and its traceback), add what
+    ``analysis()`` can still compute, write ``summary.json``, point ``results/latest``
+    at the run, then raise: ``KeyboardInterrupt`` after a signal (so a caller such as
+    a sweep stops too), ``RunError`` after any other fault."""
+    summary["completed"] = error is None
+    if error is not None:
+        summary["error"] = one_line(error)
+        (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+    try:
+        summary.update(analysis())
+    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
+        summary["analysis_error"] = one_line(err)
+        summary["trustworthy"] = False
+    if error is not None:
+        summary["trustworthy"] = False
     store.write_json(run / "summary.json", summary)
     store.point_latest(run)
-    if isinstance(error, KeyboardInterrupt):  # a signal stops the caller too (a sweep, say)
+    if isinstance(error, KeyboardInterrupt):
         raise KeyboardInterrupt(f"interrupted; partial results in {run}") from error
     if error is not None:
-        raise RunError(f"run did not complete ({_one_line(error)}); partial results in {run}") from error
+        raise RunError(f"run did not complete ({one_line(error)}); partial results in {run}") from error
     return run
-
-
-def run_spec_file(path: str, out: str | None = None) -> Path:
-    return run_spec(spec_mod.load(path), out)
