@@ -214,7 +214,13 @@ def test_silent_ps_times_out(harness):
     assert all(proc.wait(timeout_s + 5) != 0 for proc in worker_procs)
     assert timeout_s - 0.2 < time.monotonic() - stopped < timeout_s + 4
     driver.wait_for(lambda events: driver.count("error", f"{JOB}/w0") == driver.count("error", f"{JOB}/w1") == 1)
-    assert all("timed out" in e["error"] for e in driver.events if e["kind"] == "error" and "/w" in e["task"])
+    # A worker blocked on the silent PS times out. A worker already past it may instead
+    # see the healthy PS close: that PS's own push barrier timed out waiting for the
+    # stuck worker. Either way, no worker waits much beyond the timeout.
+    errors = [e["error"] for e in driver.events if e["kind"] == "error" and "/w" in e["task"]]
+    assert any("timed out" in error for error in errors), errors
+    assert all("timed out" in error or "peer closed" in error or "reset" in error or "Broken pipe" in error
+               for error in errors), errors
 
 
 def test_missing_events_socket_exits_at_once(harness):
