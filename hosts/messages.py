@@ -10,8 +10,11 @@ happened, ``host`` and ``task``, the sender's task id, e.g. "c0j3/w1"):
 - ``hello``: a task is up; ``role`` ("worker", "ps", ...), ``job``, ``pid``.
 - ``flow_start`` / ``flow_end``: one transfer on the data network; ``flow`` (unique
   id), ``job``, ``src``, ``dst`` (hosts), ``bytes``, ``phase`` ("push", "pull", ...),
-  ``iteration``, ``stage``.
-- ``iteration_end``: a worker finished an iteration; ``job``, ``iteration``, ``stage``.
+  ``iteration``, ``stage``. GNN tasks report the end from the receiver, with ``flow``
+  and ``bytes`` only (``hosts.gnn.wire``).
+- ``iteration_end``: a worker finished an iteration; ``job``, ``iteration``, ``stage``
+  (GNN workers: ``loss``, ``val_accuracy`` or null, ``compute_s``, ``sync_s``, ``wait_s``).
+- ``compute``: a task's execution in one iteration; ``iteration``, ``seconds``.
 - ``stage_done``: a worker ran every iteration of the stage it was given; ``job``, ``stage``.
 - ``error``: a task failed; ``error`` is one line. The task exits non-zero after it.
 - ``bye``: a task is stopping normally.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 
-EVENTS = ("hello", "flow_start", "flow_end", "iteration_end", "stage_done", "error", "bye")
+EVENTS = ("hello", "flow_start", "flow_end", "iteration_end", "stage_done", "compute", "error", "bye")
 COMMANDS = ("run_stage", "stop")
 
 
