@@ -166,3 +166,19 @@ def queue_counters(text: str) -> dict[int, dict[str, int]]:
     """Counters per queue number from one switch port's ``tc -s class show``."""
     by_class = parse_class_counters(text)
     return {q: by_class[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in by_class}
+
+
+_RATE_RE = re.compile(r"^class htb 1:([0-9a-f]+) .*? rate (\d+(?:\.\d+)?)([KMG]?)bit ")
+_RATE_UNITS = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3}
+
+
+def host_flow_rates(text: str) -> dict[int, float]:
+    """A host's ``tc class show`` output -> {policy slot: rate in Mbit/s} of its per-flow
+    rate classes (the read-back of ``host_flow_set_cmds``; tc prints rates rounded to
+    its own units, e.g. "12500Kbit")."""
+    rates = {}
+    for line in text.splitlines():
+        m = _RATE_RE.match(line.strip())
+        if m and int(m.group(1), 16) >= HOST_FLOW_MINOR_BASE:
+            rates[int(m.group(1), 16) - HOST_FLOW_MINOR_BASE] = float(m.group(2)) * _RATE_UNITS[m.group(3)]
+    return rates
