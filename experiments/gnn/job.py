@@ -51,7 +51,7 @@ def prepare(workload: dict, tasks: dict[str, str], addresses: dict[str, str], ma
         "num_nodes": graph.num_nodes(), "features": shape.features, "classes": shape.classes,
         "edge_cut_share": round(parts.edge_cut_share, 4),
         **{k: workload[k] for k in ("fanouts", "batch_size", "hidden", "lr", "iterations", "eval_every",
-                                    "eval_nodes", "sync", "workers", "samplers_per_worker", "ps")},
+                                    "eval_nodes", "sync", "workers", "samplers_per_worker", "ps", "profile")},
         "seed": seed, "timeout_s": timeout_s,
         "tasks": {task: {"host": host, "ip": addresses[host], "port": TASK_PORT_BASE + k}
                   for k, (task, host) in enumerate(tasks.items())},

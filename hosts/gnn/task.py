@@ -493,6 +493,7 @@ def main(argv: list[str] | None = None) -> None:
         task = Task(args.events, job.host(args.task), args.task, program="gnn_task")
     except OSError as err:
         sys.exit(f"gnn_task {args.task}: events socket {args.events}: {err}")
+    wire.REPORT_LOCAL = bool(job.cfg.get("profile"))
     task.emit("hello", role=role, job="gnn", pid=os.getpid())
     spawn(task, "commands", task.read_commands)
     try:

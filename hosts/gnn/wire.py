@@ -14,6 +14,8 @@ two tasks on different machines is one frame, reported on the management channel
 
 Transfers between tasks on one machine use the same framing over loopback and are
 not reported: they cross no network (OES's F(j, n) holds only inter-machine flows).
+A profiling run reports them too (``REPORT_LOCAL``): another placement may put
+that pair on two machines.
 Requests (a sampler asking a store for neighbours or features) are not reported
 either: the paper ignores their volume (§III-B), though the fabric still counts them.
 
@@ -35,6 +37,7 @@ import numpy as np
 HEADER = struct.Struct("!BIIQ")  # kind, iteration, meta length, payload length
 INTRO = 0
 CHUNK = 1 << 20
+REPORT_LOCAL = False  # set once at start-up by a profiling task
 
 
 class PeerError(Exception):
@@ -57,7 +60,7 @@ class Link:
     def __init__(self, sock: socket.socket, task, peer_task: str, peer_host: str):
         self.sock, self.task = sock, task
         self.peer_task, self.peer_host = peer_task, peer_host
-        self.remote = peer_host != task.host
+        self.reported = peer_host != task.host or REPORT_LOCAL
         self.local_port, self.peer_port = sock.getsockname()[1], sock.getpeername()[1]
         self._send_lock, self._recv_lock = threading.Lock(), threading.Lock()
 
@@ -65,7 +68,7 @@ class Link:
              **scalars) -> int:
         """One frame; a remote one with a ``phase`` is a reported flow. Returns its bytes."""
         arrays = {name: np.ascontiguousarray(a) for name, a in (arrays or {}).items()}
-        flow = f"{self.task.task_id}->{self.peer_task}/i{iteration}/{phase}" if phase and self.remote else None
+        flow = f"{self.task.task_id}->{self.peer_task}/i{iteration}/{phase}" if phase and self.reported else None
         meta = json.dumps({"arrays": [[n, a.dtype.str, list(a.shape)] for n, a in arrays.items()],
                            "flow": flow, **scalars}, separators=(",", ":")).encode()
         payload = sum(a.nbytes for a in arrays.values())

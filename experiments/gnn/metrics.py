@@ -1,0 +1,134 @@
+"""GNN training metrics, computed afterwards from a run's data files (pure functions).
+
+Inputs: the events (``events.jsonl``: hello, flow_start/flow_end, compute,
+iteration_end, ...) and OES's decisions (``decisions.jsonl``: when each flow
+5-tuple got which rate). Times are the tasks' ``time.time()`` stamps (one clock: all
+namespaces share the box).
+
+- Training: iterations (worker 0's), the loss at the first and the last iteration
+  (mean over workers), the last and best validation accuracy, time to the target
+  accuracy from the moment every task was up, per-iteration time (median of
+  worker 0's iteration intervals after the first, which includes start-up), and the
+  communication share of iteration time (1 - compute / iteration, over workers).
+- Flows: every inter-machine transfer with its bytes, duration, achieved rate and,
+  under OES, the time-weighted mean target rate of its 5-tuple over its life.
+- Rate updates: OES decision latency (a flow event's time to its batch being
+  applied) and apply time, p50/p99.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def flows(events: list[dict], decisions: list[dict]) -> list[dict]:
+    """Inter-machine transfers in start order, with achieved and (OES) target rates."""
+    starts = {e["flow"]: e for e in events if e["kind"] == "flow_start" and e["src"] != e["dst"]}
+    ends = {e["flow"]: e["t"] for e in events if e["kind"] == "flow_end"}
+    history: dict[tuple, list[tuple[float, float]]] = defaultdict(list)  # 5-tuple -> [(t, Mbit/s)]
+    for d in decisions:
+        for src, dst, proto, src_port, dst_port, mbps, _policy_id in d["set"]:
+            history[(src, dst, proto, src_port, dst_port)].append((d["t"], mbps))
+    rows = []
+    for fid, e in sorted(starts.items(), key=lambda item: item[1]["t"]):
+        end = ends.get(fid)
+        duration = None if end is None else max(end - e["t"], 1e-6)
+        key = (e["src"], e["dst"], "tcp", e["src_port"], e["dst_port"])
+        rows.append({"flow": fid, "src": e["src"], "dst": e["dst"], "src_task": e["src_task"],
+                     "dst_task": e["dst_task"], "phase": e["phase"], "iteration": e["iteration"],
+                     "bytes": e["bytes"], "start_t": e["t"], "duration_s": duration,
+                     "achieved_mbps": None if duration is None else e["bytes"] * 8 / duration / 1e6,
+                     "target_mbps": None if end is None else _mean_target(history.get(key, []), e["t"], end)})
+    return rows
+
+
+def _mean_target(changes: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """Time-weighted mean of a piecewise-constant rate over [start, end]; None if no
+    rate was set for any of it. Before the first change inside the window the rate
+    is the last one set before it (an idle pair keeps its policy)."""
+    weighted, covered = 0.0, 0.0
+    for i, (t, mbps) in enumerate(changes):
+        t_next = changes[i + 1][0] if i + 1 < len(changes) else float("inf")
+        lo, hi = max(t, start), min(t_next, end)
+        if hi > lo:
+            weighted += mbps * (hi - lo)
+            covered += hi - lo
+    return weighted / covered if covered else None
+
+
+def training(events: list[dict], target: float | None) -> dict:
+    hellos = [e["t"] for e in events if e["kind"] == "hello"]
+    up_t = max(hellos) if hellos else None
+    ends = [e for e in events if e["kind"] == "iteration_end"]
+    by_worker: dict[str, list[dict]] = defaultdict(list)
+    for e in ends:
+        by_worker[e["task"]].append(e)
+    lead = sorted(by_worker.get("worker0", []), key=lambda e: e["iteration"])
+    losses = defaultdict(list)
+    for e in ends:
+        losses[e["iteration"]].append(e["loss"])
+    accuracies = [(e["t"], e["val_accuracy"]) for e in lead if e.get("val_accuracy") is not None]
+    reached = next((t for t, acc in accuracies if target is not None and acc >= target), None)
+    intervals = [b["t"] - a["t"] for a, b in zip(lead, lead[1:])]
+    shares = [1 - e["compute_s"] / (e["compute_s"] + e["wait_s"] + e["sync_s"])
+              for e in ends if e["iteration"] > 0 and e["compute_s"] + e["wait_s"] + e["sync_s"] > 0]
+    first, last = (min(losses), max(losses)) if losses else (None, None)
+    return {
+        "iterations": len(lead),
+        "train_loss_first": None if first is None else round(statistics.fmean(losses[first]), 4),
+        "train_loss_last": None if last is None else round(statistics.fmean(losses[last]), 4),
+        "val_accuracy": accuracies[-1][1] if accuracies else None,
+        "val_accuracy_best": max((acc for _, acc in accuracies), default=None),
+        "time_to_accuracy_s": None if reached is None or up_t is None else round(reached - up_t, 3),
+        "training_s": None if not lead or up_t is None else round(lead[-1]["t"] - up_t, 3),
+        "iteration_s_median": round(statistics.median(intervals), 4) if intervals else None,
+        "iteration_s_mean": round(statistics.fmean(intervals), 4) if intervals else None,
+        "communication_share": round(statistics.fmean(shares), 3) if shares else None,
+    }
+
+
+def compute_by_task(events: list[dict]) -> dict[str, float]:
+    """Task -> mean execution seconds per iteration (summed over its compute reports)."""
+    per = defaultdict(lambda: defaultdict(float))
+    for e in events:
+        if e["kind"] == "compute":
+            per[e["task"]][e["iteration"]] += e["seconds"]
+    return {task: round(statistics.fmean(its.values()), 6) for task, its in sorted(per.items())}
+
+
+def rate_updates(decisions: list[dict]) -> dict:
+    latencies = [x for d in decisions for x in d["latency_s"]]
+    applies = [d["apply_s"] for d in decisions]
+    one = [x for d in decisions if len(d["set"]) == 1 for x in d["latency_s"]]
+
+    def ms(value):
+        return None if value is None else round(value * 1000, 2)
+
+    return {"decisions": len(decisions), "policies_set": sum(len(d["set"]) for d in decisions),
+            "latency_ms_p50": ms(_percentile(latencies, 0.5)), "latency_ms_p99": ms(_percentile(latencies, 0.99)),
+            "one_flow_latency_ms_p99": ms(_percentile(one, 0.99)),
+            "apply_ms_p50": ms(_percentile(applies, 0.5)), "apply_ms_p99": ms(_percentile(applies, 0.99)),
+            "largest_batch": max((len(d["set"]) for d in decisions), default=0)}
+
+
+def profile(events: list[dict], iterations: int = 50) -> dict:
+    """The placement search's input: per task and iteration its execution seconds, per
+    flow (task pair, phase, iteration) its bytes, over the first ``iterations``."""
+    compute = defaultdict(lambda: defaultdict(float))
+    for e in events:
+        if e["kind"] == "compute" and e["iteration"] < iterations:
+            compute[e["task"]][e["iteration"]] += e["seconds"]
+    volumes = [{"src_task": e["src_task"], "dst_task": e["dst_task"], "src": e["src"], "dst": e["dst"],
+                "phase": e["phase"], "iteration": e["iteration"], "bytes": e["bytes"]}
+               for e in events if e["kind"] == "flow_start" and e["iteration"] < iterations]
+    return {"iterations": iterations,
+            "compute_s": {task: [round(its.get(i, 0.0), 6) for i in range(iterations)]
+                          for task, its in sorted(compute.items())},
+            "flows": volumes}
