@@ -1,0 +1,151 @@
+"""hosts/gnn/task.py as real DGL processes on 127.0.0.1 (three "machines" that differ
+by name only), driven by a minimal driver that logs the events."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from experiments.gnn.job import prepare
+from hosts.messages import decode
+
+REPO = Path(__file__).resolve().parents[1]
+MACHINES = ["h1", "h2", "h3"]
+
+
+class Events:
+    def __init__(self, path: str):
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(64)
+        self.events: list[dict] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn):
+        for line in conn.makefile("rb"):
+            with self.lock:
+                self.events.append(decode(line))
+
+    def of(self, kind: str) -> list[dict]:
+        with self.lock:
+            return [e for e in self.events if e["kind"] == kind]
+
+
+def launch(tmp_path: Path, tasks: dict[str, str], sync: str, workers: int, ps: int, iterations: int,
+           timeout_s: float = 60.0):
+    workload = {"graph": {"shape": "ogbn-products", "nodes": 2000, "avg_degree": 8}, "fanouts": [4, 8],
+                "batch_size": 32, "hidden": 32, "lr": 0.01, "iterations": iterations, "eval_every": 3,
+                "eval_nodes": 50, "sync": sync, "workers": workers, "samplers_per_worker": 1, "ps": ps,
+                "profile": False}
+    # 127.0.0.1 for every machine; the task ports keep the tasks apart.
+    port_base = 24000 + (os.getpid() % 200) * 40
+    import experiments.gnn.job as job_mod
+    job_mod.TASK_PORT_BASE, saved = port_base, job_mod.TASK_PORT_BASE
+    try:
+        prepare(workload, tasks, {m: "127.0.0.1" for m in MACHINES}, MACHINES, 1, tmp_path / "job", timeout_s)
+    finally:
+        job_mod.TASK_PORT_BASE = saved
+    events = Events(str(tmp_path / "events.sock"))
+    procs = {task: subprocess.Popen([sys.executable, "-m", "hosts.gnn.task", "--config",
+                                     str(tmp_path / "job" / "config.json"), "--task", task,
+                                     "--events", str(tmp_path / "events.sock")], cwd=REPO,
+                                    stderr=subprocess.PIPE, text=True)
+             for task in tasks}
+    return events, procs
+
+
+def wait_all(procs: dict, timeout_s: float) -> dict[str, int]:
+    deadline = time.monotonic() + timeout_s
+    codes = {}
+    try:
+        for task, proc in procs.items():
+            codes[task] = proc.wait(max(0.1, deadline - time.monotonic()))
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return codes
+
+
+def stores() -> dict[str, str]:
+    return {f"store{m}": host for m, host in enumerate(MACHINES)}
+
+
+def check_flows(events: Events) -> Counter:
+    time.sleep(0.3)  # the last events are in flight when the processes exit
+    starts = {e["flow"]: e for e in events.of("flow_start")}
+    ends = {e["flow"]: e for e in events.of("flow_end")}
+    assert len(starts) == len(events.of("flow_start")), "flow ids are unique"
+    assert starts.keys() == ends.keys()
+    for fid, e in starts.items():
+        assert e["src"] != e["dst"] and ends[fid]["bytes"] == e["bytes"] > 0
+        assert ends[fid]["t"] >= e["t"]
+    return Counter(e["phase"] for e in starts.values())
+
+
+def test_ps_training_runs_and_reports_every_transfer(tmp_path):
+    tasks = {**stores(), "sampler0": "h1", "sampler1": "h2", "worker0": "h2", "worker1": "h3", "ps0": "h1"}
+    events, procs = launch(tmp_path, tasks, "ps", workers=2, ps=1, iterations=9)
+    codes = wait_all(procs, 150)
+    assert all(code == 0 for code in codes.values()), {t: p.stderr.read()[-500:] for t, p in procs.items()}
+    phases = check_flows(events)
+    # Remote pairs only: sampler0 (h1) <- store1, store2; sampler1 (h2) <- store0, store2; per hop and features.
+    assert phases["sample0"] == phases["sample1"] == phases["feature"] == 4 * 9
+    assert phases["minibatch"] == 2 * 9  # sampler0 (h1) -> worker0 (h2), sampler1 (h2) -> worker1 (h3)
+    assert phases["gradient"] == phases["parameter"] == 2 * 9 and phases["init"] == 1
+    assert phases["evalbatch"] == 3  # iterations 2, 5, 8
+    ends = sorted(events.of("iteration_end"), key=lambda e: (e["task"], e["iteration"]))
+    lead = [e for e in ends if e["task"] == "worker0"]
+    assert [e["iteration"] for e in lead] == list(range(9))
+    assert lead[-1]["loss"] < lead[0]["loss"]
+    assert sum(e["val_accuracy"] is not None for e in lead) == 3
+    assert {e["task"] for e in events.of("compute")} == set(tasks)
+    assert len(events.of("bye")) == len(tasks)
+
+
+def test_ring_allreduce_sends_2w_minus_2_chunks(tmp_path):
+    tasks = {**stores(), "sampler0": "h1", "sampler1": "h2", "sampler2": "h3",
+             "worker0": "h1", "worker1": "h2", "worker2": "h3"}
+    events, procs = launch(tmp_path, tasks, "allreduce", workers=3, ps=0, iterations=4)
+    codes = wait_all(procs, 150)
+    assert all(code == 0 for code in codes.values()), {t: p.stderr.read()[-500:] for t, p in procs.items()}
+    phases = check_flows(events)
+    rings = {p: n for p, n in phases.items() if p.startswith("ring")}
+    assert rings == {f"ring{s}": 3 * 4 for s in range(4)}  # 2(W-1) steps, each worker, each iteration
+    assert "minibatch" not in phases  # every sampler sits with its worker
+    losses = {e["task"]: e["loss"] for e in events.of("iteration_end") if e["iteration"] == 3}
+    assert len(losses) == 3
+
+
+def test_a_dead_sampler_fails_its_worker_by_name_and_nothing_hangs(tmp_path):
+    tasks = {**stores(), "sampler0": "h1", "sampler1": "h2", "worker0": "h2", "worker1": "h3", "ps0": "h1"}
+    events, procs = launch(tmp_path, tasks, "ps", workers=2, ps=1, iterations=10_000, timeout_s=20)
+    deadline = time.monotonic() + 120
+    while not [e for e in events.of("iteration_end") if e["iteration"] >= 2]:
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.2)
+    procs["sampler0"].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    codes = wait_all(procs, 60)
+    assert time.monotonic() - killed < 40
+    assert codes["worker0"] != 0
+    errors = {e["task"]: e["error"] for e in events.of("error")}
+    assert "sampler0" in errors["worker0"], errors
