@@ -44,6 +44,7 @@ from topologies.fabric import host_interface
 STOP_GRACE_S = 15.0
 PROCESS_POLL_S = 1.0
 READBACK_EVERY = 10  # decisions between read-backs of the installed rates
+ROOT_CAUSE_WAIT_S = 1.0  # after a failure, how long to look for a killed task behind it
 
 
 class GnnDriver:
@@ -130,7 +131,21 @@ class GnnDriver:
             if code == 0 or self.stopping:
                 self.finished.add(task)
             else:
-                raise DriverError(f"task {task} on {self.tasks[task]} exited with {code}; see tasks.log")
+                raise DriverError(self._root_cause(f"task {task} on {self.tasks[task]} exited with {code}"))
+
+    def _root_cause(self, first_report: str) -> str:
+        """The first failure heard may be a peer's: a task killed by a signal says
+        nothing, its peers report the closed connection. Name the killed one first."""
+        deadline = time.monotonic() + ROOT_CAUSE_WAIT_S
+        while True:
+            killed = [(task, -code) for task, proc in self.processes.items()
+                      if (code := proc.poll()) is not None and code < 0]
+            if killed or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        causes = [f"task {task} on {self.tasks[task]} was killed (signal {signal})" for task, signal in killed
+                  if f"task {task} " not in first_report]
+        return "; ".join(causes + [first_report]) + "; see tasks.log"
 
     def close(self) -> None:
         """Stop every task still running, then close the channel and the logs."""
@@ -165,7 +180,8 @@ class GnnDriver:
         if kind == "error":
             if self.stopping:
                 return False  # peers of stopped tasks see their connections close
-            raise DriverError(f"task {task} on {message.get('host', '?')} failed: {message.get('error')}")
+            raise DriverError(self._root_cause(f"task {task} on {message.get('host', '?')} failed: "
+                                               f"{message.get('error')}"))
         if kind == "bye":
             self.finished.add(task)
         elif kind == "flow_start" and message["src"] == message["dst"]:
