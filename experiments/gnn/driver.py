@@ -63,15 +63,9 @@ class GnnDriver:
         self.events_out = open(run_dir / "events.jsonl", "w")
         self.decisions_out = open(run_dir / "decisions.jsonl", "w")
         self.readback_out = open(run_dir / "rate_readback.jsonl", "w")
+        self.oes = OesRates(em, self.oes_machines, self.decisions_out, self.readback_out) \
+            if self.scheduler == "oes" else None
         self.processes: dict[str, subprocess.Popen] = {}
-        self.active: dict[str, dict] = {}  # flow id -> its flow_start event
-        self.ended_early: set[str] = set()  # flow_end heard before its flow_start
-        self.local: set[str] = set()  # same-machine transfers in flight (profiling runs report them)
-        self.installed: dict[tuple, tuple[int, float]] = {}  # 5-tuple -> (policy id, Mbit/s)
-        self.targets: dict[int, float] = {}  # policy id -> the rate last installed for it
-        self.pending_triggers: list[float] = []  # event times the next decision answers
-        self.decisions = 0
-        self.readback_errors: list[float] = []
         self.finished: set[str] = set()
         self.stopping = False
         self.reached_t: float | None = None
@@ -117,8 +111,8 @@ class GnnDriver:
                     message = self.server.inbox.get_nowait()
                 except queue.Empty:
                     message = None
-            if changed and self.scheduler == "oes" and not self.stopping:
-                self.reschedule()
+            if changed and not self.stopping:
+                self.oes.decide()
             if time.monotonic() >= next_poll:
                 self._check_processes()
                 next_poll = time.monotonic() + PROCESS_POLL_S
@@ -160,8 +154,8 @@ class GnnDriver:
                 proc.wait()
         while not self.server.inbox.empty():
             self.log(self.server.inbox.get())
-        if self.installed:
-            self.read_back()  # every installed rate, once more, before the fabric goes
+        if self.oes is not None and self.oes.installed:
+            self.oes.read_back()  # every installed rate, once more, before the fabric goes
         self.server.close()
         for out in (self.events_out, self.decisions_out, self.readback_out):
             out.close()
@@ -184,23 +178,8 @@ class GnnDriver:
                                                f"{message.get('error')}"))
         if kind == "bye":
             self.finished.add(task)
-        elif kind == "flow_start" and message["src"] == message["dst"]:
-            self.local.add(message["flow"])  # reported by a profiling run; no network flow
-        elif kind == "flow_start":
-            if message["flow"] in self.ended_early:
-                self.ended_early.discard(message["flow"])
-                return False
-            self.active[message["flow"]] = message
-            self.pending_triggers.append(message["t"])
-            return True
-        elif kind == "flow_end" and message["flow"] in self.local:
-            self.local.discard(message["flow"])
-        elif kind == "flow_end":
-            if self.active.pop(message["flow"], None) is None:
-                self.ended_early.add(message["flow"])
-                return False
-            self.pending_triggers.append(message["t"])
-            return True
+        elif kind in ("flow_start", "flow_end") and self.oes is not None:
+            return self.oes.on_flow_event(message)
         elif kind == "iteration_end" and task == "worker0":
             self._progress_of(message)
         return False
@@ -217,12 +196,47 @@ class GnnDriver:
             self.progress(f"target accuracy {target} reached at iteration {message['iteration']}; stopping")
             self.stop_all()
 
-    # --- OES -----------------------------------------------------------------------
-    def reschedule(self) -> None:
+
+class OesRates:
+    """OES in the fabric: the active inter-machine flows, the rate each got, and the
+    policies installed for them (one per flow 5-tuple; policy id = host class slot)."""
+
+    def __init__(self, em, machines: list[oes.Machine], decisions_out, readback_out):
+        self.em, self.machines = em, machines
+        self.decisions_out, self.readback_out = decisions_out, readback_out
+        self.active: dict[str, dict] = {}  # flow id -> its flow_start event
+        self.ended_early: set[str] = set()  # flow_end heard before its flow_start
+        self.local: set[str] = set()  # same-machine transfers in flight (profiling runs report them)
+        self.installed: dict[tuple, tuple[int, float]] = {}  # 5-tuple -> (policy id, Mbit/s)
+        self.pending_triggers: list[float] = []  # event times the next decision answers
+        self.decisions = 0
+        self.readback_errors: list[float] = []
+
+    def on_flow_event(self, message: dict) -> bool:
+        """Take a flow_start or flow_end; True if the set of active network flows changed."""
+        flow = message["flow"]
+        if message["kind"] == "flow_start":
+            if message["src"] == message["dst"]:
+                self.local.add(flow)
+                return False
+            if flow in self.ended_early:
+                self.ended_early.discard(flow)
+                return False
+            self.active[flow] = message
+        elif flow in self.local:
+            self.local.discard(flow)
+            return False
+        elif self.active.pop(flow, None) is None:
+            self.ended_early.add(flow)
+            return False
+        self.pending_triggers.append(message["t"])
+        return True
+
+    def decide(self) -> None:
         """OES rates of the active flows, installed as one batch of changed policies."""
         started = time.monotonic()
         flows = [oes.Flow(fid, f["src"], f["dst"], f["iteration"]) for fid, f in self.active.items()]
-        rates = oes.oes_rates(self.oes_machines, flows)
+        rates = oes.oes_rates(self.machines, flows)
         changes, keys = [], []
         for fid, mbps in sorted(rates.items()):
             f = self.active[fid]
@@ -239,7 +253,6 @@ class GnnDriver:
         done = time.time()
         for (key, mbps), policy_id in zip(keys, ids):
             self.installed[key] = (policy_id, mbps)
-            self.targets[policy_id] = mbps
         self.decisions += 1
         record = {"t": done, "apply_s": round(time.monotonic() - started, 5),
                   "active": [[f.src, f.dst] for f in flows],  # enough to recompute every rate
@@ -252,9 +265,9 @@ class GnnDriver:
     def read_back(self, hosts: set[str] | None = None) -> None:
         """Compare each host's installed per-flow rate classes with their targets."""
         by_host: dict[str, dict[int, float]] = {}
-        for (src, *_), (policy_id, _mbps) in self.installed.items():
+        for (src, *_), (policy_id, mbps) in self.installed.items():
             if hosts is None or src in hosts:
-                by_host.setdefault(src, {})[policy_id] = self.targets[policy_id]
+                by_host.setdefault(src, {})[policy_id] = mbps
         for host, targets in sorted(by_host.items()):
             cmd = netns_cmd(self.em.host(host).pid, ["tc", "class", "show", "dev", host_interface(host)])
             installed = queues.host_flow_rates(subprocess.run(cmd, capture_output=True, text=True).stdout)

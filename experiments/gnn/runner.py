@@ -65,8 +65,9 @@ def run_gnn_spec(spec: dict, out: str | None = None, progress=print) -> Path:
                 cpu.stopped.set()
                 cpu.join()
                 store.write_json(raw / "fabric_bytes.json", {"before": before, "after": host_bytes_into_fabric(em)})
-                driver_state = {"readback_max_rel_error": max(driver.readback_errors, default=None),
-                                "readbacks": len(driver.readback_errors), "edge_cut_share":
+                readbacks = driver.oes.readback_errors if driver.oes is not None else []
+                driver_state = {"readback_max_rel_error": max(readbacks, default=None),
+                                "readbacks": len(readbacks), "edge_cut_share":
                                 driver.config["edge_cut_share"], "placement": driver.tasks}
                 store.write_json(raw / "driver.json", driver_state)
                 outages = em.controller_outages(started)
