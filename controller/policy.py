@@ -166,6 +166,13 @@ def _host_set(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> list:
     return [("host_tc", policy.src, queues.host_flow_set_cmds(intf, policy_id, policy.rate_mbps, match))]
 
 
+def _host_rate_only_change(old: FlowPolicy, new: FlowPolicy) -> bool:
+    """Both are sender-side rate classes of the same flow (same key, hence same filter)."""
+    return (old.key == new.key and old.rate_mechanism == new.rate_mechanism == "host"
+            and old.rate_mbps is not None and new.rate_mbps is not None
+            and old.host_queue is None and new.host_queue is None)
+
+
 def _host_remove(policy: FlowPolicy, policy_id: int) -> list:
     if not _host_part(policy):
         return []
@@ -208,14 +215,21 @@ class PolicyTable:
         old_meter = _meter_for(old[1], pid, self.fabric) if old else None
         if meter:
             ops.append(("meter_set", meter, old_meter is not None))
-        ops.append(("rule_set", rule_for(policy, pid, self.fabric)))
+        rule = rule_for(policy, pid, self.fabric)
+        if not old or rule != rule_for(old[1], pid, self.fabric):  # a rate-only change leaves it
+            ops.append(("rule_set", rule))
         if old_meter and not meter:
             ops.append(("meter_del", old_meter))
-        if old:
-            # A u32 filter cannot be replaced without its handle (a "replace" adds a second
-            # one behind the first), so the sender's part is rebuilt, in the same tc batch.
-            ops += _host_remove(old[1], pid)
-        ops += _host_set(policy, pid, self.fabric)
+        if old and _host_rate_only_change(old[1], policy):
+            # OES's common case: one class's rate, no filter or queue touched, no barrier.
+            ops.append(("host_tc", policy.src, queues.host_flow_rate_cmds(host_interface(policy.src), pid,
+                                                                         policy.rate_mbps)))
+        else:
+            if old:
+                # A u32 filter cannot be replaced without its handle (a "replace" adds a second
+                # one behind the first), so the sender's part is rebuilt, in the same tc batch.
+                ops += _host_remove(old[1], pid)
+            ops += _host_set(policy, pid, self.fabric)
         by_key[policy.key] = (pid, policy)
         return pid, ops
 

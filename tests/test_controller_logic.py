@@ -140,9 +140,24 @@ def test_sender_queue_is_one_filter_on_the_senders_nic_and_changes_kind_cleanly(
     assert "match ip sport 40000 0xffff" in filter_cmd and filter_cmd.endswith(f"flowid {queues.queue_classid(1)}")
     assert queues.HOST_FLOW_PREF_BASE + queues.MAX_POLICY_SLOTS < queues.DSCP_FILTER_PREF
     _, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=3))
-    assert [op[0] for op in ops] == ["rule_set", "host_tc", "host_tc"]  # old filter deleted, new one added
-    assert "filter del" in ops[1][2][0] and ops[2][2][0].endswith(f"flowid {queues.queue_classid(3)}")
+    assert [op[0] for op in ops] == ["host_tc", "host_tc"]  # old filter deleted, new one added; rule unchanged
+    assert "filter del" in ops[0][2][0] and ops[1][2][0].endswith(f"flowid {queues.queue_classid(3)}")
     _, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, rate_mbps=5))
-    assert [op[0] for op in ops] == ["rule_set", "host_tc", "host_tc"] and "del" in ops[1][2][0]
+    assert [op[0] for op in ops] == ["host_tc", "host_tc"] and "del" in ops[0][2][0]
     with pytest.raises(PolicyError, match="^policy.host_queue: a flow's sender NIC class"):
         table.set(FlowPolicy("tbh1", "tbh3", host_queue=1, rate_mbps=5))
+
+
+def test_a_rate_only_change_is_one_class_command_and_no_switch_op():
+    table = PolicyTable(leaf_spine())
+    flow = dict(src="tbh1", dst="tbh3", proto="tcp", src_port=40000, dst_port=20000, rate_mechanism="host")
+    pid, first = table.set(FlowPolicy(**flow, rate_mbps=50.0))
+    assert [op[0] for op in first] == ["rule_set", "host_tc"] and len(first[1][2]) == 3  # class, queue, filter
+    same_pid, ops = table.set(FlowPolicy(**flow, rate_mbps=12.5))
+    assert same_pid == pid
+    [(kind, host, [cmd])] = ops
+    assert (kind, host) == ("host_tc", "tbh1")
+    assert f"classid 1:{queues.HOST_FLOW_MINOR_BASE + pid:x} htb rate 12.5mbit ceil 12.5mbit" in cmd
+    # Switching to a meter rebuilds: the rule now points at the meter, the host class goes.
+    _, ops = table.set(FlowPolicy(**{**flow, "rate_mechanism": "meter"}, rate_mbps=12.5))
+    assert [op[0] for op in ops] == ["meter_set", "rule_set", "host_tc"]

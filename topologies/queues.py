@@ -118,15 +118,21 @@ def host_flow_match(dst_ip: str, proto: str | None, src_port: int | None, dst_po
     return " ".join(parts)
 
 
-def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[str]:
-    """Add or change the rate class of flow ``slot`` on the sender (rate = ceil = target)."""
+def host_flow_rate_cmds(intf: str, slot: int, mbps: float) -> list[str]:
+    """Set the rate of flow ``slot``'s class on the sender (rate = ceil = target): all a
+    rate change of an installed flow needs, its filter and leaf queue stay."""
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
     rate = f"{mbps:g}mbit"
     # A small bucket keeps the class close to its rate over short windows.
     burst = max(int(mbps * 1e6 / 8 * 0.002), 15_000)
-    return [
-        f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {rate} ceil {rate} "
-        f"burst {burst} cburst {burst}",
+    return [f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {rate} ceil {rate} "
+            f"burst {burst} cburst {burst}"]
+
+
+def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[str]:
+    """Add the rate class of flow ``slot`` on the sender, with its leaf queue and filter."""
+    minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
+    return host_flow_rate_cmds(intf, slot, mbps) + [
         f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: bfifo limit {LEAF_LIMIT_BYTES}",
         f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
         f"{match} flowid 1:{minor}",
