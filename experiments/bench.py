@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments import bench_grouper, store
+from experiments import bench_gnn, bench_grouper, store
+from experiments.benchrows import row, show
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.metrics import per_second
 from experiments.emulation.net import Emulation, EmulationOptions
@@ -37,21 +38,6 @@ MIN_CPU_IDLE = 0.05
 MESH_PORT = 5600
 MESH_SECONDS = 10.0
 SETTLE_S = 2.0
-
-
-def row(name: str, value, unit: str = "", target=None, lower_is_better: bool = False) -> dict:
-    ok = None
-    if target is not None and value is not None:
-        ok = value <= target if lower_is_better else value >= target
-    return {"name": name, "value": value, "unit": unit, "target": target, "ok": ok}
-
-
-def show(rows: list[dict]) -> None:
-    for r in rows:
-        value = r["value"]
-        text = f"{value:10.3f}" if isinstance(value, float) else f"{str(value):>10}"
-        target = "" if r["target"] is None else f"target {r['target']:g}  {'OK' if r['ok'] else 'MISS'}"
-        print(f"{r['name']:<52} {text} {r['unit']:<8} {target}", flush=True)
 
 
 def cpu_idle_during(action) -> tuple[float, object]:
@@ -206,8 +192,9 @@ def main(argv: list[str] | None = None) -> None:
         workdir = Path(tmp)
         steps = [lambda: bench_grouper.pda_timings(), lambda: bench_bring_up_and_policies(workdir),
                  lambda: bench_capacity(workdir, args.quick), lambda: bench_priority_and_rate_limits(workdir)]
+        steps.append(lambda: bench_gnn.rate_update_latency(workdir))
         if not args.quick:
-            steps.append(lambda: bench_big_fabric(workdir))
+            steps += [lambda: bench_gnn.training_side_by_side(workdir), lambda: bench_big_fabric(workdir)]
         for step in steps:
             new_rows = step()
             show(new_rows)
