@@ -1,5 +1,5 @@
 """One entry for every spec kind: a spec with a ``workload:`` section is run by its
-kind's runner (``cojob``); one without is a timetable of flows (``flows:``)."""
+kind's runner (``gnn``, else ``cojob``); one without is a timetable of flows (``flows:``)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,11 @@ from experiments.validation import read_yaml as read_spec
 
 def validate_any(raw) -> dict:
     if isinstance(raw, dict) and "workload" in raw:
-        from experiments.cojob import spec as cojob_spec
+        workload = raw["workload"]
+        if isinstance(workload, dict) and workload.get("kind") == "gnn":
+            from experiments.gnn import spec as gnn_spec
+            return gnn_spec.validate(raw)
+        from experiments.cojob import spec as cojob_spec  # the default: its errors name any other kind
         return cojob_spec.validate(raw)
     from experiments.emulation import spec as emulation_spec
     return emulation_spec.validate(raw)

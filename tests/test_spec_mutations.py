@@ -20,13 +20,15 @@ from experiments.emulation import spec as emulation
 from experiments.cojob.spec import build_workload
 from experiments.cojob.spec import validate as validate_cojob
 from experiments.errors import SpecError
+from experiments.runner import validate_any
 from topologies.fabric import leaf_spine
 
 SPECS = sorted((Path(__file__).resolve().parent.parent / "experiments" / "specs").glob("*.yaml"))
 RAW = {path.stem: yaml.safe_load(path.read_text()) for path in SPECS}
 COLOCATION = sorted(name for name, raw in RAW.items() if raw.get("kind") in ("training", "inference"))
-COJOB = sorted(name for name, raw in RAW.items() if "workload" in raw)
-EMULATION = sorted(name for name in RAW if name not in COLOCATION and name not in COJOB)
+GNN = sorted(name for name, raw in RAW.items() if (raw.get("workload") or {}).get("kind") == "gnn")
+COJOB = sorted(name for name, raw in RAW.items() if "workload" in raw and name not in GNN)
+EMULATION = sorted(name for name in RAW if name not in COLOCATION and name not in COJOB and name not in GNN)
 # A field path: a name, then .field, [index] or ['odd key'] steps; `spec` is the root itself.
 FIELD_PATH = re.compile(r"^([\w-]+|\[.+?\])(\.[\w-]+|\[.+?\])*$")
 
@@ -107,8 +109,15 @@ def test_mutated_cojob_specs_fail_only_with_one_line_spec_errors(raw):
     assert_accepted_or_one_line_error(lambda spec: build_workload(validate_cojob(spec)), raw)
 
 
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(mutants(GNN))
+def test_mutated_gnn_specs_fail_only_with_one_line_spec_errors(raw):
+    assert_accepted_or_one_line_error(validate_any, raw)  # a mutated workload.kind goes to the cojob validator
+
+
 def test_every_family_is_mutated():
     assert "priority-demo" in EMULATION and "colocate-smoke" in COLOCATION and "grouper-smoke" in COJOB
+    assert "gnn-oes-smoke" in GNN
 
 
 def _error(validate, raw) -> str:

@@ -1,0 +1,177 @@
+"""Specs of the ``gnn`` workload kind: distributed GNN training (graph stores, samplers,
+workers, parameter servers or ring all-reduce) on the emulated hosts, one scheduler.
+
+Format (defaults in comments)::
+
+    name: gnn-oes-smoke
+    description: ...
+    topology: {kind: star, hosts: 3, host_mbps: 100}   # any kind; host_mbps_overrides for uneven NICs
+    seed: 1                      # 0
+    time_limit_s: 300            # 1800; the run is stopped (completed: false) past this
+    tcp_congestion: cubic        # bbr
+    workload:
+      kind: gnn
+      graph: {shape: ogbn-products, nodes: 4000, avg_degree: 10}
+                                 # shape: one of hosts.gnn.graphs.SHAPES (required); nodes
+                                 # (required): 2 x classes .. 2,000,000; avg_degree: null = the shape's
+      fanouts: [5, 10, 15]       # the shape's; 1..4 hops of 1..100 neighbours
+      batch_size: 32             # 32: seeds per sampler per iteration
+      workers: 2                 # 2 (1..16)
+      samplers_per_worker: 1     # 1 (1..8)
+      sync: ps                   # ps | allreduce
+      ps: 1                      # 1 (1..8) with ps; absent or 0 with allreduce
+      hidden: 256                # 256 (8..4096)
+      lr: 0.001                  # 0.001
+      iterations: 30             # 30: at most this many iterations per worker
+      target_accuracy: 0.8       # null: stop when validation accuracy reaches it
+      eval_every: 5              # 5: iterations between evaluations
+      eval_nodes: 200            # 200: validation seeds per evaluation
+      profile: false             # false
+      machines:                  # per host: {cpus: 8, memory_gb: 32, gpus: 0}
+        tbh1: {cpus: 4, memory_gb: 16}
+      task_resources:            # per task kind, see TASK_DEFAULTS
+        worker: {cpus: 2}
+      placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
+    scheduler: {name: oes}       # oes | default
+    fidelity: {...}
+    emulation: {...}
+
+The resolved spec's ``workload.placement`` is ``{"kind": ..., "tasks": {task id:
+host}}`` with every task, stores included, in ``placement.task_ids`` order (see
+``experiments.gnn.placement`` for the task ids and the policies); ``machines`` has
+every host, ``task_resources`` every task kind, each with all three resources.
+"""
+from __future__ import annotations
+
+from experiments.emulation import spec as emulation_spec
+from experiments.errors import SpecError
+from experiments.gnn import placement as placement_mod
+from experiments.validation import ROOT, at, boolean, choice, describe, integer, items, mapping, number
+from hosts.gnn.graphs import SHAPES, DatasetShape
+
+TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
+              "fidelity", "emulation"}
+WORKLOAD_FIELDS = {"kind", "graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
+                   "lr", "iterations", "target_accuracy", "eval_every", "eval_nodes", "profile", "machines",
+                   "task_resources", "placement"}
+GRAPH_FIELDS = {"shape", "nodes", "avg_degree"}
+SYNCS = ("ps", "allreduce")
+SCHEDULERS = ("oes", "default")
+SCHEDULER_FIELDS = {"name"}
+MACHINE_DEFAULTS = {"cpus": 8.0, "memory_gb": 32.0, "gpus": 0}
+TASK_DEFAULTS = {"store": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0},
+                 "sampler": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0},
+                 "worker": {"cpus": 1.0, "memory_gb": 3.0, "gpus": 0},
+                 "ps": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0}}
+DEFAULTS = {"batch_size": 32, "workers": 2, "samplers_per_worker": 1, "sync": "ps", "ps": 1, "hidden": 256,
+            "lr": 0.001, "iterations": 30, "target_accuracy": None, "eval_every": 5, "eval_nodes": 200,
+            "profile": False, "placement": "distdgl"}
+# Bounds that keep a job emulatable on one box (and its validation fast).
+MAX_NODES = 2_000_000
+MAX_AVG_DEGREE = 1000.0
+MAX_HOPS = 4
+MAX_FANOUT = 100
+MAX_CPUS = 1024.0
+MAX_MEMORY_GB = 65536.0
+MAX_GPUS = 64
+
+
+def validate(raw) -> dict:
+    """Check a gnn spec and return it resolved (defaults filled, every task placed)."""
+    spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "workload", "scheduler"))
+    common = emulation_spec.validate_common(spec)
+    hosts = [h.name for h in emulation_spec.fabric_of(common).hosts]
+    workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind", "graph"))
+    choice("workload.kind", workload["kind"], ("gnn",))
+
+    def field(name: str):
+        return workload.get(name, DEFAULTS[name])
+
+    graph, shape = _graph(workload["graph"])
+    fanouts = [integer(p, v, minimum=1, maximum=MAX_FANOUT) for p, v in
+               items("workload.fanouts", workload.get("fanouts", list(shape.fanouts)), non_empty=True)]
+    if len(fanouts) > MAX_HOPS:
+        raise SpecError("workload.fanouts", f"must have 1 to {MAX_HOPS} hops, got {len(fanouts)}")
+    sync = choice("workload.sync", field("sync"), SYNCS)
+    if sync == "ps":
+        ps = integer("workload.ps", field("ps"), minimum=1, maximum=8)
+    else:
+        ps = workload.get("ps", 0)
+        if ps is not None and (isinstance(ps, bool) or not isinstance(ps, int) or ps != 0):
+            raise SpecError("workload.ps", f"must be absent or 0 with sync allreduce (no parameter servers), "
+                                           f"got {describe(ps)}")
+        ps = 0
+    resolved = {"kind": "gnn", "graph": graph, "fanouts": fanouts,
+                "batch_size": integer("workload.batch_size", field("batch_size"), minimum=1, maximum=10_000),
+                "workers": integer("workload.workers", field("workers"), minimum=1, maximum=16),
+                "samplers_per_worker": integer("workload.samplers_per_worker", field("samplers_per_worker"),
+                                               minimum=1, maximum=8),
+                "sync": sync, "ps": ps,
+                "hidden": integer("workload.hidden", field("hidden"), minimum=8, maximum=4096),
+                "lr": number("workload.lr", field("lr"), minimum=0, strict=True),
+                "iterations": integer("workload.iterations", field("iterations"), minimum=1, maximum=100_000),
+                "target_accuracy": None if workload.get("target_accuracy") is None else
+                number("workload.target_accuracy", workload["target_accuracy"], minimum=0, maximum=1, strict=True),
+                "eval_every": integer("workload.eval_every", field("eval_every"), minimum=1, maximum=100_000),
+                "eval_nodes": integer("workload.eval_nodes", field("eval_nodes"), minimum=1, maximum=100_000),
+                "profile": boolean("workload.profile", field("profile")),
+                "machines": _machines(workload.get("machines"), hosts),
+                "task_resources": _task_resources(workload.get("task_resources"))}
+    resolved["placement"] = _placement(field("placement"), hosts, resolved)
+    scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
+    return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
+            "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
+            "workload": resolved, "scheduler": {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)}}
+
+
+def _graph(raw) -> tuple[dict, DatasetShape]:
+    graph = mapping("workload.graph", raw, allowed=GRAPH_FIELDS, required=("shape", "nodes"))
+    shape = SHAPES[choice("workload.graph.shape", graph["shape"], tuple(SHAPES), what="graph shape")]
+    nodes = integer("workload.graph.nodes", graph["nodes"], minimum=2 * shape.classes, maximum=MAX_NODES)
+    degree = graph.get("avg_degree")
+    if degree is not None:
+        degree = number("workload.graph.avg_degree", degree, minimum=0, maximum=MAX_AVG_DEGREE, strict=True)
+    return {"shape": shape.name, "nodes": nodes, "avg_degree": degree}, shape
+
+
+def _resources(path: str, raw, defaults: dict, *, machine: bool) -> dict:
+    """``{cpus, memory_gb, gpus}``, the missing ones from ``defaults``. A machine has
+    some CPU and memory (> 0); a task may take none of a resource (>= 0)."""
+    section = mapping(path, raw, allowed=placement_mod.RESOURCES, optional=True)
+    return {"cpus": number(at(path, "cpus"), section.get("cpus", defaults["cpus"]), minimum=0, maximum=MAX_CPUS,
+                           strict=machine),
+            "memory_gb": number(at(path, "memory_gb"), section.get("memory_gb", defaults["memory_gb"]), minimum=0,
+                                maximum=MAX_MEMORY_GB, strict=machine),
+            "gpus": integer(at(path, "gpus"), section.get("gpus", defaults["gpus"]), minimum=0, maximum=MAX_GPUS)}
+
+
+def _machines(raw, hosts: list[str]) -> dict:
+    section = mapping("workload.machines", raw, optional=True)
+    for name in section:
+        if name not in hosts:
+            raise SpecError(at("workload.machines", name),
+                            f"{name!r} is not a host of the topology ({hosts[0]}..{hosts[-1]})")
+    return {host: _resources(at("workload.machines", host), section.get(host), MACHINE_DEFAULTS, machine=True)
+            for host in hosts}
+
+
+def _task_resources(raw) -> dict:
+    section = mapping("workload.task_resources", raw, allowed=placement_mod.TASK_KINDS, optional=True)
+    return {kind: _resources(at("workload.task_resources", kind), section.get(kind), TASK_DEFAULTS[kind],
+                         machine=False)
+            for kind in placement_mod.TASK_KINDS}
+
+
+def _placement(raw, hosts: list[str], workload: dict) -> dict:
+    if isinstance(raw, dict):
+        kind = "explicit"
+    elif isinstance(raw, str) and raw in ("distdgl", "spread"):
+        kind = raw
+    else:
+        raise SpecError("workload.placement", f"must be distdgl, spread or a mapping of task id to host (explicit), "
+                                              f"got {describe(raw)}")
+    tasks = placement_mod.place(kind, hosts, workload["machines"], workload["task_resources"], workload["workers"],
+                                workload["samplers_per_worker"], workload["ps"],
+                                explicit=raw if kind == "explicit" else None)
+    return {"kind": kind, "tasks": tasks}
+
