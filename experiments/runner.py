@@ -22,6 +22,9 @@ def validate_any(raw) -> dict:
 def run_any_spec(raw: dict, out: str | None = None) -> Path:
     """Validate a raw spec (a dict as read from YAML) and run it; returns the run directory."""
     spec = validate_any(raw)
+    if "workload" in spec and spec["workload"]["kind"] == "gnn":
+        from experiments.gnn.runner import run_gnn_spec
+        return run_gnn_spec(spec, out)
     if "workload" in spec:
         from experiments.cojob.runner import run_cojob_spec
         return run_cojob_spec(spec, out)

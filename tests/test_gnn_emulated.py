@@ -1,0 +1,95 @@
+"""GNN training under OES on the real fabric (root): the CI smoke, and a task that dies."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from emulation_checks import assert_nothing_left, netns_inodes, processes_mentioning
+
+from controller.schedulers import oes
+from experiments.emulation.spec import fabric_of
+from experiments.runner import read_spec, validate_any
+
+pytestmark = pytest.mark.root
+REPO = Path(__file__).resolve().parent.parent
+SMOKE = REPO / "experiments" / "specs" / "gnn-oes-smoke.yaml"
+
+
+def run_cli(spec_path: Path, out: Path, timeout_s: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(spec_path), "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state):
+    namespaces = netns_inodes()
+    spec = validate_any(read_spec(SMOKE))
+    out = tmp_path / "run"
+    proc = run_cli(SMOKE, out)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] and summary["scheduler"] == "oes"
+    assert summary["iterations"] == spec["workload"]["iterations"]
+    assert summary["train_loss_last"] < summary["train_loss_first"]  # the DGL tasks train
+    # The transfers crossed the fabric: the switches received at least what the tasks reported.
+    assert summary["reported_transfer_bytes"] > 1e6
+    assert summary["fabric_counted_bytes"] >= summary["reported_transfer_bytes"]
+    # What the hosts have installed is what OES decided...
+    assert summary["rate_readbacks"] > 0 and summary["oes_rate_max_rel_error"] <= 0.01
+    # ... and what OES decided is Alg. 1's rate over the flows active at that moment.
+    fabric = fabric_of(spec)
+    machines = [oes.Machine(link.a, link.mbps, link.mbps) for link in fabric.host_links()]
+    decisions = read_jsonl(out / "decisions.jsonl")
+    assert decisions
+    for d in decisions:
+        active = [oes.Flow(str(i), src, dst) for i, (src, dst) in enumerate(d["active"])]
+        expected = {}
+        for flow, mbps in oes.oes_rates(machines, active).items():
+            expected.setdefault((active[int(flow)].src, active[int(flow)].dst), set()).add(round(mbps, 3))
+        for src, dst, _proto, _sport, _dport, mbps, _policy_id in d["set"]:
+            assert expected[(src, dst)] == {mbps}
+    # Some transfers shared a NIC, so OES gave rates below the link rate.
+    assert any(entry[5] < 100 for d in decisions for entry in d["set"])
+    assert summary["rate_updates"]["latency_ms_p99"] is not None
+    assert "cpu_idle_share" in summary["fidelity"]
+    assert_nothing_left(fabric, private_state, out, namespaces)
+
+
+def test_a_killed_task_ends_the_run_naming_it_and_leaves_nothing(tmp_path, private_state):
+    namespaces = netns_inodes()
+    raw = read_spec(SMOKE)
+    raw["name"] = "gnn-kill"
+    raw["workload"]["iterations"] = 100_000
+    spec_path = tmp_path / "kill.yaml"
+    spec_path.write_text(json.dumps(raw))
+    spec = validate_any(raw)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "run", str(spec_path), "--out", str(out)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    victim = "sampler1"
+    host = spec["workload"]["placement"]["tasks"][victim]
+    deadline = time.monotonic() + 300
+    pids = []
+    while not pids:  # the victim's process, once the driver has started it
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stdout.read()[-2000:] if proc.stdout else ""
+        pids = [pid for pid in processes_mentioning(str(out)) if f"--task\x00{victim}\x00" in
+                Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")]
+        time.sleep(0.5)
+    time.sleep(20)  # let training run (DGL start-up takes a while on two cores)
+    os.kill(pids[0], signal.SIGKILL)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode != 0, output[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] is False
+    assert f"task {victim} on {host}" in summary["error"], summary["error"]
+    assert (out / "events.jsonl").stat().st_size > 0 and (out / "tasks.log").exists()
+    assert_nothing_left(fabric_of(spec), private_state, out, namespaces)
