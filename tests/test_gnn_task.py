@@ -2,6 +2,7 @@
 by name only), driven by a minimal driver that logs the events."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -149,3 +150,15 @@ def test_a_dead_sampler_fails_its_worker_by_name_and_nothing_hangs(tmp_path):
     assert codes["worker0"] != 0
     errors = {e["task"]: e["error"] for e in events.of("error")}
     assert "sampler0" in errors["worker0"], errors
+
+
+def test_a_graph_is_partitioned_once_and_reused(tmp_path):
+    from experiments.gnn.job import partitioned
+    spec = {"shape": "ogbn-products", "nodes": 500, "avg_degree": 6}
+    first = partitioned(spec, 2, 3, tmp_path)
+    stamp = (first / "meta.json").stat().st_mtime_ns
+    again = partitioned(spec, 2, 3, tmp_path)
+    assert again == first and (again / "meta.json").stat().st_mtime_ns == stamp
+    assert json.loads((first / "meta.json").read_text())["node_ranges"][-1][1] == 500
+    assert partitioned({**spec, "nodes": 600}, 2, 3, tmp_path) != first
+    assert [p.name for p in (tmp_path / "gnn-graphs").iterdir() if p.name.startswith(".")] == []
