@@ -61,6 +61,16 @@ def write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def start_run(spec: dict, out: str | os.PathLike | None = None) -> Path:
+    """A fresh run directory holding the resolved spec, the environment and an empty
+    ``raw/``: how every runner begins."""
+    run = new_run_dir("run", spec["name"], out)
+    write_spec(run, spec)
+    write_json(run / "environment.json", environment())
+    (run / "raw").mkdir(exist_ok=True)
+    return run
+
+
 def write_spec(run: Path, resolved: dict) -> None:
     (run / "spec.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
 

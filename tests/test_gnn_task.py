@@ -5,48 +5,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
+from fake_driver import FakeDriver
 
 from experiments.gnn.job import prepare
-from hosts.messages import decode
 
 REPO = Path(__file__).resolve().parents[1]
 MACHINES = ["h1", "h2", "h3"]
-
-
-class Events:
-    def __init__(self, path: str):
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(path)
-        self.server.listen(64)
-        self.events: list[dict] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn):
-        for line in conn.makefile("rb"):
-            with self.lock:
-                self.events.append(decode(line))
-
-    def of(self, kind: str) -> list[dict]:
-        with self.lock:
-            return [e for e in self.events if e["kind"] == kind]
 
 
 def launch(tmp_path: Path, tasks: dict[str, str], sync: str, workers: int, ps: int, iterations: int,
@@ -63,7 +33,7 @@ def launch(tmp_path: Path, tasks: dict[str, str], sync: str, workers: int, ps: i
         prepare(workload, tasks, {m: "127.0.0.1" for m in MACHINES}, MACHINES, 1, tmp_path / "job", timeout_s)
     finally:
         job_mod.TASK_PORT_BASE = saved
-    events = Events(str(tmp_path / "events.sock"))
+    events = FakeDriver(str(tmp_path / "events.sock"))
     procs = {task: subprocess.Popen([sys.executable, "-m", "hosts.gnn.task", "--config",
                                      str(tmp_path / "job" / "config.json"), "--task", task,
                                      "--events", str(tmp_path / "events.sock")], cwd=REPO,
@@ -90,7 +60,7 @@ def stores() -> dict[str, str]:
     return {f"store{m}": host for m, host in enumerate(MACHINES)}
 
 
-def check_flows(events: Events) -> Counter:
+def check_flows(events: FakeDriver) -> Counter:
     time.sleep(0.3)  # the last events are in flight when the processes exit
     starts = {e["flow"]: e for e in events.of("flow_start")}
     ends = {e["flow"]: e for e in events.of("flow_end")}

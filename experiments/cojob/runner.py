@@ -64,11 +64,8 @@ def _host_queue_counters(em: Emulation) -> dict:
 
 
 def run_cojob_spec(spec: dict, out: str | None = None, progress=print) -> Path:
-    run = store.new_run_dir("run", spec["name"], out)
-    store.write_spec(run, spec)
-    store.write_json(run / "environment.json", store.environment())
+    run = store.start_run(spec, out)
     raw = run / "raw"
-    raw.mkdir(exist_ok=True)
     workload = cojob_spec.build_workload(spec)
     store.write_json(run / "workload.json", workload.to_dict())
     previous = terminate_on_signals()

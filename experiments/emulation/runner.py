@@ -258,11 +258,8 @@ def run_spec(spec: dict, out: str | None = None) -> Path:
     ``summary.json`` with ``"completed": false``, the error and whatever could be
     analysed, leaves nothing running, and raises ``RunError`` naming the directory.
     """
-    run = store.new_run_dir("run", spec["name"], out)
-    store.write_spec(run, spec)
-    store.write_json(run / "environment.json", store.environment())
+    run = store.start_run(spec, out)
     raw = run / "raw"
-    raw.mkdir(exist_ok=True)
     previous = terminate_on_signals()
     played: dict = {}
     cpu = CpuMonitor(time.monotonic())

@@ -40,11 +40,8 @@ def host_bytes_into_fabric(em: Emulation) -> dict[str, int]:
 
 
 def run_gnn_spec(spec: dict, out: str | None = None, progress=print) -> Path:
-    run = store.new_run_dir("run", spec["name"], out)
-    store.write_spec(run, spec)
-    store.write_json(run / "environment.json", store.environment())
+    run = store.start_run(spec, out)
     raw = run / "raw"
-    raw.mkdir(exist_ok=True)
     previous = terminate_on_signals()
     cpu = CpuMonitor(time.monotonic())
     outages: list[dict] = []
