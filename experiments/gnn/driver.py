@@ -11,8 +11,9 @@ driver only schedules the network:
   lines 18-21) is installed as one batch of per-flow policies (sender-side htb
   class, matched by the flow's 5-tuple). Events that queued up while a batch was
   being applied are handled together, so one batch answers all of them. A pair's
-  flows of successive iterations share one connection and are sent one after
-  another, which is Alg. 1's per-pair pipelining. A flow's policy stays installed
+  flows share one connection, so a flow reported while its pair's previous one is
+  on the wire waits behind it: it is pending (Alg. 1's F_pend, ``oes.PairPipeline``)
+  and gets its rate when that one ends. A flow's policy stays installed
   when it ends (an idle class costs nothing) and is updated when its pair's next
   flow starts.
 - ``default``: no policy at all: TCP shares the links, tasks run when ready (the
@@ -204,7 +205,8 @@ class OesRates:
     def __init__(self, em, machines: list[oes.Machine], decisions_out, readback_out):
         self.em, self.machines = em, machines
         self.decisions_out, self.readback_out = decisions_out, readback_out
-        self.active: dict[str, dict] = {}  # flow id -> its flow_start event
+        self.pipeline = oes.PairPipeline()  # F_act and F_pend of Alg. 1
+        self.started: dict[str, dict] = {}  # flow id -> its flow_start event, while active or pending
         self.ended_early: set[str] = set()  # flow_end heard before its flow_start
         self.local: set[str] = set()  # same-machine transfers in flight (profiling runs report them)
         self.installed: dict[tuple, tuple[int, float]] = {}  # 5-tuple -> (policy id, Mbit/s)
@@ -213,33 +215,50 @@ class OesRates:
         self.readback_errors: list[float] = []
 
     def on_flow_event(self, message: dict) -> bool:
-        """Take a flow_start or flow_end; True if the set of active network flows changed."""
-        flow = message["flow"]
+        """Take a flow_start or flow_end; True if the set of active network flows changed.
+
+        Per-pair pipelining (Alg. 1 lines 8-17): a task pair's transfers share one
+        connection, so a transfer reported while its pair's previous one is still on
+        the wire really waits behind it; it is pending (no rate, not counted in Δ)
+        until that one ends. One receiver reports a pair's ends in order, and a flow
+        whose end overtook its start is dropped on arrival of the start."""
+        flow_id = message["flow"]
         if message["kind"] == "flow_start":
             if message["src"] == message["dst"]:
-                self.local.add(flow)
+                self.local.add(flow_id)
                 return False
-            if flow in self.ended_early:
-                self.ended_early.discard(flow)
+            if flow_id in self.ended_early:
+                self.ended_early.discard(flow_id)
                 return False
-            self.active[flow] = message
-        elif flow in self.local:
-            self.local.discard(flow)
+            self.started[flow_id] = message
+            flow = oes.Flow(flow_id, message["src"], message["dst"], message["iteration"],
+                            pair=(message["src_task"], message["dst_task"]))
+            if not self.pipeline.start(flow):
+                return False
+        elif flow_id in self.local:
+            self.local.discard(flow_id)
             return False
-        elif self.active.pop(flow, None) is None:
-            self.ended_early.add(flow)
+        elif flow_id not in self.started:
+            self.ended_early.add(flow_id)
             return False
+        else:
+            start = self.started.pop(flow_id)
+            flow = oes.Flow(flow_id, start["src"], start["dst"], start["iteration"],
+                            pair=(start["src_task"], start["dst_task"]))
+            if flow_id not in {f.flow_id for f in self.pipeline.active}:
+                raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
+            self.pipeline.end(flow)
         self.pending_triggers.append(message["t"])
         return True
 
     def decide(self) -> None:
         """OES rates of the active flows, installed as one batch of changed policies."""
         started = time.monotonic()
-        flows = [oes.Flow(fid, f["src"], f["dst"], f["iteration"]) for fid, f in self.active.items()]
+        flows = self.pipeline.active
         rates = oes.oes_rates(self.machines, flows)
         changes, keys = [], []
         for fid, mbps in sorted(rates.items()):
-            f = self.active[fid]
+            f = self.started[fid]
             key = (f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])
             mbps = round(mbps, 3)
             if self.installed.get(key, (None, None))[1] != mbps:
@@ -256,6 +275,7 @@ class OesRates:
         self.decisions += 1
         record = {"t": done, "apply_s": round(time.monotonic() - started, 5),
                   "active": [[f.src, f.dst] for f in flows],  # enough to recompute every rate
+                  "pending": len(self.pipeline.pending),
                   "latency_s": [round(done - t, 5) for t in triggers],
                   "set": [[*key, mbps, policy_id] for (key, mbps), policy_id in zip(keys, ids)]}
         self.decisions_out.write(json.dumps(record, separators=(",", ":")) + "\n")
