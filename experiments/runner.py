@@ -1,35 +1,46 @@
 """One entry for every spec kind: a spec with a ``workload:`` section is run by its
-kind's runner (``gnn``, else ``cojob``); one without is a timetable of flows (``flows:``)."""
+kind's runner (``WORKLOAD_KINDS``; ``cojob`` validates any kind it does not know,
+so its error names the field); one without is a timetable of flows (``flows:``).
+
+A workload kind is a package with ``spec.validate(raw) -> resolved spec`` and a
+runner built on ``experiments.workloads.run.run_workload``."""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from experiments.validation import read_yaml as read_spec
 
+# kind -> (its spec module, its runner module and function)
+WORKLOAD_KINDS = {"cojob": ("experiments.cojob.spec", "experiments.cojob.runner", "run_cojob_spec"),
+                  "gnn": ("experiments.gnn.spec", "experiments.gnn.runner", "run_gnn_spec")}
+
+
+def _kind(raw) -> str | None:
+    if not (isinstance(raw, dict) and "workload" in raw):
+        return None
+    workload = raw["workload"]
+    kind = workload.get("kind") if isinstance(workload, dict) else None
+    return kind if kind in WORKLOAD_KINDS else "cojob"
+
 
 def validate_any(raw) -> dict:
-    if isinstance(raw, dict) and "workload" in raw:
-        workload = raw["workload"]
-        if isinstance(workload, dict) and workload.get("kind") == "gnn":
-            from experiments.gnn import spec as gnn_spec
-            return gnn_spec.validate(raw)
-        from experiments.cojob import spec as cojob_spec  # the default: its errors name any other kind
-        return cojob_spec.validate(raw)
-    from experiments.emulation import spec as emulation_spec
-    return emulation_spec.validate(raw)
+    kind = _kind(raw)
+    if kind is None:
+        from experiments.emulation import spec as emulation_spec
+        return emulation_spec.validate(raw)
+    return importlib.import_module(WORKLOAD_KINDS[kind][0]).validate(raw)
 
 
 def run_any_spec(raw: dict, out: str | None = None) -> Path:
     """Validate a raw spec (a dict as read from YAML) and run it; returns the run directory."""
     spec = validate_any(raw)
-    if "workload" in spec and spec["workload"]["kind"] == "gnn":
-        from experiments.gnn.runner import run_gnn_spec
-        return run_gnn_spec(spec, out)
-    if "workload" in spec:
-        from experiments.cojob.runner import run_cojob_spec
-        return run_cojob_spec(spec, out)
-    from experiments.emulation.runner import run_spec
-    return run_spec(spec, out)
+    kind = _kind(spec)
+    if kind is None:
+        from experiments.emulation.runner import run_spec
+        return run_spec(spec, out)
+    _, module, function = WORKLOAD_KINDS[kind]
+    return getattr(importlib.import_module(module), function)(spec, out)
 
 
 def run_spec_file(path: str | Path, out: str | None = None) -> Path:

@@ -1,6 +1,6 @@
-"""``trainbed run`` for the cojob workload kind: one spec -> one run directory.
+"""``trainbed run`` for the cojob workload kind (through ``experiments.workloads.run``).
 
-Bring the fabric up, start the background monitors (CPU, a sampled packet capture
+Start the background monitors (CPU, a sampled packet capture
 on every host link), run the driver until every cojob ended, collect the queue
 counters, tear down, then analyse: Grouper's metrics from ``events.jsonl``
 (``experiments.grouper_metrics``) and the conformance of the packets to the
@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from controller.hostnet import netns_cmd
@@ -22,7 +21,8 @@ from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
-from experiments.emulation.runner import CpuMonitor, finish_run, terminate_on_signals
+from experiments.emulation.runner import CpuMonitor
+from experiments.workloads.run import run_workload
 from topologies import queues
 from topologies.fabric import host_interface
 
@@ -63,42 +63,41 @@ def _host_queue_counters(em: Emulation) -> dict:
     return out
 
 
-def run_cojob_spec(spec: dict, out: str | None = None, progress=print) -> Path:
-    run = store.start_run(spec, out)
-    raw = run / "raw"
-    workload = cojob_spec.build_workload(spec)
-    store.write_json(run / "workload.json", workload.to_dict())
-    previous = terminate_on_signals()
-    cpu = CpuMonitor(time.monotonic())
-    outages: list[dict] = []
-    error: BaseException | None = None
-    started = time.monotonic()
-    try:
-        with Emulation(emulation_spec.fabric_of(spec), run, options=emulation_spec.options_of(spec)) as em:
-            events_path = str(em.record.path.parent / f"{em.run_id}.events.sock")
-            em.record.add_file(events_path)
-            captures = _start_captures(em, raw)
-            cpu.start()
-            driver = CojobDriver(em, spec, workload, run, events_path, progress=progress)
-            try:
-                driver.run()
-            finally:
-                driver.close()
-                cpu.stopped.set()
-                cpu.join()
-                _stop_captures(captures)
-                store.write_json(raw / "host_queue_counters.json", _host_queue_counters(em))
-                store.write_json(raw / "queue_counters.json", em.port_counters())
-                outages = em.controller_outages(started)
-    except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
-        error = err
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    cpu.write_csv(run / "cpu.csv")
-    summary = {"name": spec["name"], "scheduler": spec["scheduler"]["name"], "seed": spec["seed"],
-               "wall_s": round(time.monotonic() - started, 1)}
-    return finish_run(run, summary, error, lambda: analyse(spec, run, workload.to_dict(), cpu, outages))
+class CojobWorkload:
+    """Cojobs with their driver, a sampled packet capture per host, queue counters."""
+
+    def __init__(self, spec: dict, run: Path, progress=print):
+        self.spec, self.run_dir, self.progress = spec, run, progress
+        self.workload = cojob_spec.build_workload(spec)
+        store.write_json(run / "workload.json", self.workload.to_dict())
+        self.driver: CojobDriver | None = None
+        self.captures: list = []
+
+    def start(self, em: Emulation, events_path: str) -> None:
+        self.captures = _start_captures(em, self.run_dir / "raw")
+        self.driver = CojobDriver(em, self.spec, self.workload, self.run_dir, events_path, progress=self.progress)
+
+    def run(self) -> None:
+        self.driver.run()
+
+    def stop(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
+        _stop_captures(self.captures)
+
+    def collect(self, em: Emulation) -> None:
+        store.write_json(self.run_dir / "raw" / "host_queue_counters.json", _host_queue_counters(em))
+        store.write_json(self.run_dir / "raw" / "queue_counters.json", em.port_counters())
+
+    def summary_fields(self) -> dict:
+        return {}
+
+    def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
+        return analyse(self.spec, self.run_dir, self.workload.to_dict(), cpu, outages)
+
+
+def run_cojob_spec(spec: dict, out: str | None = None) -> Path:
+    return run_workload(spec, out, CojobWorkload)
 
 
 def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:

@@ -1,9 +1,8 @@
-"""``trainbed run`` for the ``gnn`` workload kind: one spec -> one run directory.
+"""``trainbed run`` for the ``gnn`` workload kind (through ``experiments.workloads.run``).
 
-Bring the fabric up, count the bytes every host hands to its switch, run the
-driver (DGL tasks, OES or default scheduling) until training ends, read back the
-installed rates, tear down, then analyse from the data files
-(``experiments.gnn.metrics``). Any fault still leaves ``summary.json`` with
+Count the bytes every host hands to its switch, run the driver (DGL tasks, OES or
+default scheduling) until training ends, read back the installed rates, then
+analyse from the data files (``experiments.gnn.metrics``). Any fault still leaves ``summary.json`` with
 ``"completed": false`` and the error (a failed task is named with its machine), the
 events heard so far, and nothing running.
 
@@ -16,16 +15,14 @@ from __future__ import annotations
 
 import csv
 import json
-import signal
-import time
 from pathlib import Path
 
 from experiments import store
-from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
-from experiments.emulation.runner import CpuMonitor, finish_run, terminate_on_signals
+from experiments.emulation.runner import CpuMonitor
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
+from experiments.workloads.run import run_workload
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
 
@@ -39,45 +36,45 @@ def host_bytes_into_fabric(em: Emulation) -> dict[str, int]:
     return out
 
 
-def run_gnn_spec(spec: dict, out: str | None = None, progress=print) -> Path:
-    run = store.start_run(spec, out)
-    raw = run / "raw"
-    previous = terminate_on_signals()
-    cpu = CpuMonitor(time.monotonic())
-    outages: list[dict] = []
-    error: BaseException | None = None
-    started = time.monotonic()
-    driver_state: dict = {}
-    try:
-        with Emulation(emulation_spec.fabric_of(spec), run, options=emulation_spec.options_of(spec)) as em:
-            events_path = str(em.record.path.parent / f"{em.run_id}.events.sock")
-            em.record.add_file(events_path)
-            before = host_bytes_into_fabric(em)
-            cpu.start()
-            driver = GnnDriver(em, spec, run, events_path, progress=progress)
-            try:
-                driver.run()
-            finally:
-                driver.close()
-                cpu.stopped.set()
-                cpu.join()
-                store.write_json(raw / "fabric_bytes.json", {"before": before, "after": host_bytes_into_fabric(em)})
-                readbacks = driver.oes.readback_errors if driver.oes is not None else []
-                driver_state = {"readback_max_rel_error": max(readbacks, default=None),
-                                "readbacks": len(readbacks), "edge_cut_share":
-                                driver.config["edge_cut_share"], "placement": driver.tasks}
-                store.write_json(raw / "driver.json", driver_state)
-                outages = em.controller_outages(started)
-    except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
-        error = err
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    cpu.write_csv(run / "cpu.csv")
-    summary = {"name": spec["name"], "scheduler": spec["scheduler"]["name"], "seed": spec["seed"],
-               "sync": spec["workload"]["sync"], "placement": spec["workload"]["placement"]["kind"],
-               "wall_s": round(time.monotonic() - started, 1)}
-    return finish_run(run, summary, error, lambda: analyse(spec, run, cpu, outages))
+class GnnWorkload:
+    """DGL tasks with their driver (OES or default), and the bytes hosts sent into the fabric."""
+
+    def __init__(self, spec: dict, run: Path, progress=print):
+        self.spec, self.run_dir, self.progress = spec, run, progress
+        self.driver: GnnDriver | None = None
+        self.bytes_before: dict[str, int] = {}
+
+    def start(self, em: Emulation, events_path: str) -> None:
+        self.bytes_before = host_bytes_into_fabric(em)
+        self.driver = GnnDriver(em, self.spec, self.run_dir, events_path, progress=self.progress)
+
+    def run(self) -> None:
+        self.driver.run()
+
+    def stop(self) -> None:
+        if self.driver is not None:
+            self.driver.close()
+
+    def collect(self, em: Emulation) -> None:
+        raw = self.run_dir / "raw"
+        store.write_json(raw / "fabric_bytes.json", {"before": self.bytes_before, "after": host_bytes_into_fabric(em)})
+        if self.driver is None:
+            return
+        readbacks = self.driver.oes.readback_errors if self.driver.oes is not None else []
+        store.write_json(raw / "driver.json", {"readback_max_rel_error": max(readbacks, default=None),
+                                               "readbacks": len(readbacks),
+                                               "edge_cut_share": self.driver.config["edge_cut_share"],
+                                               "placement": self.driver.tasks})
+
+    def summary_fields(self) -> dict:
+        return {"sync": self.spec["workload"]["sync"], "placement": self.spec["workload"]["placement"]["kind"]}
+
+    def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
+        return analyse(self.spec, self.run_dir, cpu, outages)
+
+
+def run_gnn_spec(spec: dict, out: str | None = None) -> Path:
+    return run_workload(spec, out, GnnWorkload)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
