@@ -41,6 +41,7 @@ class Task:
                 os._exit(1)
 
     def fail(self, message: str) -> None:
+        message = " ".join(message.split("\n", 1)[0].split()) or "failed"  # one line (DGL errors carry stacks)
         self._exit_lock.acquire()
         self._log(message)
         self.emit("error", error=message)

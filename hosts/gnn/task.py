@@ -5,7 +5,9 @@ Roles, each one process in its machine's namespace (``--task`` names it):
 - ``store<m>``: graph store server of machine m, holding METIS partition m (DGL's
   partition format: structure with 1-hop halo, features, labels). Answers a
   sampler's neighbour request for its own nodes with ``dgl.sampling.sample_neighbors``
-  and a feature request with the feature rows and labels.
+  (seeded per request from the job seed, iteration, sampler and hop, so training is
+  the same whatever the network did) and a feature request with the feature rows
+  and labels.
 - ``sampler<i>``: serves worker i // S. Per iteration it picks ``batch_size`` seeds
   from its shard of the training nodes, samples L hops (per hop, one request to every
   store that owns frontier nodes; blocks by ``dgl.to_block``), fetches the input
@@ -42,9 +44,14 @@ import queue
 import sys
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 
-import numpy as np
+# One thread per task: many tasks share two cores with the switches, and DGL's
+# multithreaded kernels sum in a varying order (training would differ run to run).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402  # after the thread count is fixed
 
 from hosts.channel import Task, spawn
 from hosts.gnn import wire
@@ -140,7 +147,7 @@ def run_store(job: Job, task: Task) -> None:
     listener = wire.Listener(job.address(task.task_id), job.timeout_s)
     clients = job.workers * job.samplers_per_worker
     left = [clients]
-    lock = threading.Lock()
+    lock, sampling = threading.Lock(), threading.Lock()
 
     def serve(link: wire.Link) -> None:
         while True:
@@ -155,7 +162,11 @@ def run_store(job: Job, task: Task) -> None:
             if nodes.size and (nodes.min() < start or nodes.max() >= end):
                 raise wire.PeerError(f"{link.peer_task} asked for nodes outside partition {part}")
             if kind == SAMPLE_REQ:
-                sampled = dgl.sampling.sample_neighbors(graph, torch.from_numpy(local_of[nodes]), meta["fanout"])
+                with sampling:  # one seed per request: the same samples whatever the timing
+                    dgl.seed(zlib.crc32(f"{job.seed}/{iteration}/{link.peer_task}/{meta['reply_phase']}".encode())
+                             & 0x7FFFFFFF)  # DGL takes a non-negative int32
+                    sampled = dgl.sampling.sample_neighbors(graph, torch.from_numpy(local_of[nodes]),
+                                                            meta["fanout"])
                 src, dst = (global_ids[t.numpy()] for t in sampled.edges())
                 reply = (SAMPLE_REP, {"src": src, "dst": dst}, meta["reply_phase"])
             elif kind == FEAT_REQ:
