@@ -69,12 +69,10 @@ class GnnDriver:
         self.processes: dict[str, subprocess.Popen] = {}
         self.finished: set[str] = set()
         self.stopping = False
-        self.reached_t: float | None = None
-        self.iterations_done = 0
+        self.reached_t: float | None = None  # when worker 0 reported the target accuracy
 
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
-        self.started_t = time.time()
         for task, host in self.tasks.items():
             with open(self.run_dir / "tasks.log", "ab") as log:
                 self.processes[task] = self.em.popen(
@@ -186,7 +184,6 @@ class GnnDriver:
         return False
 
     def _progress_of(self, message: dict) -> None:
-        self.iterations_done = message["iteration"] + 1
         accuracy, target = message.get("val_accuracy"), self.workload["target_accuracy"]
         if accuracy is not None:
             self.progress(f"iteration {message['iteration']}: loss {message['loss']:.3f}, "
