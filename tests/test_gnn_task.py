@@ -20,10 +20,11 @@ MACHINES = ["h1", "h2", "h3"]
 
 
 def launch(tmp_path: Path, tasks: dict[str, str], sync: str, workers: int, ps: int, iterations: int,
-           timeout_s: float = 60.0):
+           timeout_s: float = 60.0, samplers_per_worker: int = 1):
     workload = {"graph": {"shape": "ogbn-products", "nodes": 2000, "avg_degree": 8}, "fanouts": [4, 8],
                 "batch_size": 32, "hidden": 32, "lr": 0.01, "iterations": iterations, "eval_every": 3,
-                "eval_nodes": 50, "sync": sync, "workers": workers, "samplers_per_worker": 1, "ps": ps,
+                "eval_nodes": 50, "sync": sync, "workers": workers, "samplers_per_worker": samplers_per_worker,
+                "ps": ps,
                 "profile": False}
     # 127.0.0.1 for every machine; the task ports keep the tasks apart.
     port_base = 24000 + (os.getpid() % 200) * 40
@@ -132,3 +133,22 @@ def test_a_graph_is_partitioned_once_and_reused(tmp_path):
     assert json.loads((first / "meta.json").read_text())["node_ranges"][-1][1] == 500
     assert partitioned({**spec, "nodes": 600}, 2, 3, tmp_path) != first
     assert [p.name for p in (tmp_path / "gnn-graphs").iterdir() if p.name.startswith(".")] == []
+
+
+def test_training_is_the_same_whatever_the_timing(tmp_path):
+    """Two samplers per worker hit every store at once; the samples, and so the losses,
+    are still the same run to run (stores seed every sample in one thread)."""
+    tasks = {**stores(), "sampler0": "h1", "sampler1": "h2", "sampler2": "h2", "sampler3": "h3",
+             "worker0": "h2", "worker1": "h3", "ps0": "h1"}
+    runs = []
+    for attempt in range(2):
+        out = tmp_path / f"run{attempt}"
+        out.mkdir()
+        events, procs = launch(out, tasks, "ps", workers=2, ps=1, iterations=3, samplers_per_worker=2)
+        codes = wait_all(procs, 150)
+        assert all(code == 0 for code in codes.values())
+        time.sleep(0.3)
+        runs.append(([(e["task"], e["iteration"], e["loss"]) for e in sorted(
+            events.of("iteration_end"), key=lambda e: (e["task"], e["iteration"]))],
+            sorted((e["flow"], e["bytes"]) for e in events.of("flow_start"))))
+    assert runs[0] == runs[1]

@@ -76,8 +76,9 @@ class GnnDriver:
         for task, host in self.tasks.items():
             with open(self.run_dir / "tasks.log", "ab") as log:
                 self.processes[task] = self.em.popen(
-                    host, [sys.executable, "-m", "hosts.gnn.task", "--config", str(self.run_dir / "job" / "config.json"),
-                           "--task", task, "--events", self.server.path], stdout=log, stderr=log)
+                    host, [sys.executable, "-m", "hosts.gnn.task", "--config",
+                           str(self.run_dir / "job" / "config.json"), "--task", task, "--events", self.server.path],
+                    stdout=log, stderr=log)
         self.note("tasks_started", tasks=self.tasks)
         self.progress(f"{len(self.tasks)} tasks started on {len(set(self.tasks.values()))} machines "
                       f"({self.scheduler} scheduling)")

@@ -147,7 +147,20 @@ def run_store(job: Job, task: Task) -> None:
     listener = wire.Listener(job.address(task.task_id), job.timeout_s)
     clients = job.workers * job.samplers_per_worker
     left = [clients]
-    lock, sampling = threading.Lock(), threading.Lock()
+    lock = threading.Lock()
+    # DGL's sampling RNG is per OS thread and dgl.seed reaches only the calling
+    # thread's engines as the main thread sets them up (measured: seeded samples in
+    # other threads differ run to run), so every sample is drawn here, in the main
+    # thread, which the serving threads hand their requests to.
+    to_sample: queue.Queue = queue.Queue()
+
+    def sample(seed: int, nodes: np.ndarray, fanout: int) -> tuple[np.ndarray, np.ndarray]:
+        done: queue.Queue = queue.Queue(maxsize=1)
+        to_sample.put((seed, nodes, fanout, done))
+        result = done.get()
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def serve(link: wire.Link) -> None:
         while True:
@@ -162,12 +175,9 @@ def run_store(job: Job, task: Task) -> None:
             if nodes.size and (nodes.min() < start or nodes.max() >= end):
                 raise wire.PeerError(f"{link.peer_task} asked for nodes outside partition {part}")
             if kind == SAMPLE_REQ:
-                with sampling:  # one seed per request: the same samples whatever the timing
-                    dgl.seed(zlib.crc32(f"{job.seed}/{iteration}/{link.peer_task}/{meta['reply_phase']}".encode())
-                             & 0x7FFFFFFF)  # DGL takes a non-negative int32
-                    sampled = dgl.sampling.sample_neighbors(graph, torch.from_numpy(local_of[nodes]),
-                                                            meta["fanout"])
-                src, dst = (global_ids[t.numpy()] for t in sampled.edges())
+                # One seed per request: the same samples whatever the timing (DGL takes an int32).
+                seed = zlib.crc32(f"{job.seed}/{iteration}/{link.peer_task}/{meta['reply_phase']}".encode())
+                src, dst = sample(seed & 0x7FFFFFFF, local_of[nodes], meta["fanout"])
                 reply = (SAMPLE_REP, {"src": src, "dst": dst}, meta["reply_phase"])
             elif kind == FEAT_REQ:
                 rows = nodes - start
@@ -184,10 +194,20 @@ def run_store(job: Job, task: Task) -> None:
             if left[0] == 0:
                 task.finish()
 
-    for _ in range(clients):
-        spawn(task, "serve", serve, listener.accept(task))
-    listener.close()
-    threading.Event().wait()  # the last client's close finishes the task
+    def accept_all() -> None:
+        for _ in range(clients):
+            spawn(task, "serve", serve, listener.accept(task))
+        listener.close()
+
+    spawn(task, "accept", accept_all)
+    while True:  # the last client's close finishes the task
+        seed, nodes, fanout, done = to_sample.get()
+        try:
+            dgl.seed(seed)
+            sampled = dgl.sampling.sample_neighbors(graph, torch.from_numpy(nodes), fanout)
+            done.put(tuple(global_ids[t.numpy()] for t in sampled.edges()))
+        except Exception as err:  # noqa: BLE001 - raised again in the serving thread
+            done.put(err)
 
 
 # --- sampler -----------------------------------------------------------------------
@@ -257,7 +277,8 @@ class Sampler:
         compute = 0.0
         frontier, blocks = seeds, []
         for hop, fanout in enumerate(reversed(self.job.fanouts)):
-            replies = self.ask_owners(SAMPLE_REQ, iteration, frontier, fanout=fanout, reply_phase=f"{purpose}sample{hop}")
+            replies = self.ask_owners(SAMPLE_REQ, iteration, frontier, fanout=fanout,
+                                      reply_phase=f"{purpose}sample{hop}")
             started = time.perf_counter()
             src = np.concatenate([r["src"] for _, r in replies]) if replies else np.empty(0, np.int64)
             dst = np.concatenate([r["dst"] for _, r in replies]) if replies else np.empty(0, np.int64)
