@@ -235,11 +235,16 @@ class Sampler:
         self.order = np.empty(0, dtype=np.int64)
 
     def _credits(self) -> None:
+        consumed = 0
         while True:
             try:
                 self.to_worker.recv(expect=CREDIT)
-            except wire.PeerError:
-                return  # the worker closed: it is done
+            except wire.PeerError as err:
+                if consumed == self.job.iterations:
+                    return  # the worker closed after its last iteration: it is done
+                raise wire.PeerError(f"worker{self.worker} closed after {consumed} of {self.job.iterations} "
+                                     f"mini-batches ({err})") from None
+            consumed += 1
             self.credits.release()
 
     def seeds(self) -> np.ndarray:
@@ -306,7 +311,8 @@ class Sampler:
 
     def run(self) -> None:
         for iteration in range(self.job.iterations):
-            self.credits.acquire()
+            if not self.credits.acquire(timeout=self.job.timeout_s):
+                raise wire.PeerError(f"worker{self.worker} took no mini-batch within {self.job.timeout_s:g} s")
             batch, compute_s = self.sample(iteration, self.seeds())
             self.to_worker.send(MINIBATCH, iteration, batch["arrays"], phase="minibatch", sizes=batch["sizes"])
             if self.evaluates and self.job.is_eval(iteration):
