@@ -72,7 +72,7 @@ def test_groups_respect_workers_and_memory(tmp_path):
 def test_too_low_estimate_is_recorded_as_violation_and_neighbours_finish():
     spec = resolve(dict(TRAINING))
     tasks = build_tasks(spec)
-    estimates = estimate_all(tasks)
+    estimates = estimate_all(tasks, "cpu")
     starved = {k: v // 3 for k, v in estimates.items()}  # budgets far below the real peaks
     executor = Executor(torch.device("cpu"), 64 << 20, workers=2, seed=3)
     records, _ = executor.run("bmc", Plan(tasks, estimates, starved))
@@ -83,7 +83,7 @@ def test_too_low_estimate_is_recorded_as_violation_and_neighbours_finish():
 def test_unlimited_concurrency_over_capacity_is_recorded():
     spec = resolve(dict(TRAINING))
     tasks = build_tasks(spec)
-    estimates = estimate_all(tasks)
+    estimates = estimate_all(tasks, "cpu")
     smallest_pair = sum(sorted(estimates.values())[:2])
     executor = Executor(torch.device("cpu"), smallest_pair, workers=2, seed=3)
     records, facts = executor.run("mps", Plan(tasks, estimates, estimates))

@@ -37,6 +37,9 @@ def _with(path, value):
     (("queue", "colour"), "red", "queue.colour"),
     (("queue", "subgraph_fraction"), [0.1, 0.2], "queue.subgraph_fraction"),
     (("arrivals",), {"mean_per_tick": 1}, "arrivals"),
+    (("queue", "variant"), "v2", "queue.variant"),
+    (("queue", "sampling_ratio"), {"SAGE": 0.5}, "queue.sampling_ratio"),  # the artifact samples no edges
+    (("queue", "layers"), [1, 4], "queue.layers[0]"),  # the artifact's models have at least 2 layers
 ])
 def test_bad_spec_gets_one_line_error_naming_the_field(path, value, field):
     with pytest.raises(SpecError) as err:
@@ -68,10 +71,22 @@ def test_task_that_cannot_fit_alone_is_refused(tmp_path, capsys):
 def test_defaults_resolved_and_queue_built():
     spec = resolve(_with(("queue", "layers"), [4, 10]))
     assert spec["methods"] == ["default", "mps", "mps-base", "base", "lmcf", "bmc"]
-    assert spec["queue"]["hidden"] == 64 and spec["queue"]["sampling_ratio"] == {"SAGE": 0.5, "GAT": 0.6}
+    assert spec["queue"]["hidden"] == 64 and spec["queue"]["variant"] == "artifact"
+    assert "sampling_ratio" not in spec["queue"]
     tasks = build_tasks(spec)
     assert len(tasks) == 3 and all(4 <= t.layers <= 10 and t.arrival_s == 0 for t in tasks)
+    assert all(t.variant == "artifact" and t.sampling_ratio == 1.0 for t in tasks)
     assert build_tasks(spec) == tasks  # deterministic from the seed
+
+
+def test_trainbed_v1_variant_keeps_its_edge_sampling():
+    raw = _with(("queue", "models"), ["SAGE", "GAT", "GCN"])
+    raw["queue"].update(variant="trainbed-v1", layers=1)
+    spec = resolve(raw)
+    assert spec["queue"]["sampling_ratio"] == {"SAGE": 0.5, "GAT": 0.6}
+    tasks = build_tasks(spec)
+    assert {t.variant for t in tasks} == {"trainbed-v1"} and {t.layers for t in tasks} == {1}
+    assert {t.model: t.sampling_ratio for t in tasks} == {"SAGE": 0.5, "GAT": 0.6, "GCN": 1.0}
 
 
 def test_inference_arrivals_follow_poisson_ticks():
@@ -83,7 +98,7 @@ def test_inference_arrivals_follow_poisson_ticks():
     assert ticks == sorted(ticks)
     per_tick = len(tasks) / (ticks[-1] + 1)
     assert 1.6 < per_tick < 2.4  # mean arrivals per tick, as GNNSched's high load
-    assert all(t.layers == 8 and t.hidden == 256 and t.sampling_ratio == 0.5 for t in tasks)
+    assert all(t.layers == 8 and t.hidden == 256 and t.sampling_ratio == 1.0 for t in tasks)
 
 
 def test_every_example_spec_loads():

@@ -32,7 +32,7 @@ def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Pat
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
     tasks = build_tasks(spec)
-    estimates = estimate_all(tasks)
+    estimates = estimate_all(tasks, dev.type)
     needs = {t.task_id: math.ceil(estimates[t.task_id] * SAFETY_THRESHOLD[t.kind]) for t in tasks}
     for task in tasks:
         if needs[task.task_id] > allocatable:
@@ -131,13 +131,13 @@ def _cpu_name() -> str:
     return "cpu"
 
 
-def estimate_all(tasks: list[Task]) -> dict[str, int]:
+def estimate_all(tasks: list[Task], device_type: str) -> dict[str, int]:
     cache: dict[tuple, int] = {}
     estimates = {}
     for task in tasks:
         key = (task.config, task.graph.nodes, task.graph.edges, task.kind)
         if key not in cache:
-            cache[key] = task.estimate_bytes()
+            cache[key] = task.estimate_bytes(device_type)
         estimates[task.task_id] = cache[key]
     return estimates
 

@@ -27,23 +27,23 @@ from experiments.validation import (
     string,
 )
 from hosts.colocation.datasets import DATASETS, dataset_shape, subgraph_shape
-from hosts.colocation.models import MODELS
+from hosts.colocation.models import ARTIFACT, MODELS, TRAINBED_V1, VARIANTS
 from hosts.colocation.policies import BASELINE_CONCURRENCY, INFERENCE_POLICIES, TRAINING_POLICIES
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task
 
 MIB = 1 << 20
 TOP_KEYS = {"name", "kind", "seed", "memory", "workers", "methods", "primary", "graphs", "queue", "arrivals"}
-QUEUE_KEYS = {"tasks", "models", "datasets", "layers", "count", "epochs", "hidden", "sampling_ratio",
+QUEUE_KEYS = {"tasks", "models", "datasets", "layers", "count", "epochs", "hidden", "variant", "sampling_ratio",
               "subgraphs_per_dataset", "subgraph_fraction"}
 TASK_KEYS = {"model", "dataset", "layers", "epochs", "hidden", "sampling_ratio"}
 DEFAULTS = {
     TRAINING: {"layers": [4, 10], "hidden": 64, "epochs": 200, "count": 20,
-               "sampling_ratio": {"SAGE": 0.5, "GAT": 0.6},
                "methods": ["default", "mps", "mps-base", "base", "lmcf", "bmc"]},
     INFERENCE: {"layers": 8, "hidden": 256, "count": 100, "subgraphs_per_dataset": 25,
-                "subgraph_fraction": [0.05, 0.25], "sampling_ratio": {"SAGE": 0.5},
-                "methods": ["default", "mps-base", "mps", "sqtf", "bqt"]},
+                "subgraph_fraction": [0.05, 0.25], "methods": ["default", "mps-base", "mps", "sqtf", "bqt"]},
 }
+# trainbed-v1's edge sampling per layer (the papers' ratios read as sampling)
+V1_SAMPLING_RATIO = {TRAINING: {"SAGE": 0.5, "GAT": 0.6}, INFERENCE: {"SAGE": 0.5}}
 
 
 def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
@@ -124,10 +124,6 @@ def _dataset(path: str, value) -> str:
     return choice(path, value, DATASETS, what="dataset")
 
 
-def _layer_count(path: str, value) -> int:
-    return integer(path, value, minimum=1)
-
-
 def _fraction(path: str, value) -> float:
     return number(path, value, minimum=0, maximum=1, strict=True)
 
@@ -136,14 +132,24 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
     raw = mapping("queue", raw, allowed=QUEUE_KEYS)
     if not raw:
         raise SpecError("queue", "empty: give `tasks` or `models` and `datasets`")
-    queue: dict = {}
-    ratios = dict(defaults["sampling_ratio"])
-    ratios.update(mapping("queue.sampling_ratio", raw.get("sampling_ratio"), optional=True))
-    for model, ratio in ratios.items():
-        where = at("queue.sampling_ratio", model)
-        _model(where, model)
-        ratios[model] = _fraction(where, ratio)
-    queue["sampling_ratio"] = ratios
+    variant = choice("queue.variant", raw.get("variant", ARTIFACT), VARIANTS, what="model variant")
+    queue: dict = {"variant": variant}
+    min_layers = 2 if variant == ARTIFACT else 1  # the artifact's models have an input and an output layer
+
+    def layer_count(path: str, value) -> int:
+        return integer(path, value, minimum=min_layers)
+
+    if variant == TRAINBED_V1:
+        ratios = dict(V1_SAMPLING_RATIO[kind])
+        ratios.update(mapping("queue.sampling_ratio", raw.get("sampling_ratio"), optional=True))
+        for model, ratio in ratios.items():
+            where = at("queue.sampling_ratio", model)
+            _model(where, model)
+            ratios[model] = _fraction(where, ratio)
+        queue["sampling_ratio"] = ratios
+    elif "sampling_ratio" in raw:
+        raise SpecError("queue.sampling_ratio", f"only for variant {TRAINBED_V1}: the artifact's models "
+                                                "aggregate full neighbourhoods")
     queue["hidden"] = integer("queue.hidden", raw.get("hidden", defaults["hidden"]), minimum=1)
     if "tasks" in raw:
         if kind != TRAINING:
@@ -158,7 +164,7 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
             queue["tasks"].append({
                 "model": _model(at(where, "model"), entry["model"]),
                 "dataset": _dataset(at(where, "dataset"), entry["dataset"]),
-                "layers": _layer_count(at(where, "layers"), entry.get("layers", 4)),
+                "layers": layer_count(at(where, "layers"), entry.get("layers", 4)),
                 "epochs": integer(at(where, "epochs"), entry.get("epochs", epochs), minimum=1),
             })
         return queue
@@ -167,8 +173,8 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
                          for where, d in items("queue.datasets", raw.get("datasets"), non_empty=True)]
     queue["count"] = integer("queue.count", raw.get("count", defaults["count"]), minimum=1)
     layers = raw.get("layers", defaults["layers"])
-    queue["layers"] = (inclusive_range("queue.layers", layers, _layer_count) if isinstance(layers, list)
-                       else [_layer_count("queue.layers", layers)] * 2)
+    queue["layers"] = (inclusive_range("queue.layers", layers, layer_count) if isinstance(layers, list)
+                       else [layer_count("queue.layers", layers)] * 2)
     only = ("epochs",) if kind == INFERENCE else ("subgraphs_per_dataset", "subgraph_fraction")
     for key in only:
         if key in raw:
@@ -190,9 +196,10 @@ def build_tasks(spec: dict) -> list[Task]:
     queue, kind, seed = spec["queue"], spec["kind"], spec["seed"]
     graphs = spec["graphs"]
     max_bytes = int(graphs["max_graph_mib"] * MIB)
+    variant = queue["variant"]
 
     def ratio(model: str) -> float:
-        return float(queue["sampling_ratio"].get(model, 1.0))
+        return float(queue.get("sampling_ratio", {}).get(model, 1.0))
 
     rng = random.Random(seed)
     if kind == TRAINING:
@@ -205,7 +212,7 @@ def build_tasks(spec: dict) -> list[Task]:
                      else [rng.choice(combos) for _ in range(queue["count"])])
             entries = [{"model": m, "dataset": d, "layers": n, "epochs": queue["epochs"]} for m, d, n in picks]
         return [Task(f"t{i:03d}", TRAINING, e["model"], dataset_shape(e["dataset"], graphs["scale"], max_bytes),
-                     e["layers"], queue["hidden"], ratio(e["model"]), epochs=e["epochs"])
+                     e["layers"], queue["hidden"], ratio(e["model"]), epochs=e["epochs"], variant=variant)
                 for i, e in enumerate(entries)]
 
     lo, hi = queue["subgraph_fraction"]
@@ -221,7 +228,7 @@ def build_tasks(spec: dict) -> list[Task]:
         shape = rng.choice(subgraphs[rng.choice(queue["datasets"])])
         layers = rng.randint(*queue["layers"])
         tasks.append(Task(f"r{i:03d}", INFERENCE, model, shape, layers, queue["hidden"], ratio(model),
-                          arrival_s=float(ticks[i])))
+                          arrival_s=float(ticks[i]), variant=variant))
     return tasks
 
 

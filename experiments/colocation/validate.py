@@ -18,7 +18,6 @@ from hosts.colocation.models import MODELS
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task
 from hosts.colocation.validation import validate_estimator
 
-TRAIN_RATIO = {"SAGE": 0.5, "GAT": 0.6}
 # GPU: real dataset sizes (CoGNN Table IV, GNNSched Table 4). CPU: the same datasets scaled down.
 GRIDS = {
     "gpu": {"train": ["cora", "pubmed", "artist", "amazon0601", "OVCAR-8H"], "train_scale": 1.0,
@@ -35,11 +34,10 @@ def grid_tasks(grid: str) -> list[Task]:
         for dataset in g["train"]:
             for layers in g["layers"]:
                 shape = dataset_shape(dataset, g["train_scale"])
-                tasks.append(Task(f"v{len(tasks):03d}", TRAINING, model, shape, layers, 64,
-                                  TRAIN_RATIO.get(model, 1.0), epochs=2))
+                tasks.append(Task(f"v{len(tasks):03d}", TRAINING, model, shape, layers, 64, 1.0, epochs=2))
         for dataset in g["infer"]:
             shape = subgraph_shape(dataset_shape(dataset), 1, g["fraction"])
-            tasks.append(Task(f"v{len(tasks):03d}", INFERENCE, model, shape, 8, 256, 0.5 if model == "SAGE" else 1.0))
+            tasks.append(Task(f"v{len(tasks):03d}", INFERENCE, model, shape, 8, 256, 1.0))
     return tasks
 
 

@@ -14,12 +14,12 @@ import torch.nn.functional as F
 
 from hosts.colocation.datasets import Graph, GraphShape
 from hosts.colocation.estimator import TaskShape, estimate_peak_bytes
-from hosts.colocation.models import GNN, ModelConfig
+from hosts.colocation.models import ARTIFACT, ModelConfig, build_model
 
 TRAINING, INFERENCE = "training", "inference"
 # Multiplied onto the estimate before packing (CoGNN §III-C, GNNSched §4.5).
 SAFETY_THRESHOLD = {TRAINING: 1.15, INFERENCE: 1.1}
-LEARNING_RATE = 0.01
+LEARNING_RATE = 0.01  # the artifact's Adam lr; trainbed-v1's SGD used the same
 
 
 @dataclass(frozen=True)
@@ -33,19 +33,21 @@ class Task:
     sampling_ratio: float
     epochs: int = 1  # training only
     arrival_s: float = 0.0  # inference: when the request arrives
+    variant: str = ARTIFACT
 
     @property
     def config(self) -> ModelConfig:
         return ModelConfig(self.model, self.graph.features, self.hidden, self.graph.classes, self.layers,
-                           self.sampling_ratio)
+                           self.sampling_ratio, self.variant)
 
     @property
     def training(self) -> bool:
         return self.kind == TRAINING
 
-    def estimate_bytes(self) -> int:
-        """The PMC: estimated peak bytes (before the safety threshold)."""
-        return estimate_peak_bytes(TaskShape(self.config, self.graph.nodes, self.graph.edges, self.training))
+    def estimate_bytes(self, device_type: str) -> int:
+        """The PMC on a ``cpu`` or ``cuda`` device: estimated peak bytes (before the safety threshold)."""
+        return estimate_peak_bytes(TaskShape(self.config, self.graph.nodes, self.graph.edges, self.training,
+                                             device_type))
 
     def describe(self) -> dict:
         d = asdict(self)
@@ -59,12 +61,17 @@ def run_task(task: Task, graph: Graph, device: torch.device) -> float:
     x = graph.x.to(device, copy=True)
     edge_index = graph.edge_index.to(device, copy=True)
     y = graph.y.to(device, copy=True)
-    model = GNN(task.config).to(device)
+    model = build_model(task.config).to(device)
     if task.training:
-        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+        if task.variant == ARTIFACT:
+            optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+            train_epoch = _artifact_epoch
+        else:
+            optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+            train_epoch = _trainbed_v1_epoch
         loss = 0.0
         for _ in range(task.epochs):
-            loss = _train_epoch(model, optimizer, x, edge_index, y)
+            loss = train_epoch(model, optimizer, x, edge_index, y)
         return loss
     model.eval()
     with torch.no_grad():
@@ -72,7 +79,16 @@ def run_task(task: Task, graph: Graph, device: torch.device) -> float:
         return float((predicted == y).float().mean())
 
 
-def _train_epoch(model, optimizer, x, edge_index, y) -> float:
+def _artifact_epoch(model, optimizer, x, edge_index, y) -> float:
+    """The artifact's order: the last step's gradients live through this forward pass."""
+    loss = F.nll_loss(model(x, edge_index), y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def _trainbed_v1_epoch(model, optimizer, x, edge_index, y) -> float:
     optimizer.zero_grad(set_to_none=True)
     loss = F.cross_entropy(model(x, edge_index), y)
     loss.backward()

@@ -22,10 +22,11 @@ def validate_estimator(tasks: list[Task], device: torch.device, seed: int = 0) -
         short = replace(task, epochs=min(task.epochs, 2))
         graph = synthesize(task.graph, seed)
         measured = measure_peak(lambda: run_task(short, graph, device), device)
-        estimated = task.estimate_bytes()
-        rows.append({"task": task.task_id, "kind": task.kind, "model": task.model, "dataset": task.graph.dataset,
-                     "nodes": task.graph.nodes, "edges": task.graph.edges, "features": task.graph.features,
-                     "scale": task.graph.scale, "layers": task.layers, "hidden": task.hidden,
+        estimated = task.estimate_bytes(device.type)
+        rows.append({"task": task.task_id, "kind": task.kind, "model": task.model, "variant": task.variant,
+                     "dataset": task.graph.dataset, "nodes": task.graph.nodes, "edges": task.graph.edges,
+                     "features": task.graph.features, "scale": task.graph.scale, "layers": task.layers,
+                     "hidden": task.hidden,
                      "estimated_bytes": estimated, "measured_bytes": measured,
                      "relative_error": relative_error(estimated, measured)})
         del graph
