@@ -18,7 +18,7 @@ import torch
 
 from experiments.colocation.metrics import pmc_errors, summarize
 from experiments.colocation.report import write_report
-from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
+from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
 from experiments.errors import SpecError
 from experiments.store import environment, new_run_dir, point_latest, write_json, write_spec
 from hosts.colocation.executor import Executor, Plan, PreparedInputs
@@ -28,7 +28,16 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
                       overrides: dict | None = None) -> Path:
-    spec = load_spec(spec_path, overrides)
+    return run_colocate(load_spec(spec_path, overrides), device, out)
+
+
+def run_colocate_spec(raw: dict, out: str | Path | None = None, device: str = "cpu") -> Path:
+    """Run a co-location spec given as a dict (as read from YAML, e.g. a sweep's cell)."""
+    return run_colocate(resolve(raw), device, out)
+
+
+def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
+    """Run a resolved spec; returns the run directory."""
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
     tasks = build_tasks(spec)
@@ -77,7 +86,7 @@ def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Pat
 
     primary = methods[spec["primary"]]
     summary = {
-        "name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
+        "completed": True, "name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
         "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
         **{key: primary[key] for key in ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations",
                                          "median_latency_s", "p90_latency_s", "p99_latency_s")},
