@@ -4,7 +4,7 @@ import torch
 
 from hosts.colocation.datasets import GraphShape, synthesize
 from hosts.colocation.estimator import relative_error
-from hosts.colocation.memory import TaskMemoryWatch, measure_peak, round_up
+from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch, measure_peak, round_up
 from hosts.colocation.models import ARTIFACT, TRAINBED_V1
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task, run_task
 
@@ -78,6 +78,23 @@ def test_watch_records_budget_overrun_without_stopping_the_task(graphs):
         loss = run_task(task, graph, CPU)
     assert watch.record.exceeded_at_bytes is not None and watch.record.exceeded_at_bytes > budget
     assert loss > 0
+
+
+def test_enforcing_watch_stops_the_task_and_settles_the_ledger(graphs):
+    graph = graphs[0]
+    task = _task("GCN", TRAINING, graph.shape)
+    budget = task.estimate_bytes("cpu") // 2
+    ledger = DeviceLedger(capacity_bytes=budget * 4)
+    watch = TaskMemoryWatch(budget_bytes=budget, ledger=ledger, enforce=True)
+    with pytest.raises(BudgetExceeded), watch:
+        run_task(task, graph, CPU)
+    assert budget < watch.record.exceeded_at_bytes <= watch.record.peak_bytes
+    watch.settle()
+    over, crossings = ledger.snapshot()
+    assert ledger.peak_bytes == watch.record.peak_bytes and not over and crossings == 0
+    ledger.change(budget * 5)  # another task's bytes push the sum over capacity: one crossing
+    ledger.change(budget)
+    assert ledger.snapshot() == (True, 1)
 
 
 def test_estimate_grows_with_graph_and_layers():

@@ -1,5 +1,12 @@
-"""The executor end to end: every policy and baseline over small queues, on CPU."""
+"""The executor end to end: every policy and baseline over small queues, on CPU,
+each task in a worker process of its own."""
+import csv
 import json
+import os
+import signal
+import statistics
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -7,8 +14,13 @@ import yaml
 
 from experiments.cli import main
 from experiments.colocation.runner import estimate_all, run_colocate_file
-from experiments.colocation.spec import build_tasks, resolve
-from hosts.colocation.executor import Executor, Plan
+from experiments.colocation.spec import build_tasks, load_spec, resolve
+from hosts.colocation import mps
+from hosts.colocation.executor import Executor, Plan, PreparedInputs
+from hosts.colocation.memory import DeviceLedger
+from hosts.colocation.workers import Job, WorkerPool, context
+
+SPECS = Path(__file__).resolve().parents[1] / "experiments" / "specs"
 
 SUMMARY_KEYS = {"makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations", "pmc_max_relative_error",
                 "median_latency_s", "p90_latency_s", "p99_latency_s", "qos_violation_rate"}
@@ -45,7 +57,7 @@ def test_every_method_runs_the_queue_and_reports_every_metric(tmp_path, spec):
         assert metrics["failed"] == 0
         assert metrics["makespan_s"] > 0 and metrics["avg_jct_s"] >= metrics["avg_queuing_s"] >= 0
         assert metrics["memory_violations"] == 0  # estimates x threshold hold, the capacity fits
-        records = json.loads((run / f"records-{name}.json").read_text())["records"]
+        records = json.loads((run / f"records-{name}.json").read_text())["runs"][0]["records"]
         assert len(records) == summary["tasks"]
         assert all(r["end_s"] >= r["start_s"] >= r["arrival_s"] - 1e-6 for r in records)
         if spec["kind"] == "inference":
@@ -61,7 +73,7 @@ def test_groups_respect_workers_and_memory(tmp_path):
     tasks = {t["task_id"]: t for t in json.loads((run / "tasks.json").read_text())}
     allocatable = json.loads((run / "summary.json").read_text())["allocatable_bytes"]
     for policy in ("base", "lmcf", "bmc"):
-        facts = json.loads((run / f"records-{policy}.json").read_text())["facts"]
+        facts = json.loads((run / f"records-{policy}.json").read_text())["runs"][0]["facts"]
         groups = [g for batch in facts["groups"] for g in batch]
         assert sorted(k for g in groups for k in g) == sorted(tasks)
         for group in groups:
@@ -69,27 +81,130 @@ def test_groups_respect_workers_and_memory(tmp_path):
             assert sum(tasks[k]["need_bytes"] for k in group) <= allocatable
 
 
-def test_too_low_estimate_is_recorded_as_violation_and_neighbours_finish():
-    spec = resolve(dict(TRAINING))
-    tasks = build_tasks(spec)
+def _plan(capacity_budget=None):
+    tasks = build_tasks(resolve(dict(TRAINING)))
     estimates = estimate_all(tasks, "cpu")
-    starved = {k: v // 3 for k, v in estimates.items()}  # budgets far below the real peaks
-    executor = Executor(torch.device("cpu"), 64 << 20, workers=2, seed=3)
-    records, _ = executor.run("bmc", Plan(tasks, estimates, starved))
-    assert all(r.over_budget and r.memory_violation for r in records)
-    assert all(r.error is None and r.result is not None for r in records)
+    return tasks, estimates, Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
 
 
-def test_unlimited_concurrency_over_capacity_is_recorded():
-    spec = resolve(dict(TRAINING))
-    tasks = build_tasks(spec)
-    estimates = estimate_all(tasks, "cpu")
+def _executor(allocatable=64 << 20, workers=2):
+    return Executor(torch.device("cpu"), allocatable, workers, PreparedInputs(seed=3))
+
+
+def test_task_over_its_budget_is_stopped_and_recorded_and_its_group_finishes():
+    tasks, estimates, plan = _plan()
+    victim = tasks[0].task_id
+    plan.need_bytes[victim] = estimates[victim] // 3  # a budget far below its real peak
+    records, _ = _executor().run("bmc", plan)
+    stopped = next(r for r in records if r.task_id == victim)
+    assert stopped.over_budget and stopped.memory_violation and stopped.result is None
+    assert stopped.error.startswith("stopped over budget") and stopped.watched_peak_bytes <= estimates[victim]
+    others = [r for r in records if r.task_id != victim]
+    assert all(r.error is None and r.result is not None and not r.memory_violation for r in others)
+    assert len({r.worker_pid for r in records}) == 2  # persistent workers: one per task of a group
+
+
+def test_each_task_runs_in_a_process_of_its_own():
+    _, _, plan = _plan()
+    records, facts = _executor().run("default", plan)  # the artifact's default: a new process per task
+    assert len({r.worker_pid for r in records}) == len(records) == facts["worker_processes"]
+    assert os.getpid() not in {r.worker_pid for r in records}
+    _assert_one_at_a_time(records)
+
+
+def _assert_one_at_a_time(records):
+    spans = sorted((r.start_s, r.end_s) for r in records)
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), spans
+
+
+def test_pipeswitch_runs_strictly_one_task_at_a_time_on_warm_workers():
+    _, _, plan = _plan()
+    records, facts = _executor().run("pipeswitch", plan)
+    assert all(r.error is None for r in records)
+    _assert_one_at_a_time(records)
+    assert facts["worker_processes"] == 2  # an active and a standby worker, alternating
+
+
+def test_mps_pair_starts_pairs_in_arrival_order_with_a_barrier():
+    tasks, _, plan = _plan()
+    records, facts = _executor().run("mps-pair", plan)
+    by_id = {r.task_id: r for r in records}
+    pairs = [[by_id[t.task_id] for t in tasks[i:i + 2]] for i in range(0, len(tasks), 2)]
+    for earlier, later in zip(pairs, pairs[1:]):
+        assert min(r.start_s for r in later) >= max(r.end_s for r in earlier)
+    for first, second in (pair for pair in pairs if len(pair) == 2):
+        assert first.start_s < second.end_s and second.start_s < first.end_s  # the pair overlaps
+    assert facts["mps_daemon"].startswith("not started: no MPS on cpu")
+
+
+def test_unlimited_concurrency_over_capacity_is_recorded_across_processes():
+    _, estimates, plan = _plan()
     smallest_pair = sum(sorted(estimates.values())[:2])
-    executor = Executor(torch.device("cpu"), smallest_pair, workers=2, seed=3)
-    records, facts = executor.run("mps", Plan(tasks, estimates, estimates))
-    assert facts["over_capacity_events"] >= 1
+    records, facts = _executor(allocatable=smallest_pair).run("mps", plan)
+    assert facts["over_capacity_events"] >= 1 and facts["device_peak_bytes"] > smallest_pair
+    assert facts["worker_processes"] == len(records)
     assert any(r.over_capacity for r in records)
     assert all(r.error is None for r in records)
+
+
+def test_a_worker_that_dies_fails_its_task_only():
+    tasks, _, _ = _plan()
+    inputs = PreparedInputs(seed=3)
+    long_task = replace(tasks[0], epochs=10_000)
+    pool = WorkerPool(torch.device("cpu"), DeviceLedger(64 << 20, context()))
+    try:
+        pool.start(2)
+        doomed = pool.hand(Job(long_task, inputs.get(long_task.graph), None, threads=1))
+        survivor = pool.hand(Job(tasks[1], inputs.get(tasks[1].graph), None, threads=1))
+        os.kill(doomed.pid, signal.SIGKILL)
+        outcomes = []
+        while pool.busy():
+            outcomes += pool.wait(timeout=30)
+        by_id = {o.task_id: o for o in outcomes}
+        assert by_id[long_task.task_id].error == f"worker process died (exit code {-signal.SIGKILL})"
+        assert by_id[tasks[1].task_id].error is None and by_id[tasks[1].task_id].worker_pid == survivor.pid
+        assert doomed not in pool.workers and survivor in pool.workers
+    finally:
+        pool.close()
+    assert not pool.workers and not survivor.process.is_alive()
+
+
+def test_repeats_give_n_rows_per_method_with_mean_and_spread(tmp_path):
+    spec = dict(TRAINING, repeats=2, methods=["pipeswitch", "bmc"], primary="bmc",
+                queue=dict(TRAINING["queue"], count=3, epochs=1))
+    run = run_colocate_file(_write(tmp_path, spec), device="cpu", out=tmp_path / "run")
+    summary = json.loads((run / "summary.json").read_text())
+    with open(run / "runs.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    for method in ("pipeswitch", "bmc"):
+        mine = [row for row in rows if row["method"] == method]
+        assert [row["repeat"] for row in mine] == ["0", "1"]
+        makespans = [float(row["makespan_s"]) for row in mine]
+        metrics = summary["methods"][method]
+        assert metrics["repeats"] == 2
+        assert metrics["makespan_s"] == pytest.approx(statistics.mean(makespans))
+        assert metrics["makespan_s_sd"] == pytest.approx(statistics.stdev(makespans))
+        assert len(json.loads((run / f"records-{method}.json").read_text())["runs"]) == 2
+    assert summary["makespan_s"] == summary["methods"]["bmc"]["makespan_s"] and summary["repeats"] == 2
+    assert "±" in (run / "table.md").read_text()
+
+
+def test_smoke_spec_keeps_the_names_other_tools_rely_on():
+    spec = load_spec(SPECS / "colocate-smoke.yaml")
+    assert spec["repeats"] >= 2 and {"pipeswitch", "mps-pair"} <= set(spec["methods"])
+
+
+def test_mps_daemon_is_started_and_stopped_in_the_runs_own_directory(tmp_path):
+    control = tmp_path / "nvidia-cuda-mps-control"
+    log = tmp_path / "calls"
+    control.write_text(f"""#!/bin/sh\necho "$* $CUDA_MPS_PIPE_DIRECTORY $(cat)" >> {log}\n""")
+    control.chmod(0o755)
+    daemon = mps.start(tmp_path / "run", "cuda", binary=str(control))
+    assert daemon.env["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "run" / "pipe")
+    assert daemon.stop() is None
+    calls = [line.strip() for line in log.read_text().splitlines()]
+    assert calls == [f"-d {tmp_path}/run/pipe", f"{tmp_path}/run/pipe quit"]
+    assert mps.start(tmp_path, "cuda", binary=str(tmp_path / "missing")).startswith("nvidia-cuda-mps-control -d")
 
 
 def test_cli_colocate_writes_run_and_latest(tmp_path, monkeypatch, capsys):

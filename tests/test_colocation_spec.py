@@ -31,6 +31,8 @@ def _with(path, value):
     (("queue", "datasets"), ["imagenet"], "queue.datasets[0]"),
     (("methods",), ["default", "sqtf"], "methods[1]"),
     (("workers",), 0, "workers"),
+    (("repeats",), 0, "repeats"),
+    (("repeats",), "twice", "repeats"),
     (("kind",), "serving", "kind"),
     (("graphs",), {"scale": 2}, "graphs.scale"),
     (("queue", "layers"), [6, 4], "queue.layers"),
@@ -70,7 +72,8 @@ def test_task_that_cannot_fit_alone_is_refused(tmp_path, capsys):
 
 def test_defaults_resolved_and_queue_built():
     spec = resolve(_with(("queue", "layers"), [4, 10]))
-    assert spec["methods"] == ["default", "mps", "mps-base", "base", "lmcf", "bmc"]
+    assert spec["methods"] == ["default", "pipeswitch", "mps-pair", "mps", "mps-base", "base", "lmcf", "bmc"]
+    assert spec["repeats"] == 1
     assert spec["queue"]["hidden"] == 64 and spec["queue"]["variant"] == "artifact"
     assert "sampling_ratio" not in spec["queue"]
     tasks = build_tasks(spec)

@@ -43,6 +43,25 @@ def summarize(records: list[TaskRecord]) -> dict:
     return summary
 
 
+def aggregate(runs: list[dict]) -> dict:
+    """One method's repeated runs as one row: every numeric field is the mean over
+    the runs that have it, with its sample standard deviation as ``<field>_sd``
+    (None for a single run); other fields are the first run's."""
+    row: dict = {"repeats": len(runs)}
+    for key in runs[0]:
+        values = [run[key] for run in runs if _is_number(run.get(key))]
+        if not values:
+            row[key] = runs[0][key]
+            continue
+        row[key] = float(np.mean(values))
+        row[f"{key}_sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else None
+    return row
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def pmc_errors(records: list[TaskRecord]) -> dict:
     """Relative error of the estimated peak against the peak measured with the task
     alone (``measure_peak``), over the tasks of the records."""

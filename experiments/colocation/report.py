@@ -29,16 +29,20 @@ INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_late
 def write_report(run: Path, summary: dict, records) -> None:
     columns = TRAINING_COLUMNS if summary["kind"] == "training" else INFERENCE_COLUMNS
     methods = summary["methods"]
-    rows = [[name] + [methods[name].get(key) for key, _ in columns] for name in methods]
     header = ["method"] + [label for _, label in columns]
     with open(run / "table.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
-        writer.writerow(header)
-        writer.writerows(rows)
+        writer.writerow(["method", "repeats"] + [f for key, _ in columns for f in (key, f"{key}_sd")])
+        writer.writerows([[name, methods[name].get("repeats")]
+                          + [methods[name].get(f) for key, _ in columns for f in (key, f"{key}_sd")]
+                          for name in methods])
     device = summary["device"]["name"]
+    repeats = summary.get("repeats", 1)
     lines = [f"# {summary['name']} ({summary['kind']}, {summary['tasks']} tasks, {summary['workers']} workers, "
-             f"{device})", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+             f"{device})", "", f"Mean ± standard deviation over {repeats} runs per method." if repeats > 1 else "",
+             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join([name] + [_fmt_spread(methods[name], key) for key, _ in columns]) + " |"
+              for name in methods]
     lines += ["", f"PMC relative error over the run's tasks: max {_fmt(summary['pmc_max_relative_error'])}, "
                   f"mean {_fmt(summary['pmc_mean_relative_error'])}", ""]
     (run / "table.md").write_text("\n".join(lines))
@@ -113,6 +117,11 @@ def table_v(runs: list[Path]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     devices = sorted({s["device"]["name"] for s in summaries})
     return "\n".join(lines) + f"\n\nDevice: {', '.join(devices)}\n"
+
+
+def _fmt_spread(row: dict, key: str) -> str:
+    sd = row.get(f"{key}_sd")
+    return _fmt(row.get(key)) + (f" ± {_fmt(sd)}" if sd else "")
 
 
 def _fmt(value) -> str:

@@ -3,12 +3,16 @@
 A run: load the spec, build the queue, estimate every task's peak (PMC), check
 that each task fits the allocatable memory alone, measure each distinct task's
 peak alone and time inference tasks alone (the QoS target is twice that), then
-run the queue once per method and write the run directory: ``spec.yaml`` (resolved), ``environment.json``,
-``tasks.json`` (the queue with estimates), ``records-<method>.json`` (raw
-per-task records), ``summary.json``, ``table.md``/``table.csv`` and ``plots/``.
+run the queue ``repeats`` times under every method and write the run directory:
+``spec.yaml`` (resolved), ``environment.json``, ``tasks.json`` (the queue with
+estimates), ``records-<method>.json`` (raw per-task records and facts of every
+repeat), ``runs.csv`` (a row per method and repeat), ``summary.json`` (per
+method the mean of every metric and its spread as ``<metric>_sd``),
+``table.md``/``table.csv`` and ``plots/``.
 """
 from __future__ import annotations
 
+import csv
 import math
 import time
 from dataclasses import asdict, replace
@@ -16,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.colocation.metrics import pmc_errors, summarize
+from experiments.colocation.metrics import aggregate, pmc_errors, summarize
 from experiments.colocation.report import write_report
 from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
 from experiments.errors import SpecError
@@ -56,8 +60,9 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
     env["device"] = describe_device(dev)
     write_json(run / "environment.json", env)
 
-    warm_up(tasks, dev, spec["seed"])
-    measured, solo = profile_alone(tasks, dev, spec["seed"], time_it=spec["kind"] == INFERENCE)
+    inputs = PreparedInputs(spec["seed"])
+    warm_up(tasks, dev, inputs)
+    measured, solo = profile_alone(tasks, dev, inputs, time_it=spec["kind"] == INFERENCE)
     qt: dict[str, float] = {key: 2.0 * seconds for key, seconds in solo.items()}
     if spec["kind"] == INFERENCE:
         mean_solo = sum(solo.values()) / len(solo)
@@ -68,28 +73,37 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
         for t in tasks])
 
     plan = Plan(tasks, estimates, needs, qt, measured)
-    executor = Executor(dev, allocatable, spec["workers"], spec["seed"])
-    methods: dict[str, dict] = {}
+    executor = Executor(dev, allocatable, spec["workers"], inputs)
+    runs: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
+    raw: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
     all_records = []
-    for method in spec["methods"]:
-        started = time.perf_counter()
-        records, facts = executor.run(method, plan)
-        all_records.extend(records)
-        write_json(run / f"records-{method}.json", {"facts": facts, "records": [asdict(r) for r in records]})
-        methods[method] = {**summarize(records), "device_peak_bytes": facts["device_peak_bytes"],
-                           "over_capacity_events": facts["over_capacity_events"],
-                           "groups": sum(len(batch) for batch in facts["groups"]) or None,
-                           "wall_s": time.perf_counter() - started}
-        print(f"{method:>9}: makespan {methods[method]['makespan_s']:.2f} s, "
-              f"avg JCT {methods[method]['avg_jct_s']:.2f} s, "
-              f"memory violations {methods[method]['memory_violations']}", flush=True)
+    # Repeat outermost, so that a slow spell of a shared machine falls on every method alike.
+    for repeat in range(spec["repeats"]):
+        for method in spec["methods"]:
+            started = time.perf_counter()
+            records, facts = executor.run(method, plan)
+            all_records.extend(records)
+            raw[method].append({"repeat": repeat, "facts": facts, "records": [asdict(r) for r in records]})
+            write_json(run / f"records-{method}.json", {"runs": raw[method]})
+            row = {**summarize(records), "device_peak_bytes": facts["device_peak_bytes"],
+                   "over_capacity_events": facts["over_capacity_events"],
+                   "groups": sum(len(batch) for batch in facts["groups"]) or None,
+                   "worker_processes": facts["worker_processes"], "wall_s": time.perf_counter() - started}
+            if "mps_daemon" in facts:
+                row["mps_daemon"] = facts["mps_daemon"]
+            runs[method].append(row)
+            print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {row['makespan_s']:.2f} s, "
+                  f"avg JCT {row['avg_jct_s']:.2f} s, memory violations {row['memory_violations']}", flush=True)
+    methods = {method: aggregate(rows) for method, rows in runs.items()}
+    write_runs_csv(run / "runs.csv", runs)
 
     primary = methods[spec["primary"]]
     summary = {
         "completed": True, "name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
         "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
-        **{key: primary[key] for key in ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations",
-                                         "median_latency_s", "p90_latency_s", "p99_latency_s")},
+        "repeats": spec["repeats"],
+        **{key: primary[key] for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
+                                         "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s")},
         "qos_violation_rate": primary.get("qos_violation_rate"),
         **pmc_errors(all_records),
         "methods": methods,
@@ -98,6 +112,20 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
     write_report(run, summary, all_records)
     point_latest(run)
     return run
+
+
+RUN_COLUMNS = ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations", "qos_violation_rate",
+               "p99_latency_s", "failed", "worker_processes", "wall_s")
+
+
+def write_runs_csv(path: Path, runs: dict[str, list[dict]]) -> None:
+    """One row per method and repeat: the data behind the means and spreads."""
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["method", "repeat", *RUN_COLUMNS])
+        for method, rows in runs.items():
+            for repeat, row in enumerate(rows):
+                writer.writerow([method, repeat, *(row.get(key) for key in RUN_COLUMNS)])
 
 
 def resolve_device(device: str) -> torch.device:
@@ -151,7 +179,7 @@ def estimate_all(tasks: list[Task], device_type: str) -> dict[str, int]:
     return estimates
 
 
-def warm_up(tasks: list[Task], dev: torch.device, seed: int) -> None:
+def warm_up(tasks: list[Task], dev: torch.device, inputs: PreparedInputs) -> None:
     """Run the smallest task of each model once, untimed: the first use of a PyG
     layer generates its code and the first kernels initialise the device, which
     would otherwise be charged to whichever method runs first."""
@@ -159,17 +187,15 @@ def warm_up(tasks: list[Task], dev: torch.device, seed: int) -> None:
     for task in tasks:
         if task.model not in smallest or task.graph.raw_bytes < smallest[task.model].graph.raw_bytes:
             smallest[task.model] = task
-    inputs = PreparedInputs(seed)
     for task in smallest.values():
         run_task(task, inputs.get(task.graph), dev)
 
 
-def profile_alone(tasks: list[Task], dev: torch.device, seed: int, time_it: bool):
+def profile_alone(tasks: list[Task], dev: torch.device, inputs: PreparedInputs, time_it: bool):
     """Each distinct task run alone: its exact peak (``measure_peak``; training for
     at most two epochs, as every epoch repeats the first one's peak) and, for
     inference, its run time under the executor's watch, the faster of two runs
     (GNNSched's QT = 2 x that)."""
-    inputs = PreparedInputs(seed)
     peaks: dict[tuple, int] = {}
     seconds: dict[tuple, float] = {}
     measured, solo = {}, {}

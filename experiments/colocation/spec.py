@@ -32,13 +32,14 @@ from hosts.colocation.policies import BASELINE_CONCURRENCY, INFERENCE_POLICIES, 
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task
 
 MIB = 1 << 20
-TOP_KEYS = {"name", "kind", "seed", "memory", "workers", "methods", "primary", "graphs", "queue", "arrivals"}
+TOP_KEYS = {"name", "kind", "seed", "memory", "workers", "repeats", "methods", "primary", "graphs", "queue",
+            "arrivals"}
 QUEUE_KEYS = {"tasks", "models", "datasets", "layers", "count", "epochs", "hidden", "variant", "sampling_ratio",
               "subgraphs_per_dataset", "subgraph_fraction"}
 TASK_KEYS = {"model", "dataset", "layers", "epochs", "hidden", "sampling_ratio"}
 DEFAULTS = {
     TRAINING: {"layers": [4, 10], "hidden": 64, "epochs": 200, "count": 20,
-               "methods": ["default", "mps", "mps-base", "base", "lmcf", "bmc"]},
+               "methods": ["default", "pipeswitch", "mps-pair", "mps", "mps-base", "base", "lmcf", "bmc"]},
     INFERENCE: {"layers": 8, "hidden": 256, "count": 100, "subgraphs_per_dataset": 25,
                 "subgraph_fraction": [0.05, 0.25], "methods": ["default", "mps-base", "mps", "sqtf", "bqt"]},
 }
@@ -86,6 +87,7 @@ def resolve(raw: dict) -> dict:
         raise SpecError("memory.reserved_mib", f"{reserved:g} leaves nothing of capacity {capacity:g}")
     spec["memory"] = {"capacity_mib": capacity, "reserved_mib": reserved}
     spec["workers"] = integer("workers", raw.get("workers", 2), minimum=1)
+    spec["repeats"] = integer("repeats", raw.get("repeats", 1), minimum=1)
 
     allowed = list(BASELINE_CONCURRENCY) + list(TRAINING_POLICIES if kind == TRAINING else INFERENCE_POLICIES)
     methods = [choice(where, method, allowed, what=f"{kind} method")

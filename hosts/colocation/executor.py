@@ -1,33 +1,55 @@
-"""Runs a task queue on one device under a policy (groups) or a baseline (slots).
+"""Runs a task queue on one device under a policy (groups) or a baseline.
+
+Every task runs in a worker process of its own (``workers``): its memory is
+its process's, a budget is enforced, and a crash ends only that task.
 
 Policies: the tasks that have arrived form a batch; the policy splits it into
-groups; groups run one after another (temporal sharing) while a helper thread
-prepares the next group's inputs; the tasks of a group run at once (spatial
-sharing), one worker thread per task, each on its own CUDA stream on a GPU.
-Baselines use no estimate: a task starts when it has arrived and a slot is free
-(Default: 1 slot, MPS-Base: 4, MPS: unlimited).
+groups; groups run one after another (temporal sharing); the tasks of a group
+run at once (spatial sharing), one warm worker each. A task's budget is what
+the policy reserved for it (estimate x safety threshold): a task that goes over
+is stopped and recorded as a violation.
 
-Each task runs under its own memory watch (``TaskMemoryWatch``). Its budget is
-what the policy reserved for it (estimate x safety threshold); going over is
-recorded as a violation and the task carries on. All watches also add up on
-the device's allocatable memory: tasks running while the sum exceeds it are
-recorded as over capacity (on a GPU they would page or fail). A real
-out-of-memory error ends only the task that hit it. The watch errs high, never
-low (see ``memory``), so a recorded violation is never missed.
+Baselines use no estimate and no budget (``BASELINES``):
+- default: one task at a time, each in a new process (the artifact launches a
+  process per task), so its cold start is part of the makespan;
+- pipeswitch: one task at a time on warm workers; while one computes, a standby
+  worker takes the next task's inputs and (on CUDA) its model into pinned memory,
+  then copies the parameters layer by layer as the first layers compute. On the
+  CPU there are no transfers: the same schedule, without the overlap;
+- mps-pair: CoGNN's MPS runs, tasks in arrival order in pairs of new processes,
+  the next pair after both finish;
+- mps-base: at most four at once; mps: all at once (GNNSched), warm workers.
+The MPS baselines start a real MPS daemon on CUDA when the device allows it
+(``mps``); the run's facts say whether one ran.
+
+All tasks' live bytes add up in one ``DeviceLedger`` against the allocatable
+memory: tasks running while the sum exceeds it are recorded as over capacity
+(on a GPU they would page or fail). The watch errs high, never low (see
+``memory``), so a recorded violation is never missed. On the CPU each task gets
+cores / (tasks the method may run at once) threads, the CPU's analogue of
+sharing the GPU's SMs.
 """
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
+from hosts.colocation import mps
 from hosts.colocation.datasets import Graph, GraphShape, synthesize
-from hosts.colocation.memory import SharedDevice, TaskMemoryWatch
+from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES, Item
-from hosts.colocation.tasks import Task, run_task
+from hosts.colocation.tasks import Task
+from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, WorkerPool, context
+
+COLD_START = ("default", "mps-pair")  # a new process per task
+MPS_BASELINES = ("mps", "mps-base", "mps-pair")
+WARM_START_LIMIT = 8  # unlimited MPS over a long inference queue would otherwise start a process per request
 
 
 @dataclass
@@ -43,6 +65,7 @@ class TaskRecord:
     end_s: float | None = None
     batch: int | None = None
     group: int | None = None
+    worker_pid: int | None = None
     measured_peak_bytes: int | None = None  # the task alone, unwatched (see Plan)
     watched_peak_bytes: int | None = None  # what its watch saw while co-located
     over_budget: bool = False
@@ -52,7 +75,7 @@ class TaskRecord:
 
     @property
     def memory_violation(self) -> bool:
-        return self.over_budget or self.over_capacity or self.error == "out of memory"
+        return self.over_budget or self.over_capacity or self.error == OUT_OF_MEMORY
 
 
 @dataclass
@@ -67,7 +90,8 @@ class Plan:
 
 
 class PreparedInputs:
-    """Host-side inputs of the tasks, built on demand and shared by equal shapes."""
+    """Host-side inputs of the tasks, built on demand, shared by equal shapes and
+    placed in shared memory, so workers map them instead of copying."""
 
     def __init__(self, seed: int):
         self.seed = seed
@@ -77,16 +101,21 @@ class PreparedInputs:
     def get(self, shape: GraphShape) -> Graph:
         with self._lock:
             if shape not in self._graphs:
-                self._graphs[shape] = synthesize(shape, self.seed)
+                graph = synthesize(shape, self.seed)
+                for tensor in (graph.x, graph.edge_index, graph.y):
+                    tensor.share_memory_()
+                self._graphs[shape] = graph
             return self._graphs[shape]
 
 
 class Executor:
-    def __init__(self, device: torch.device, allocatable_bytes: int, workers: int, seed: int):
+    def __init__(self, device: torch.device, allocatable_bytes: int, workers: int, inputs: PreparedInputs):
         self.device = device
         self.allocatable_bytes = allocatable_bytes
         self.workers = workers
-        self.seed = seed
+        self._ledger = DeviceLedger(allocatable_bytes, context())
+        self._inputs = inputs
+        self._cores = len(os.sched_getaffinity(0))
 
     def run(self, method: str, plan: Plan) -> tuple[list[TaskRecord], dict]:
         """Run the whole queue under ``method``; return per-task records and run facts."""
@@ -100,107 +129,132 @@ class Executor:
                 measured_peak_bytes=plan.measured_peak_bytes.get(t.task_id))
             for t in plan.tasks
         }
-        self._shared = SharedDevice(self.allocatable_bytes)
-        self._streams: list = []  # idle CUDA streams, reused: each new stream gets its own cuBLAS workspace
-        self._inputs = PreparedInputs(self.seed)
-        self._t0 = time.perf_counter()
-        if grouped:
-            groups = self._run_groups(POLICIES[method], tasks, plan, records)
-        else:
-            groups = []
-            self._run_slots(BASELINE_CONCURRENCY[method], tasks, records)
-        for task_id in self._shared.over_capacity_tasks:
-            records[task_id].over_capacity = True
-        facts = {"groups": groups, "device_peak_bytes": self._shared.peak_bytes,
-                 "over_capacity_events": self._shared.over_capacity_events}
+        for task in plan.tasks:  # host-side inputs are ready before the clock starts, for every method alike
+            self._inputs.get(task.graph)
+        concurrency = self.workers if grouped else BASELINE_CONCURRENCY[method] or len(tasks)
+        threads = max(1, self._cores // concurrency)
+        with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
+            daemon = mps.start(Path(scratch), self.device.type) if method in MPS_BASELINES else None
+            pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
+            try:
+                # Warm workers start before the clock; beyond WARM_START_LIMIT more start when needed.
+                pool.start(0 if method in COLD_START else 2 if method == "pipeswitch"
+                           else min(concurrency, WARM_START_LIMIT))
+                run = _MethodRun(pool, self._ledger, tasks, records, threads, self._inputs)
+                groups = []
+                if grouped:
+                    groups = run.groups(POLICIES[method], plan, self.allocatable_bytes, self.workers)
+                elif method == "pipeswitch":
+                    run.pipeswitch()
+                elif method == "mps-pair":
+                    run.pairs()
+                else:
+                    run.slots(BASELINE_CONCURRENCY[method], fresh=method in COLD_START)
+            finally:
+                pool.close()
+                stop_error = daemon.stop() if isinstance(daemon, mps.MpsDaemon) else None
+        facts = {"groups": groups, "device_peak_bytes": self._ledger.peak_bytes,
+                 "over_capacity_events": self._ledger.crossings, "threads_per_task": threads,
+                 "worker_processes": len({r.worker_pid for r in records.values() if r.worker_pid}),
+                 "worker_max_rss_bytes": max(pool.max_rss_bytes.values(), default=None)}
+        if method in MPS_BASELINES:
+            facts["mps_daemon"] = "ran" if isinstance(daemon, mps.MpsDaemon) else f"not started: {daemon}"
+            if stop_error:
+                facts["mps_daemon"] += f"; {stop_error}"
         return [records[t.task_id] for t in plan.tasks], facts
 
-    def _now(self) -> float:
-        return time.perf_counter() - self._t0
 
-    # -- policies: batches of groups ---------------------------------------------------
-    def _run_groups(self, policy, tasks, plan: Plan, records) -> list[list[list[str]]]:
-        pending = sorted(tasks.values(), key=lambda t: t.arrival_s)
+class _MethodRun:
+    """One method's pass over the queue: hands jobs to the pool and records outcomes."""
+
+    def __init__(self, pool: WorkerPool, ledger: DeviceLedger, tasks: dict[str, Task],
+                 records: dict[str, TaskRecord], threads: int, inputs: PreparedInputs):
+        self.pool, self.tasks, self.records, self.threads, self.inputs = pool, tasks, records, threads, inputs
+        self.queue = sorted(tasks.values(), key=lambda t: t.arrival_s)
+        ledger.reset()
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def job(self, task: Task, **options) -> Job:
+        return Job(task, self.inputs.get(task.graph), self.records[task.task_id].budget_bytes, self.threads,
+                   **options)
+
+    def record(self, outcomes: list[Outcome]) -> None:
+        for outcome in outcomes:
+            record = self.records[outcome.task_id]
+            record.worker_pid = outcome.worker_pid
+            record.start_s = outcome.start - self.t0 if outcome.start is not None else None
+            record.end_s = outcome.end - self.t0 if outcome.end is not None else self.now()
+            record.result, record.error = outcome.result, outcome.error
+            record.over_budget, record.over_capacity = outcome.over_budget, outcome.over_capacity
+            record.watched_peak_bytes = outcome.watched_peak_bytes
+
+    def drain(self) -> None:
+        while self.pool.busy():
+            self.record(self.pool.wait())
+
+    def arrived(self, limit: int | None = None) -> list[Task]:
+        """Pop the tasks that have arrived (at most ``limit``); wait for the next
+        arrival if none has."""
+        while self.queue[0].arrival_s > self.now():
+            time.sleep(self.queue[0].arrival_s - self.now())
+        now = self.now()
+        count = sum(t.arrival_s <= now for t in self.queue)
+        count = count if limit is None else min(limit, count)
+        taken, self.queue = self.queue[:count], self.queue[count:]
+        return taken
+
+    # -- policies: batches of groups -----------------------------------------------------
+    def groups(self, policy, plan: Plan, allocatable: int, workers: int) -> list[list[list[str]]]:
         batches: list[list[list[str]]] = []
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare") as preparer:
-            while pending:
-                now = self._now()
-                if pending[0].arrival_s > now:
-                    time.sleep(pending[0].arrival_s - now)
-                    continue
-                arrived = [t for t in pending if t.arrival_s <= now]
-                pending = [t for t in pending if t.arrival_s > now]
-                items = [Item(t.task_id, plan.need_bytes[t.task_id], plan.qt_s.get(t.task_id, 0.0)) for t in arrived]
-                groups = policy(items, self.allocatable_bytes, self.workers)
-                batches.append(groups)
-                prepared = preparer.submit(self._prepare, [tasks[k] for k in groups[0]])
-                for index, group in enumerate(groups):
-                    prepared.result()
-                    if index + 1 < len(groups):
-                        prepared = preparer.submit(self._prepare, [tasks[k] for k in groups[index + 1]])
-                    for key in group:
-                        records[key].batch, records[key].group = len(batches) - 1, index
-                    self._run_group([tasks[k] for k in group], records)
+        while self.queue:
+            batch = self.arrived()
+            items = [Item(t.task_id, plan.need_bytes[t.task_id], plan.qt_s.get(t.task_id, 0.0)) for t in batch]
+            groups = policy(items, allocatable, workers)
+            batches.append(groups)
+            for index, group in enumerate(groups):
+                for key in group:
+                    self.records[key].batch, self.records[key].group = len(batches) - 1, index
+                    self.pool.hand(self.job(self.tasks[key]))
+                self.drain()
         return batches
 
-    def _prepare(self, group: list[Task]) -> None:
-        for task in group:
-            self._inputs.get(task.graph)
+    # -- baselines ---------------------------------------------------------------------------
+    def slots(self, limit: int | None, fresh: bool) -> None:
+        """A task starts when it has arrived and fewer than ``limit`` run."""
+        while self.queue or self.pool.busy():
+            now = self.now()
+            while self.queue and self.queue[0].arrival_s <= now and (
+                    limit is None or len(self.pool.busy()) < limit):
+                self.pool.hand(self.job(self.queue.pop(0)), fresh=fresh)
+            # Wake for the next arrival only if it has not arrived yet (else for a free slot).
+            timeout = self.queue[0].arrival_s - now if self.queue and self.queue[0].arrival_s > now else None
+            self.record(self.pool.wait(timeout))
 
-    def _run_group(self, group: list[Task], records) -> None:
-        with ThreadPoolExecutor(max_workers=len(group), thread_name_prefix="worker") as pool:
-            futures = [pool.submit(self._work, task, records[task.task_id]) for task in group]
-            for future in futures:
-                future.result()
+    def pairs(self) -> None:
+        """Pairs in arrival order, each task in a new process; a barrier between pairs."""
+        while self.queue:
+            for task in self.arrived(limit=2):
+                self.pool.hand(self.job(task), fresh=True)
+            self.drain()
 
-    # -- baselines: slots ------------------------------------------------------------------
-    def _run_slots(self, limit: int | None, tasks, records) -> None:
-        queue = sorted(tasks.values(), key=lambda t: t.arrival_s)
-        running: set[Future] = set()
-        with ThreadPoolExecutor(max_workers=limit or max(1, len(queue)), thread_name_prefix="slot") as pool:
-            while queue or running:
-                now = self._now()
-                while queue and queue[0].arrival_s <= now and (limit is None or len(running) < limit):
-                    task = queue.pop(0)
-                    running.add(pool.submit(self._work, task, records[task.task_id]))
-                # Wake for the next arrival only if it has not arrived yet (else for a free slot).
-                timeout = queue[0].arrival_s - now if queue and queue[0].arrival_s > now else None
-                if running:
-                    done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        future.result()
-                    running -= done
-                elif timeout:
-                    time.sleep(timeout)
-
-    # -- one worker ---------------------------------------------------------------------------
-    def _take_stream(self):
-        try:
-            return self._streams.pop()  # list.pop/append are atomic under the GIL
-        except IndexError:
-            return torch.cuda.Stream(device=self.device)
-
-    def _work(self, task: Task, record: TaskRecord) -> None:
-        record.start_s = self._now()
-        graph = self._inputs.get(task.graph)
-        watch = TaskMemoryWatch(record.budget_bytes, self._shared, self.device.type)
-        self._shared.enter(task.task_id)
-        try:
-            if self.device.type == "cuda":
-                stream = self._take_stream()
-                try:
-                    with torch.cuda.stream(stream), watch:
-                        record.result = run_task(task, graph, self.device)
-                    stream.synchronize()
-                finally:
-                    self._streams.append(stream)
-            else:
-                with watch:
-                    record.result = run_task(task, graph, self.device)
-        except torch.OutOfMemoryError:
-            record.error = "out of memory"
-        finally:
-            self._shared.leave(task.task_id)
-            record.end_s = self._now()
-            record.watched_peak_bytes = watch.record.peak_bytes
-            record.over_budget = watch.record.exceeded_at_bytes is not None
+    def pipeswitch(self) -> None:
+        """Strictly one task computing; the next one waits prepared on a standby worker."""
+        pipelined = self.pool.device.type == "cuda"
+        active = standby = None
+        while self.queue or self.pool.busy():
+            if standby is None and self.queue and self.queue[0].arrival_s <= self.now():
+                standby = self.pool.hand(self.job(self.queue.pop(0), gated=True, pipelined=pipelined))
+            if active is None and standby is not None and standby.ready:
+                self.pool.go(standby)
+                active, standby = standby, None
+                continue
+            waiting_arrival = standby is None and self.queue and self.queue[0].arrival_s > self.now()
+            outcomes = self.pool.wait(max(0.0, self.queue[0].arrival_s - self.now()) if waiting_arrival else None)
+            self.record(outcomes)
+            if active is not None and active.job is None:
+                active = None
+            if standby is not None and standby.job is None:  # it died while preparing
+                standby = None

@@ -7,7 +7,7 @@ in order) with the same 512-byte rounding. The profiler only observes, so
 autograd behaves as in a normal run.
 
 ``TaskMemoryWatch`` follows one task while it shares the device with others
-(the profiler cannot: it sees one thread, and two cannot run at once). It is a
+(the profiler cannot run in two processes at once, nor enforce). It is a
 dispatch mode, thread-local and carried into autograd's worker threads, that
 counts the bytes of every storage the task's operators create until that
 storage dies; the finaliser holds only a key and a size. Any dispatch mode
@@ -20,6 +20,7 @@ exact). It therefore errs high, never low; estimator errors are measured with
 """
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import weakref
 from dataclasses import dataclass
@@ -80,48 +81,66 @@ class WatchRecord:
     exceeded_at_bytes: int | None = None  # live bytes when the budget first broke
 
 
-class SharedDevice:
-    """Live bytes of all watched tasks together, against the allocatable memory.
-    Tasks running while the sum is over it are noted as over capacity."""
+class BudgetExceeded(RuntimeError):
+    """Raised into a task whose live bytes passed its enforced budget."""
 
-    def __init__(self, capacity_bytes: int):
+
+LIVE, PEAK, CROSSINGS = range(3)
+
+
+class DeviceLedger:
+    """Live bytes of every running task together, in shared memory so that each
+    worker process adds its own task's, compared with the allocatable memory.
+    ``crossings`` counts the times the sum went from within capacity to over it:
+    a task ran over capacity if the sum was over when it started or a crossing
+    happened while it ran."""
+
+    def __init__(self, capacity_bytes: int, ctx=None):
         self.capacity_bytes = capacity_bytes
-        self.live_bytes = 0
-        self.peak_bytes = 0
-        self.over_capacity_events = 0
-        self.over_capacity_tasks: set[str] = set()
-        self._active: set[str] = set()
-        self._lock = threading.Lock()
-
-    def enter(self, task_id: str) -> None:
-        with self._lock:
-            self._active.add(task_id)
-
-    def leave(self, task_id: str) -> None:
-        with self._lock:
-            self._active.discard(task_id)
+        self._counters = (ctx or multiprocessing).Array("q", 3)
 
     def change(self, delta: int) -> None:
-        with self._lock:
-            was_over = self.live_bytes > self.capacity_bytes
-            self.live_bytes += delta
-            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-            if self.live_bytes > self.capacity_bytes:
-                self.over_capacity_tasks |= self._active
-                if not was_over:
-                    self.over_capacity_events += 1
+        with self._counters.get_lock():
+            counters = self._counters
+            was_over = counters[LIVE] > self.capacity_bytes
+            counters[LIVE] += delta
+            counters[PEAK] = max(counters[PEAK], counters[LIVE])
+            if counters[LIVE] > self.capacity_bytes and not was_over:
+                counters[CROSSINGS] += 1
+
+    def reset(self) -> None:
+        with self._counters.get_lock():
+            self._counters[:] = [0, 0, 0]
+
+    def snapshot(self) -> tuple[bool, int]:
+        """(over capacity now, crossings so far)."""
+        with self._counters.get_lock():
+            return self._counters[LIVE] > self.capacity_bytes, self._counters[CROSSINGS]
+
+    @property
+    def peak_bytes(self) -> int:
+        return self._counters[PEAK]
+
+    @property
+    def crossings(self) -> int:
+        return self._counters[CROSSINGS]
 
 
 class TaskMemoryWatch(TorchDispatchMode):
     """Counts one task's live storage bytes (512-byte rounded) and notes when they
-    first exceed its budget. Enter it in the task's own thread."""
+    first exceed its budget; with ``enforce`` it then raises ``BudgetExceeded``
+    into the task at its next operator. Enter it in the task's own thread;
+    ``settle`` takes what is still live off the ledger when the task is over."""
 
-    def __init__(self, budget_bytes: int | None, shared: SharedDevice | None = None, device_type: str = "cpu"):
+    def __init__(self, budget_bytes: int | None, ledger: DeviceLedger | None = None, device_type: str = "cpu",
+                 enforce: bool = False):
         super().__init__()
         self.record = WatchRecord(budget_bytes=budget_bytes)
         self._device_type = device_type  # on a GPU, host-side tensors are not device memory
-        self._shared = shared
+        self._ledger = ledger
+        self._enforce = enforce and budget_bytes is not None
         self._live = 0
+        self._settled = False
         self._seen: set[int] = set()
         self._lock = threading.Lock()
 
@@ -130,6 +149,8 @@ class TaskMemoryWatch(TorchDispatchMode):
         for leaf in tree_leaves(out):
             if isinstance(leaf, torch.Tensor) and leaf.device.type == self._device_type:
                 self._track(leaf.untyped_storage())
+        if self._enforce and self.record.exceeded_at_bytes is not None:
+            raise BudgetExceeded(f"{self.record.exceeded_at_bytes} live bytes, budget {self.record.budget_bytes}")
         return out
 
     def _track(self, storage: torch.UntypedStorage) -> None:
@@ -152,11 +173,21 @@ class TaskMemoryWatch(TorchDispatchMode):
 
     def _change(self, delta: int) -> None:
         with self._lock:
+            if self._settled:
+                return
             self._live += delta
             if self._live > self.record.peak_bytes:
                 self.record.peak_bytes = self._live
             budget = self.record.budget_bytes
             if budget is not None and self._live > budget and self.record.exceeded_at_bytes is None:
                 self.record.exceeded_at_bytes = self._live
-        if self._shared is not None:
-            self._shared.change(delta)
+        if self._ledger is not None:
+            self._ledger.change(delta)
+
+    def settle(self) -> None:
+        """The task is over: what it still holds (an exception's frames may keep
+        tensors alive a while) leaves the ledger now, and later frees are ignored."""
+        with self._lock:
+            remaining, self._live, self._settled = self._live, 0, True
+        if self._ledger is not None and remaining:
+            self._ledger.change(-remaining)

@@ -126,6 +126,7 @@ TRAINING_POLICIES = ("base", "lmcf", "bmc")
 INFERENCE_POLICIES = ("base", "sqtf", "bqt")
 
 # Baselines use no estimate: how many tasks may run at once (a slot frees, the
-# next task in arrival order starts). Default: one at a time; MPS: unlimited;
-# MPS-Base: at most four (GNNSched §4.1).
-BASELINE_CONCURRENCY = {"default": 1, "mps": None, "mps-base": 4}
+# next task in arrival order starts). Default and PipeSwitch: one at a time
+# (CoGNN §V-A); MPS-pair: CoGNN's MPS runs, two at a time with a barrier;
+# MPS-Base: at most four (GNNSched §4.1); MPS: unlimited. How each runs: executor.
+BASELINE_CONCURRENCY = {"default": 1, "pipeswitch": 1, "mps-pair": 2, "mps-base": 4, "mps": None}

@@ -55,13 +55,21 @@ class Task:
         return d
 
 
-def run_task(task: Task, graph: Graph, device: torch.device) -> float:
+def run_task(task: Task, graph: Graph, device: torch.device, model: torch.nn.Module | None = None,
+             pipelined: bool = False) -> float:
     """Run ``task`` on ``device``; return the final training loss, or the share
-    of nodes predicted correctly for inference."""
+    of nodes predicted correctly for inference. ``model``: built already (on the
+    host); ``pipelined``: its parameters go to a CUDA device layer by layer,
+    each layer computing as soon as its own have arrived (PipeSwitch); on the
+    CPU there is nothing to transfer."""
     x = graph.x.to(device, copy=True)
     edge_index = graph.edge_index.to(device, copy=True)
     y = graph.y.to(device, copy=True)
-    model = build_model(task.config).to(device)
+    model = model or build_model(task.config)
+    if pipelined and device.type == "cuda":
+        _pipelined_to(model, device)
+    else:
+        model = model.to(device)
     if task.training:
         if task.variant == ARTIFACT:
             optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
@@ -77,6 +85,26 @@ def run_task(task: Task, graph: Graph, device: torch.device) -> float:
     with torch.no_grad():
         predicted = model(x, edge_index).argmax(dim=1)
         return float((predicted == y).float().mean())
+
+
+def _pipelined_to(model: torch.nn.Module, device: torch.device) -> None:
+    """Issue every module's parameter copy on a side stream, in module order, and
+    make each module's forward wait only for its own copy."""
+    compute = torch.cuda.current_stream(device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(compute)
+    for module in model.modules():
+        tensors = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+        if not tensors:
+            continue
+        with torch.cuda.stream(side):
+            for tensor in tensors:
+                tensor.data = tensor.data.to(device, non_blocking=True)
+        arrived = torch.cuda.Event()
+        arrived.record(side)
+        for tensor in tensors:
+            tensor.data.record_stream(compute)  # allocated on the side stream, used on the compute stream
+        module.register_forward_pre_hook(lambda _module, _inputs, event=arrived: compute.wait_event(event))
 
 
 def _artifact_epoch(model, optimizer, x, edge_index, y) -> float:

@@ -1,0 +1,287 @@
+"""Worker processes: each running task is alone in its own process.
+
+A ``WorkerPool`` starts workers by forking a fork server that has imported
+torch and PyG, so a worker costs a fork and a warm-up, not an import. The
+parent hands a worker a ``Job`` (the task, its inputs in shared memory, its
+budget, its CPU threads) over a pipe; the worker answers with an ``Outcome``
+(result, start and end on the system-wide monotonic clock, what its memory
+watch saw, an error). Warm workers serve job after job; a ``fresh`` job gets a
+worker of its own that exits after it (a cold start, as a new process per task).
+
+A task's memory is its own:
+- Budget: a job with a budget runs under it. On CUDA the caching allocator's
+  per-process fraction is set to the budget, so the allocator refuses past it;
+  on every device the watch raises ``BudgetExceeded`` once the task's live bytes
+  pass it. Either way the task stops and is recorded over budget; its worker
+  serves the next job.
+- Capacity: every worker adds its task's live bytes to one ``DeviceLedger`` in
+  shared memory, so the sum over processes is compared with the allocatable memory.
+- A worker that dies (a signal, the kernel's out-of-memory killer) fails its job
+  with the exit status and is not reused.
+
+A gated job (PipeSwitch's standby worker) receives its inputs, prepares, says
+``READY`` and waits for ``GO`` before it computes, so the parent decides when
+compute starts. Invariant: a worker holds at most one job.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_any
+
+import torch
+import torch.multiprocessing  # noqa: F401 - registers the reducers that pass tensors through shared memory
+
+from hosts.colocation.datasets import Graph, GraphShape, synthesize
+from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch
+from hosts.colocation.models import MODELS, build_model
+from hosts.colocation.tasks import TRAINING, Task, run_task
+
+READY, GO, UP = "ready", "go", "up"
+OUT_OF_MEMORY = "out of memory"
+
+
+@dataclass
+class Job:
+    task: Task
+    graph: Graph
+    budget_bytes: int | None  # enforced when set
+    threads: int  # CPU threads of the task (torch.set_num_threads)
+    gated: bool = False
+    pipelined: bool = False  # PipeSwitch's layer-by-layer parameter transfer (CUDA only)
+
+
+@dataclass
+class Outcome:
+    task_id: str
+    worker_pid: int
+    start: float | None = None  # time.monotonic() when compute started
+    end: float | None = None
+    result: float | None = None
+    error: str | None = None
+    over_budget: bool = False
+    over_capacity: bool = False
+    watched_peak_bytes: int | None = None
+    worker_max_rss_bytes: int | None = None
+
+
+def context():
+    """The fork server context; it imports this module once, so forked workers start with torch and PyG loaded."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+@dataclass
+class Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: multiprocessing.connection.Connection
+    fresh: bool = False
+    job: Job | None = None
+    ready: bool = False  # a gated job is prepared and waits for GO
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@dataclass
+class WorkerPool:
+    """Worker processes on one device, adding to one ledger. ``env`` is set in each
+    worker before it touches the device (an MPS daemon's pipe directory)."""
+
+    device: torch.device
+    ledger: DeviceLedger
+    env: dict[str, str] = field(default_factory=dict)
+    workers: list[Worker] = field(default_factory=list)
+    max_rss_bytes: dict[int, int] = field(default_factory=dict)  # worker pid -> its peak resident set
+
+    def __post_init__(self):
+        self._ctx = context()
+
+    def start(self, count: int) -> None:
+        """Have at least ``count`` warm workers, each up (device initialised, models warmed)."""
+        while sum(not w.fresh for w in self.workers) < count:
+            self._spawn(fresh=False)
+
+    def _spawn(self, fresh: bool) -> Worker:
+        parent_end, child_end = self._ctx.Pipe()
+        process = self._ctx.Process(target=_serve, args=(child_end, str(self.device), self.ledger, self.env, not fresh),
+                                    name="colocate-worker", daemon=True)
+        process.start()
+        child_end.close()
+        worker = Worker(process, parent_end, fresh)
+        self.workers.append(worker)
+        if not fresh:
+            self._expect_up(worker)
+        return worker
+
+    def _expect_up(self, worker: Worker) -> None:
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):  # the worker is gone (a reset when it died mid-send)
+            message = None
+        if message != UP:
+            self._drop(worker)
+            raise RuntimeError(f"a co-location worker failed to start (exit code {worker.process.exitcode})")
+
+    def idle(self) -> Worker:
+        """An idle warm worker, started if there is none."""
+        for worker in self.workers:
+            if worker.job is None and not worker.fresh:
+                return worker
+        self.start(sum(not w.fresh for w in self.workers) + 1)
+        return self.workers[-1]
+
+    def hand(self, job: Job, worker: Worker | None = None, fresh: bool = False) -> Worker:
+        """Give ``job`` to ``worker`` (default: an idle warm one; ``fresh``: a new
+        process that exits after it). A fresh worker's start-up is part of its job."""
+        if fresh:
+            worker = self._spawn(fresh=True)
+        worker = worker or self.idle()
+        assert worker.job is None, "a worker holds one job at a time"
+        worker.job, worker.ready = job, False
+        worker.conn.send(job)
+        return worker
+
+    def go(self, worker: Worker) -> None:
+        assert worker.job is not None and worker.job.gated and worker.ready
+        worker.conn.send(GO)
+
+    def busy(self) -> list[Worker]:
+        return [w for w in self.workers if w.job is not None]
+
+    def wait(self, timeout: float | None = None) -> list[Outcome]:
+        """Outcomes of the jobs that ended (within ``timeout`` seconds; None waits
+        for the first event). A gated job that became ready is marked, not returned."""
+        busy = self.busy()
+        if not busy:
+            if timeout:
+                time.sleep(timeout)
+            return []
+        waitables = {}
+        for worker in busy:
+            waitables[worker.conn] = worker
+            waitables[worker.process.sentinel] = worker
+        outcomes = []
+        for handle in wait_any(list(waitables), timeout):
+            worker = waitables[handle]
+            if worker.job is not None:  # else: both its pipe and its sentinel were ready
+                outcome = self._receive(worker)
+                if outcome is not None:
+                    outcomes.append(outcome)
+        return outcomes
+
+    def _receive(self, worker: Worker) -> Outcome | None:
+        """The worker's next message: None for UP (a fresh worker started) and READY."""
+        job = worker.job
+        try:
+            if worker.conn.poll():
+                message = worker.conn.recv()
+                if message == READY:
+                    worker.ready = True
+                if message in (UP, READY):
+                    return None
+                worker.job = None
+                self.max_rss_bytes[worker.pid] = message.worker_max_rss_bytes
+                if worker.fresh:
+                    self._retire(worker)
+                return message
+        except (EOFError, OSError):  # the worker is gone (a reset when it died mid-send)
+            pass
+        worker.process.join(timeout=5)
+        self._drop(worker)
+        return Outcome(job.task.task_id, worker.pid,
+                       error=f"worker process died (exit code {worker.process.exitcode})")
+
+    def _retire(self, worker: Worker) -> None:
+        try:
+            worker.conn.send(None)
+        except OSError:
+            pass
+        worker.process.join(timeout=10)
+        self._drop(worker)
+
+    def _drop(self, worker: Worker) -> None:
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join(timeout=5)
+        worker.conn.close()
+        self.workers.remove(worker)
+
+    def close(self) -> None:
+        """Stop every worker: asked to exit, killed if it does not within 10 s."""
+        for worker in list(self.workers):
+            self._retire(worker)
+
+
+# -- in the worker process ---------------------------------------------------------------------
+
+def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], warm: bool) -> None:
+    os.environ.update(env)
+    device = torch.device(device_name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if warm:  # a fresh worker pays its device's and its model's first use in its task, as a new process does
+        _warm_up(device)
+    conn.send(UP)
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        conn.send(_run(job, conn, device, ledger))
+
+
+def _warm_up(device: torch.device) -> None:
+    """Initialise the device and PyG's generated layer code outside any task's time."""
+    shape = GraphShape("warm-up", 32, 128, 8, 2, 1.0, 0)
+    graph = synthesize(shape, 0)
+    for model in MODELS:
+        run_task(Task("warm-up", TRAINING, model, shape, layers=2, hidden=8, sampling_ratio=1.0), graph, device)
+
+
+def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger) -> Outcome:
+    task = job.task
+    outcome = Outcome(task.task_id, os.getpid())
+    torch.set_num_threads(job.threads)
+    model = None
+    if job.pipelined and device.type == "cuda":
+        model = build_model(task.config)  # PipeSwitch's standby holds the model in pinned host memory
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.pin_memory()
+    if job.gated:
+        conn.send(READY)
+        if conn.recv() != GO:
+            raise RuntimeError("a gated job expects GO")
+    if device.type == "cuda":
+        torch.cuda.empty_cache()  # the budget caps what this task reserves, not what earlier ones left cached
+        total = torch.cuda.get_device_properties(device).total_memory
+        fraction = min(1.0, job.budget_bytes / total) if job.budget_bytes else 1.0
+        torch.cuda.set_per_process_memory_fraction(fraction, device)
+    watch = TaskMemoryWatch(job.budget_bytes, ledger, device.type, enforce=True)
+    over_at_start, crossings = ledger.snapshot()
+    outcome.start = time.monotonic()
+    try:
+        with watch:
+            outcome.result = run_task(task, job.graph, device, model=model, pipelined=job.pipelined)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    except BudgetExceeded:
+        outcome.error = f"stopped over budget at {watch.record.exceeded_at_bytes} bytes"
+    except torch.OutOfMemoryError:
+        outcome.error = OUT_OF_MEMORY
+    except Exception as err:  # noqa: BLE001 - a task's failure is its record, the worker serves on
+        text = str(err).splitlines()[0] if str(err) else ""
+        outcome.error = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    outcome.end = time.monotonic()
+    watch.settle()
+    _, crossings_after = ledger.snapshot()
+    outcome.over_capacity = over_at_start or crossings_after > crossings
+    outcome.over_budget = watch.record.exceeded_at_bytes is not None or (
+        outcome.error == OUT_OF_MEMORY and job.budget_bytes is not None)
+    outcome.watched_peak_bytes = watch.record.peak_bytes
+    outcome.worker_max_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return outcome
