@@ -10,14 +10,15 @@ the policy reserved for it (estimate x safety threshold): a task that goes over
 is stopped and recorded as a violation.
 
 Baselines use no estimate and no budget (``BASELINES``):
-- default: one task at a time, each in a new process (the artifact launches a
-  process per task), so its cold start is part of the makespan;
+- default: one task at a time, each training task in a new process (the
+  artifact launches a process per task), so its cold start is part of the
+  makespan; inference requests go to a warm worker (a serving process);
 - pipeswitch: one task at a time on warm workers; while one computes, a standby
   worker takes the next task's inputs and (on CUDA) its model into pinned memory,
   then copies the parameters layer by layer as the first layers compute. On the
   CPU there are no transfers: the same schedule, without the overlap;
-- mps-pair: CoGNN's MPS runs, tasks in arrival order in pairs of new processes,
-  the next pair after both finish;
+- mps-pair: CoGNN's MPS runs, tasks in arrival order in pairs (new processes for
+  training tasks), the next pair after both finish;
 - mps-base: at most four at once; mps: all at once (GNNSched), warm workers.
 The MPS baselines start a real MPS daemon on CUDA when the device allows it
 (``mps``); the run's facts say whether one ran.
@@ -47,7 +48,9 @@ from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES, Item
 from hosts.colocation.tasks import Task
 from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, WorkerPool, context
 
-COLD_START = ("default", "mps-pair")  # a new process per task
+# A new process per training task, as the CoGNN artifact's scripts launch them;
+# inference requests go to a warm server process (GNNSched).
+COLD_START = ("default", "mps-pair")
 MPS_BASELINES = ("mps", "mps-base", "mps-pair")
 WARM_START_LIMIT = 8  # unlimited MPS over a long inference queue would otherwise start a process per request
 
@@ -138,7 +141,8 @@ class Executor:
             pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
             try:
                 # Warm workers start before the clock; beyond WARM_START_LIMIT more start when needed.
-                pool.start(0 if method in COLD_START else 2 if method == "pipeswitch"
+                cold = method in COLD_START and all(task.training for task in plan.tasks)
+                pool.start(0 if cold else 2 if method == "pipeswitch"
                            else min(concurrency, WARM_START_LIMIT))
                 run = _MethodRun(pool, self._ledger, tasks, records, threads, self._inputs)
                 groups = []
@@ -147,9 +151,9 @@ class Executor:
                 elif method == "pipeswitch":
                     run.pipeswitch()
                 elif method == "mps-pair":
-                    run.pairs()
+                    run.pairs(fresh=cold)
                 else:
-                    run.slots(BASELINE_CONCURRENCY[method], fresh=method in COLD_START)
+                    run.slots(BASELINE_CONCURRENCY[method], fresh=cold)
             finally:
                 pool.close()
                 stop_error = daemon.stop() if isinstance(daemon, mps.MpsDaemon) else None
@@ -233,11 +237,11 @@ class _MethodRun:
             timeout = self.queue[0].arrival_s - now if self.queue and self.queue[0].arrival_s > now else None
             self.record(self.pool.wait(timeout))
 
-    def pairs(self) -> None:
-        """Pairs in arrival order, each task in a new process; a barrier between pairs."""
+    def pairs(self, fresh: bool) -> None:
+        """Pairs in arrival order; a barrier between pairs."""
         while self.queue:
             for task in self.arrived(limit=2):
-                self.pool.hand(self.job(task), fresh=True)
+                self.pool.hand(self.job(task), fresh=fresh)
             self.drain()
 
     def pipeswitch(self) -> None:
