@@ -123,6 +123,7 @@ def test_pipeswitch_runs_strictly_one_task_at_a_time_on_warm_workers():
     assert all(r.error is None for r in records)
     _assert_one_at_a_time(records)
     assert facts["worker_processes"] == 2  # an active and a standby worker, alternating
+    assert 0 < facts["device_utilization"] <= 1  # the CPU's busy share while the method ran
 
 
 def test_mps_pair_starts_pairs_in_arrival_order_with_a_barrier():

@@ -19,11 +19,12 @@ from pathlib import Path
 
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
                     ("avg_queuing_s", "avg queuing (s)"), ("memory_violations", "memory violations"),
-                    ("groups", "groups")]
+                    ("device_utilization", "device busy"), ("groups", "groups")]
 INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_latency_qt", "median latency / QT"),
                      ("p90_latency_qt", "p90 latency / QT"), ("p99_latency_qt", "p99 latency / QT"),
                      ("avg_jct_qt", "avg JCT / QT"), ("avg_queuing_qt", "avg queuing / QT"),
-                     ("makespan_s", "makespan (s)"), ("memory_violations", "memory violations")]
+                     ("makespan_s", "makespan (s)"), ("memory_violations", "memory violations"),
+                     ("device_utilization", "device busy")]
 
 
 def write_report(run: Path, summary: dict, records) -> None:

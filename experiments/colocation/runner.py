@@ -88,7 +88,8 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
             row = {**summarize(records), "device_peak_bytes": facts["device_peak_bytes"],
                    "over_capacity_events": facts["over_capacity_events"],
                    "groups": sum(len(batch) for batch in facts["groups"]) or None,
-                   "worker_processes": facts["worker_processes"], "wall_s": time.perf_counter() - started}
+                   "worker_processes": facts["worker_processes"], "device_utilization": facts["device_utilization"],
+                   "wall_s": time.perf_counter() - started}
             if "mps_daemon" in facts:
                 row["mps_daemon"] = facts["mps_daemon"]
             runs[method].append(row)
@@ -115,7 +116,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
 
 
 RUN_COLUMNS = ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations", "qos_violation_rate",
-               "p99_latency_s", "failed", "worker_processes", "wall_s")
+               "p99_latency_s", "failed", "worker_processes", "device_utilization", "wall_s")
 
 
 def write_runs_csv(path: Path, runs: dict[str, list[dict]]) -> None:

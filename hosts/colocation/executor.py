@@ -46,6 +46,7 @@ from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES, Item
 from hosts.colocation.tasks import Task
+from hosts.colocation.utilization import UtilizationSampler
 from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, WorkerPool, context
 
 # A new process per training task, as the CoGNN artifact's scripts launch them;
@@ -139,12 +140,14 @@ class Executor:
         with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
             daemon = mps.start(Path(scratch), self.device.type) if method in MPS_BASELINES else None
             pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
+            utilization = UtilizationSampler(self.device)
             try:
                 # Warm workers start before the clock; beyond WARM_START_LIMIT more start when needed.
                 cold = method in COLD_START and all(task.training for task in plan.tasks)
                 pool.start(0 if cold else 2 if method == "pipeswitch"
                            else min(concurrency, WARM_START_LIMIT))
                 run = _MethodRun(pool, self._ledger, tasks, records, threads, self._inputs)
+                utilization.start()
                 groups = []
                 if grouped:
                     groups = run.groups(POLICIES[method], plan, self.allocatable_bytes, self.workers)
@@ -155,10 +158,12 @@ class Executor:
                 else:
                     run.slots(BASELINE_CONCURRENCY[method], fresh=cold)
             finally:
+                utilization.stop()
                 pool.close()
                 stop_error = daemon.stop() if isinstance(daemon, mps.MpsDaemon) else None
         facts = {"groups": groups, "device_peak_bytes": self._ledger.peak_bytes,
                  "over_capacity_events": self._ledger.crossings, "threads_per_task": threads,
+                 "device_utilization": utilization.mean,
                  "worker_processes": len({r.worker_pid for r in records.values() if r.worker_pid}),
                  "worker_max_rss_bytes": max(pool.max_rss_bytes.values(), default=None)}
         if method in MPS_BASELINES:
