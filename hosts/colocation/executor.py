@@ -138,7 +138,7 @@ class Executor:
         concurrency = self.workers if grouped else BASELINE_CONCURRENCY[method] or len(tasks)
         threads = max(1, self._cores // concurrency)
         with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
-            daemon = mps.start(Path(scratch), self.device.type) if method in MPS_BASELINES else None
+            daemon = self._mps_daemon(Path(scratch)) if method in MPS_BASELINES else None
             pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
             utilization = UtilizationSampler(self.device)
             try:
@@ -171,6 +171,23 @@ class Executor:
             if stop_error:
                 facts["mps_daemon"] += f"; {stop_error}"
         return [records[t.task_id] for t in plan.tasks], facts
+
+
+    def _mps_daemon(self, directory: Path) -> mps.MpsDaemon | str:
+        """A daemon a worker could join, or why there is none (the schedule then
+        runs as plain processes)."""
+        daemon = mps.start(directory, self.device.type)
+        if isinstance(daemon, str):
+            return daemon
+        probe = WorkerPool(self.device, self._ledger, daemon.env)
+        try:
+            probe.start(1)
+        except RuntimeError as err:
+            daemon.stop()
+            return f"started, but a worker could not use it ({err})"
+        finally:
+            probe.close()
+        return daemon
 
 
 class _MethodRun:
