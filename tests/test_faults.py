@@ -21,7 +21,8 @@ from experiments.emulation import runner
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.net import Emulation
 from experiments.emulation.ovs import ovs_env
-from experiments.emulation.runner import RunError, run_spec
+from experiments.emulation.runner import run_spec
+from experiments.workloads.run import RunError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -133,16 +134,16 @@ def test_killed_iperf3_is_a_failed_flow_not_a_crash(tmp_path, private_state):
 def test_crash_mid_run_and_failing_teardown_step_leave_a_usable_run_dir(tmp_path, private_state, monkeypatch):
     namespaces = netns_inodes()
     spec = _spec("crash")
-    real_play = runner.play
+    real_run = runner.TimetableWorkload.run
 
-    def crashing_play(em, spec, raw, played):
+    def crashing_run(self):
         threading.Timer(4.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
-        real_play(em, spec, raw, played)
+        real_run(self)
 
     def broken_step(self):
         raise BrokenPipeError("injected")
 
-    monkeypatch.setattr(runner, "play", crashing_play)
+    monkeypatch.setattr(runner.TimetableWorkload, "run", crashing_run)
     monkeypatch.setattr(Emulation, "_close_client", broken_step)  # the first tear-down step after the hosts
     with pytest.raises(RunError, match="partial results in"):
         run_spec(spec, out=str(tmp_path / "run"))

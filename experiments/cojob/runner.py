@@ -21,8 +21,7 @@ from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
-from experiments.emulation.runner import CpuMonitor
-from experiments.workloads.run import run_workload
+from experiments.workloads.run import CpuMonitor, run_workload
 from topologies import queues
 from topologies.fabric import host_interface
 
@@ -72,6 +71,7 @@ class CojobWorkload:
         store.write_json(run / "workload.json", self.workload.to_dict())
         self.driver: CojobDriver | None = None
         self.captures: list = []
+        self.t0 = None  # run times count from the run's start
 
     def start(self, em: Emulation, events_path: str) -> None:
         self.captures = _start_captures(em, self.run_dir / "raw")
@@ -90,7 +90,7 @@ class CojobWorkload:
         store.write_json(self.run_dir / "raw" / "queue_counters.json", em.port_counters())
 
     def summary_fields(self) -> dict:
-        return {}
+        return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"]}
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
         return analyse(self.spec, self.run_dir, self.workload.to_dict(), cpu, outages)

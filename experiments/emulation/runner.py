@@ -1,17 +1,14 @@
-"""``trainbed run``: one spec -> one run directory.
+"""The ``timetable`` workload kind: iperf3 flows and policy changes on a schedule.
 
-Like an experiment in mininet-tests: bring the fabric up, start background
-monitors (CPU), play the workload (iperf3 flows and policy changes on a
-schedule), collect raw data, tear down (always, also on SIGINT/SIGTERM), then a
-separate analysis step turns raw data into ``summary.json`` and plots.
+Like an experiment in mininet-tests: the fabric comes up, background monitors
+(CPU) start, the timetable plays, raw data is collected, the fabric is torn down
+(always, also on SIGINT/SIGTERM: ``experiments.workloads.run``), then a separate
+analysis step turns raw data into ``summary.json`` and plots.
 """
 from __future__ import annotations
 
-import signal
 import subprocess
-import threading
 import time
-import traceback
 from pathlib import Path
 
 from experiments import store
@@ -19,6 +16,7 @@ from experiments.emulation import metrics, plots
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.net import Emulation
 from experiments.errors import one_line
+from experiments.workloads.run import CpuMonitor, run_workload
 from hosts import traffic
 
 INTERVAL_S = 0.5
@@ -29,94 +27,99 @@ POLICY_DELAY_TOLERANCE_S = 1.0
 RECOVERY_WINDOW_S = 5.0
 
 
-class CpuMonitor(threading.Thread):
-    """Samples the box's CPU idle share every second into a list (cpu.csv)."""
-
-    def __init__(self, t0: float):
-        super().__init__(daemon=True)
-        self.t0 = t0
-        self.samples: list[tuple[float, float]] = []
-        self.first = store.cpu_times()
-        self.last = self.first
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        prev = self.first
-        while not self.stopped.wait(1.0):
-            now = store.cpu_times()
-            self.samples.append((time.monotonic() - self.t0, store.idle_share(prev, now)))
-            prev = now
-        self.last = store.cpu_times()
-
-    def idle_share(self) -> float:
-        return store.idle_share(self.first, self.last)
-
-    def write_csv(self, path: Path) -> None:
-        with open(path, "w") as f:
-            f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{idle:.3f}\n" for t, idle in self.samples))
-
-
-def terminate_on_signals():
-    def raise_interrupt(signum, _frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    return previous
-
-
 def _policy_of(entry: dict) -> dict:
     return {k: entry[k] for k in spec_mod.POLICY_FIELDS if k in entry}
 
 
-def play(em: Emulation, spec: dict, raw: Path, played: dict) -> None:
-    """Run the workload, filling ``played`` as it goes (so a crash keeps what
-    happened): run-time start of each flow, iperf3 ports, when each policy change
-    was due and applied, and each iperf3 process's exit code."""
-    fab = em.fabric
-    flows = spec["flows"]
-    ports = {f["name"]: traffic.IPERF_BASE_PORT + i for i, f in enumerate(flows)}
-    played.update({"starts": {}, "ports": ports, "changes": [], "exit_codes": {}})
-    servers = {}
-    for f in flows:
-        with open(raw / f"{f['name']}.server.json", "wb") as out:
-            cmd = traffic.server_cmd(ports[f["name"]]) + ["-i", f"{INTERVAL_S:g}"]
-            servers[f["name"]] = em.popen(f["dst"], cmd, stdout=out, stderr=out)
-    time.sleep(0.5)  # servers listening
-    events = [(f["start_s"], 0, "start", f) for f in flows]
-    events += [(c["at_s"], 1, "change", c) for c in spec["policy_changes"]]
-    events.sort(key=lambda e: (e[0], e[1]))
-    policy_ids: dict[str, int] = {}
-    flows_by_name = {f["name"]: f for f in flows}
-    clients = {}
-    t0 = played["t0"] = time.monotonic()
-    for at, _order, kind, entry in events:
-        delay = t0 + at - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-        flow = flows_by_name[entry["name"] if kind == "start" else entry["flow"]]
-        match = {"src": flow["src"], "dst": flow["dst"], "proto": "tcp", "dst_port": ports[flow["name"]]}
-        if kind == "change" and entry["remove"]:
-            if flow["name"] in policy_ids:
-                em.client.remove_policy(policy_ids.pop(flow["name"]))
-        elif _policy_of(entry):
-            policy_ids[flow["name"]] = em.client.set_policy(**match, **_policy_of(entry))
-        if kind == "change":
-            played["changes"].append({"flow": flow["name"], "at_s": at, "applied_s": time.monotonic() - t0})
-        if kind == "start":
-            with open(raw / f"{flow['name']}.client.json", "wb") as out:
-                cmd = traffic.client_cmd(fab.host(flow["dst"]).ip, ports[flow["name"]], flow["duration_s"],
-                                         spec["tcp_congestion"])
-                played["starts"][flow["name"]] = time.monotonic() - t0
-                clients[flow["name"]] = em.popen(flow["src"], cmd, stdout=out, stderr=out)
-    deadline = t0 + spec["duration_s"] + GRACE_S + 10
-    for role, procs in (("client", clients), ("server", servers)):
-        for name, proc in procs.items():
-            try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
-                played["exit_codes"][f"{name}.{role}"] = proc.returncode
-            except subprocess.TimeoutExpired:
+class TimetableWorkload:
+    """iperf3 flows and policy changes on a schedule. ``played`` fills as the run
+    goes (so a crash keeps what happened): run-time start of each flow, iperf3
+    ports, when each policy change was due and applied, each iperf3 process's exit
+    code. Run time counts from ``t0``, when the schedule starts."""
+
+    def __init__(self, spec: dict, run: Path):
+        self.spec, self.run_dir, self.raw = spec, run, run / "raw"
+        self.played: dict = {}
+        self.t0: float | None = None
+        self.em: Emulation | None = None
+        self.servers: dict = {}
+        self.clients: dict = {}
+
+    def start(self, em: Emulation, events_path: str) -> None:
+        self.em = em
+        flows = self.spec["flows"]
+        ports = {f["name"]: traffic.IPERF_BASE_PORT + i for i, f in enumerate(flows)}
+        self.played.update({"starts": {}, "ports": ports, "changes": [], "exit_codes": {}})
+        for f in flows:
+            with open(self.raw / f"{f['name']}.server.json", "wb") as out:
+                cmd = traffic.server_cmd(ports[f["name"]]) + ["-i", f"{INTERVAL_S:g}"]
+                self.servers[f["name"]] = em.popen(f["dst"], cmd, stdout=out, stderr=out)
+        time.sleep(0.5)  # servers listening
+
+    def run(self) -> None:
+        em, spec, played = self.em, self.spec, self.played
+        flows = spec["flows"]
+        ports = played["ports"]
+        events = [(f["start_s"], 0, "start", f) for f in flows]
+        events += [(c["at_s"], 1, "change", c) for c in spec["policy_changes"]]
+        events.sort(key=lambda e: (e[0], e[1]))
+        policy_ids: dict[str, int] = {}
+        flows_by_name = {f["name"]: f for f in flows}
+        t0 = self.t0 = played["t0"] = time.monotonic()
+        for at, _order, kind, entry in events:
+            delay = t0 + at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            flow = flows_by_name[entry["name"] if kind == "start" else entry["flow"]]
+            match = {"src": flow["src"], "dst": flow["dst"], "proto": "tcp", "dst_port": ports[flow["name"]]}
+            if kind == "change" and entry["remove"]:
+                if flow["name"] in policy_ids:
+                    em.client.remove_policy(policy_ids.pop(flow["name"]))
+            elif _policy_of(entry):
+                policy_ids[flow["name"]] = em.client.set_policy(**match, **_policy_of(entry))
+            if kind == "change":
+                played["changes"].append({"flow": flow["name"], "at_s": at, "applied_s": time.monotonic() - t0})
+            if kind == "start":
+                with open(self.raw / f"{flow['name']}.client.json", "wb") as out:
+                    cmd = traffic.client_cmd(em.fabric.host(flow["dst"]).ip, ports[flow["name"]],
+                                             flow["duration_s"], spec["tcp_congestion"])
+                    played["starts"][flow["name"]] = time.monotonic() - t0
+                    self.clients[flow["name"]] = em.popen(flow["src"], cmd, stdout=out, stderr=out)
+        deadline = t0 + spec["duration_s"] + GRACE_S + 10
+        for role, procs in (("client", self.clients), ("server", self.servers)):
+            for name, proc in procs.items():
+                try:
+                    proc.wait(timeout=max(deadline - time.monotonic(), 1.0))
+                    played["exit_codes"][f"{name}.{role}"] = proc.returncode
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    played["exit_codes"][f"{name}.{role}"] = "timed out"
+
+    def stop(self) -> None:
+        """iperf3 processes a fault left running (a finished run has none)."""
+        for proc in [*self.clients.values(), *self.servers.values()]:
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-                played["exit_codes"][f"{name}.{role}"] = "timed out"
+
+    def collect(self, em: Emulation) -> None:
+        """Raw data kept from the live fabric; each part independently of the others."""
+        for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies)):
+            try:
+                data = fetch()
+            except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
+                self.played.setdefault("collect_errors", []).append(f"{name}: {one_line(err)}")
+                continue
+            store.write_json(self.raw / name, data)
+            if name == "policies.json":
+                self.played["policies"] = data
+
+    def summary_fields(self) -> dict:
+        return {"collect_errors": self.played["collect_errors"]} if self.played.get("collect_errors") else {}
+
+    def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
+        return analyse(self.spec, self.run_dir, self.played, cpu.idle_share() if cpu.samples else None, outages)
 
 
 def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
@@ -234,80 +237,8 @@ def by_name(flows: list[dict], name: str) -> dict:
     return next(f for f in flows if f["name"] == name)
 
 
-class RunError(RuntimeError):
-    """A run could not complete; its run directory still holds a summary (completed: false)."""
-
-
-def _collect(em: Emulation, raw: Path, played: dict) -> None:
-    """Raw data kept from the live fabric; each part independently of the others."""
-    for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies)):
-        try:
-            data = fetch()
-        except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
-            played.setdefault("collect_errors", []).append(f"{name}: {one_line(err)}")
-            continue
-        store.write_json(raw / name, data)
-        if name == "policies.json":
-            played["policies"] = data
-
-
 def run_spec(spec: dict, out: str | None = None) -> Path:
-    """One spec -> one run directory whose summary.json always exists.
-
-    A run that meets a fault (a crash, a signal, a failed tear-down) still writes
-    ``summary.json`` with ``"completed": false``, the error and whatever could be
-    analysed, leaves nothing running, and raises ``RunError`` naming the directory.
-    """
-    run = store.start_run(spec, out)
-    raw = run / "raw"
-    previous = terminate_on_signals()
-    played: dict = {}
-    cpu = CpuMonitor(time.monotonic())
-    outages: list[dict] = []
-    error: BaseException | None = None
-    try:
-        with Emulation(spec_mod.fabric_of(spec), run, options=spec_mod.options_of(spec)) as em:
-            cpu.start()
-            try:
-                play(em, spec, raw, played)
-            finally:
-                cpu.stopped.set()
-                cpu.join()
-                _collect(em, raw, played)
-                outages = em.controller_outages(played.get("t0", cpu.t0))
-    except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
-        error = err
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    cpu.write_csv(run / "cpu.csv")
-    summary = {"name": spec["name"]}
-    if played.get("collect_errors"):
-        summary["collect_errors"] = played["collect_errors"]
-    return finish_run(run, summary, error,
-                      lambda: analyse(spec, run, played, cpu.idle_share() if cpu.samples else None, outages))
-
-
-def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) -> Path:
-    """The end every runner shares: record the error (and its traceback), add what
-    ``analysis()`` can still compute, write ``summary.json``, point ``results/latest``
-    at the run, then raise: ``KeyboardInterrupt`` after a signal (so a caller such as
-    a sweep stops too), ``RunError`` after any other fault."""
-    summary["completed"] = error is None
-    if error is not None:
-        summary["error"] = one_line(error)
-        (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
-    try:
-        summary.update(analysis())
-    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
-        summary["analysis_error"] = one_line(err)
-        summary["trustworthy"] = False
-    if error is not None:
-        summary["trustworthy"] = False
-    store.write_json(run / "summary.json", summary)
-    store.point_latest(run)
-    if isinstance(error, KeyboardInterrupt):
-        raise KeyboardInterrupt(f"interrupted; partial results in {run}") from error
-    if error is not None:
-        raise RunError(f"run did not complete ({one_line(error)}); partial results in {run}") from error
-    return run
+    """One timetable spec -> one run directory whose summary.json always exists
+    (``experiments.workloads.run``: a fault still leaves ``completed: false``, the
+    error and whatever could be analysed, nothing running, and raises ``RunError``)."""
+    return run_workload(spec, out, TimetableWorkload)

@@ -19,10 +19,9 @@ from pathlib import Path
 
 from experiments import store
 from experiments.emulation.net import Emulation
-from experiments.emulation.runner import CpuMonitor
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
-from experiments.workloads.run import run_workload
+from experiments.workloads.run import CpuMonitor, run_workload
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
 
@@ -43,6 +42,7 @@ class GnnWorkload:
         self.spec, self.run_dir, self.progress = spec, run, progress
         self.driver: GnnDriver | None = None
         self.bytes_before: dict[str, int] = {}
+        self.t0 = None  # run times count from the run's start
 
     def start(self, em: Emulation, events_path: str) -> None:
         self.bytes_before = host_bytes_into_fabric(em)
@@ -67,7 +67,8 @@ class GnnWorkload:
                                                "placement": self.driver.tasks})
 
     def summary_fields(self) -> dict:
-        return {"sync": self.spec["workload"]["sync"], "placement": self.spec["workload"]["placement"]["kind"]}
+        return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"],
+                "sync": self.spec["workload"]["sync"], "placement": self.spec["workload"]["placement"]["kind"]}
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
         return analyse(self.spec, self.run_dir, cpu, outages)

@@ -1,7 +1,6 @@
-"""The one runner of every event-driven workload kind (``cojob``, ``gnn``).
+"""The one runner of every workload kind (``timetable``, ``cojob``, ``gnn``).
 
-A workload is a program that reacts to events, not a timetable. Each kind gives a
-``Workload``: it starts its host programs and monitors on the fabric (``start``),
+Each kind gives a ``Workload``: it starts its host programs and monitors on the fabric (``start``),
 feeds their events to its scheduler until it is done (``run``), stops them
 (``stop``), reads counters while the fabric is still up (``collect``), and computes
 its metrics afterwards from the run's data files (``analyse``). ``run_workload``
@@ -13,17 +12,58 @@ any fault, nothing left running).
 from __future__ import annotations
 
 import signal
+import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Callable, Protocol
 
 from experiments import store
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
-from experiments.emulation.runner import CpuMonitor, finish_run, terminate_on_signals
+from experiments.errors import one_line
+
+
+class CpuMonitor(threading.Thread):
+    """Samples the box's CPU idle share every second into a list (cpu.csv)."""
+
+    def __init__(self, t0: float):
+        super().__init__(daemon=True)
+        self.t0 = t0
+        self.samples: list[tuple[float, float]] = []
+        self.first = store.cpu_times()
+        self.last = self.first
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        prev = self.first
+        while not self.stopped.wait(1.0):
+            now = store.cpu_times()
+            self.samples.append((time.monotonic() - self.t0, store.idle_share(prev, now)))
+            prev = now
+        self.last = store.cpu_times()
+
+    def idle_share(self) -> float:
+        return store.idle_share(self.first, self.last)
+
+    def write_csv(self, path: Path) -> None:
+        with open(path, "w") as f:
+            f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{idle:.3f}\n" for t, idle in self.samples))
+
+
+def terminate_on_signals():
+    def raise_interrupt(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    return previous
+
+
+class RunError(RuntimeError):
+    """A run could not complete; its run directory still holds a summary (completed: false)."""
 
 
 class Workload(Protocol):
+    t0: float | None  # time.monotonic() its run times count from; None: the run's start
     def start(self, em: Emulation, events_path: str) -> None: ...
     def run(self) -> None: ...
     def stop(self) -> None: ...  # safe after a start that failed halfway
@@ -53,13 +93,37 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
                 cpu.stopped.set()
                 cpu.join()
                 workload.collect(em)
-                outages = em.controller_outages(started)
+                outages = em.controller_outages(workload.t0 or started)
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
         error = err
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     cpu.write_csv(run / "cpu.csv")
-    summary = {"name": spec["name"], "scheduler": spec["scheduler"]["name"], "seed": spec["seed"],
-               **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1)}
+    summary = {"name": spec["name"], **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1)}
     return finish_run(run, summary, error, lambda: workload.analyse(cpu, outages))
+
+
+def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) -> Path:
+    """The end every runner shares: record the error (and its traceback), add what
+    ``analysis()`` can still compute, write ``summary.json``, point ``results/latest``
+    at the run, then raise: ``KeyboardInterrupt`` after a signal (so a caller such as
+    a sweep stops too), ``RunError`` after any other fault."""
+    summary["completed"] = error is None
+    if error is not None:
+        summary["error"] = one_line(error)
+        (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+    try:
+        summary.update(analysis())
+    except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs
+        summary["analysis_error"] = one_line(err)
+        summary["trustworthy"] = False
+    if error is not None:
+        summary["trustworthy"] = False
+    store.write_json(run / "summary.json", summary)
+    store.point_latest(run)
+    if isinstance(error, KeyboardInterrupt):
+        raise KeyboardInterrupt(f"interrupted; partial results in {run}") from error
+    if error is not None:
+        raise RunError(f"run did not complete ({one_line(error)}); partial results in {run}") from error
+    return run
