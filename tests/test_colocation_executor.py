@@ -2,6 +2,7 @@
 each task in a worker process of its own."""
 import csv
 import json
+import multiprocessing
 import os
 import signal
 import statistics
@@ -217,3 +218,20 @@ def test_cli_colocate_writes_run_and_latest(tmp_path, monkeypatch, capsys):
     assert summary["primary"] == "lmcf"
     assert summary["makespan_s"] == summary["methods"]["lmcf"]["makespan_s"]
     assert "run directory:" in capsys.readouterr().out
+
+
+def test_a_fault_mid_run_leaves_a_summary_with_what_was_measured_and_no_worker(tmp_path, monkeypatch):
+    from hosts.colocation import executor as executor_module
+
+    def failing_groups(self, *args):
+        self.pool.hand(self.job(self.queue[0]))  # a task is running when the fault comes
+        raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(executor_module._MethodRun, "groups", failing_groups)
+    spec = dict(TRAINING, methods=["default", "bmc"], queue=dict(TRAINING["queue"], count=2, epochs=1))
+    with pytest.raises(RuntimeError, match="injected fault"):
+        run_colocate_file(_write(tmp_path, spec), device="cpu", out=tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["completed"] is False and summary["error"] == "RuntimeError: injected fault"
+    assert summary["methods"]["default"]["makespan_s"] > 0 and "bmc" not in summary["methods"]
+    assert multiprocessing.active_children() == []

@@ -23,7 +23,7 @@ import torch
 from experiments.colocation.metrics import aggregate, pmc_errors, summarize
 from experiments.colocation.report import write_report
 from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
 from experiments.store import environment, new_run_dir, point_latest, write_json, write_spec
 from hosts.colocation.executor import Executor, Plan, PreparedInputs
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
@@ -60,6 +60,39 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
     env["device"] = describe_device(dev)
     write_json(run / "environment.json", env)
 
+    base = {"name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
+            "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
+            "repeats": spec["repeats"]}
+    runs: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
+    all_records: list = []
+    try:
+        _measure(spec, dev, allocatable, tasks, estimates, needs, run, runs, all_records)
+    except BaseException as err:  # noqa: BLE001 - recorded in summary.json with what was measured, re-raised
+        done = {method: aggregate(rows) for method, rows in runs.items() if rows}
+        write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, "methods": done})
+        write_runs_csv(run / "runs.csv", runs)
+        raise
+    methods = {method: aggregate(rows) for method, rows in runs.items()}
+    write_runs_csv(run / "runs.csv", runs)
+    primary = methods[spec["primary"]]
+    summary = {
+        "completed": True, **base,
+        **{key: primary[key] for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
+                                         "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s")},
+        "qos_violation_rate": primary.get("qos_violation_rate"),
+        **pmc_errors(all_records),
+        "methods": methods,
+    }
+    write_json(run / "summary.json", summary)
+    write_report(run, summary, all_records)
+    point_latest(run)
+    return run
+
+
+def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task], estimates: dict, needs: dict,
+             run: Path, runs: dict[str, list[dict]], all_records: list) -> None:
+    """Profile the tasks alone, then run the queue under every method ``repeats``
+    times, appending to ``runs`` and ``all_records`` as it goes (a fault keeps them)."""
     inputs = PreparedInputs(spec["seed"])
     warm_up(tasks, dev, inputs)
     measured, solo = profile_alone(tasks, dev, inputs, time_it=spec["kind"] == INFERENCE)
@@ -74,9 +107,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
 
     plan = Plan(tasks, estimates, needs, qt, measured)
     executor = Executor(dev, allocatable, spec["workers"], inputs)
-    runs: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
     raw: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
-    all_records = []
     # Repeat outermost, so that a slow spell of a shared machine falls on every method alike.
     for repeat in range(spec["repeats"]):
         for method in spec["methods"]:
@@ -95,24 +126,6 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
             runs[method].append(row)
             print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {row['makespan_s']:.2f} s, "
                   f"avg JCT {row['avg_jct_s']:.2f} s, memory violations {row['memory_violations']}", flush=True)
-    methods = {method: aggregate(rows) for method, rows in runs.items()}
-    write_runs_csv(run / "runs.csv", runs)
-
-    primary = methods[spec["primary"]]
-    summary = {
-        "completed": True, "name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
-        "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
-        "repeats": spec["repeats"],
-        **{key: primary[key] for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
-                                         "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s")},
-        "qos_violation_rate": primary.get("qos_violation_rate"),
-        **pmc_errors(all_records),
-        "methods": methods,
-    }
-    write_json(run / "summary.json", summary)
-    write_report(run, summary, all_records)
-    point_latest(run)
-    return run
 
 
 RUN_COLUMNS = ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations", "qos_violation_rate",
