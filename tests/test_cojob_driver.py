@@ -106,6 +106,21 @@ def test_poisson_arrivals_and_trace_workloads_resolve():
         cojob_spec.validate(raw)
 
 
+def test_a_trace_prefix_keeps_the_first_cojobs_by_arrival_and_their_hosts():
+    raw = read_spec("experiments/specs/grouper-trace.yaml")
+    raw["workload"].pop("cojobs")
+    full = cojob_spec.build_workload(cojob_spec.validate(raw))
+    raw["workload"]["cojobs"] = 3
+    prefix = cojob_spec.build_workload(cojob_spec.validate(raw))
+    earliest = sorted(full.cojobs, key=lambda p: (p.arrival.at_s, p.cojob_id))[:3]
+    assert prefix.cojobs == tuple(earliest)
+    assert dict(prefix.placements) == {k: v for k, v in full.placements.items()
+                                       if any(k == job.key for p in earliest for job in p.jobs)}
+    raw["workload"].pop("trace")
+    with pytest.raises(cojob_spec.SpecError, match="^workload.cojobs: only with a trace"):
+        cojob_spec.validate(raw)
+
+
 def test_solo_calibration_keeps_the_cojobs_hosts_and_arrives_at_once():
     raw = read_spec("experiments/specs/grouper-testbed.yaml")
     full = cojob_spec.build_workload(cojob_spec.validate(raw))

@@ -33,6 +33,7 @@ from pathlib import Path
 from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
 from experiments.channel import DriverError, EventServer
+from experiments.errors import SpecError
 from experiments.workloads import cojob as cojob_mod
 from hosts.messages import command
 
@@ -76,7 +77,11 @@ class CojobDriver:
         self.period_s = spec["scheduler"]["period_s"]
         self.progress = progress
         w = spec["workload"]
-        self.workers, self.ps = w["workers"], w["ps"]
+        # The placements say how many workers and PSs a job has (a trace brings its own).
+        shapes = {(len(p.workers), len(p.ps)) for p in workload.placements.values()}
+        if len(shapes) != 1:
+            raise SpecError("workload", f"every job needs the same numbers of workers and PSs, got {sorted(shapes)}")
+        [(self.workers, self.ps)] = shapes
         link_mbps = min(link.mbps for link in em.fabric.host_links())
         self.scaling = cojob_mod.Scaling(link_mbps, w["bytes_scale"], w["iterations_scale"])
         self.server = EventServer(events_path)

@@ -18,6 +18,7 @@ Format (README, "Cojob specs")::
       ps: 2
       bytes_scale: 0.002           # of the model's bytes per iteration
       # or: trace: ../shared/data/grouper-trace.json (relative to the checkout)
+      #     cojobs: 4                # with a trace: its first 4 cojobs by arrival
     scheduler: {name: grouper, period_s: 2.0}
     fidelity: {...}
     emulation: {...}
@@ -39,7 +40,7 @@ from experiments.workloads import cojob as cojob_mod
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
-                   "iterations_scale", "trace", "arrivals", "only_cojob"}
+                   "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob"}
 ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor"}
 SCHEDULERS = ("fs", "baraat", "sincronia", "grouper", "grouper-immediate", "grouper-offline")
 SCHEDULER_FIELDS = {"name", "period_s"}
@@ -70,6 +71,11 @@ def validate(raw) -> dict:
         if not trace.is_file():
             raise SpecError("workload.trace", f"no such file: {trace}")
         resolved_workload["trace"] = str(trace)
+        if workload.get("cojobs") is not None:
+            resolved_workload["cojobs"] = integer("workload.cojobs", workload["cojobs"], minimum=1,
+                                                  maximum=MAX_COJOBS)
+    elif "cojobs" in workload:
+        raise SpecError("workload.cojobs", "only with a trace (the first N of its cojobs by arrival)")
     else:
         models = [choice(p, v, cojob_mod.MODELS, what="model") for p, v in
                   items("workload.models", workload.get("models", list(cojob_mod.MODELS)), non_empty=True)]
@@ -141,7 +147,13 @@ def _build_full(spec: dict) -> cojob_mod.Workload:
     racks = {h.name: h.switch for h in fab.hosts}
     w = spec["workload"]
     if "trace" in w:
-        return cojob_mod.load_trace(w["trace"], hosts)
+        trace = cojob_mod.load_trace(w["trace"], hosts)
+        if "cojobs" not in w:
+            return trace
+        first = sorted(trace.cojobs, key=lambda plan: (plan.arrival.at_s, plan.cojob_id))[:w["cojobs"]]
+        keys = {job.key for plan in first for job in plan.jobs}
+        return cojob_mod.Workload(tuple(first), {k: v for k, v in trace.placements.items() if k in keys},
+                                  f"{trace.source}, first {len(first)} cojobs")
     models = {name: cojob_mod.MODELS[name] for name in w["models"]}
     arrivals = w["arrivals"]
     if arrivals["kind"] == "poisson":
