@@ -15,9 +15,11 @@ local priority and the sender NIC queue of the sender's (Fig. 8).
 Everything the driver hears and decides goes, in order, to ``events.jsonl`` and
 ``decisions.jsonl`` of the run directory; metrics are computed from those files.
 
-Port plan (``hosts.cojob_task``): job number n (its position in the workload) has
-PS p listening on ``PS_PORT_BASE + n*S + p`` and worker w sending from
-``WORKER_PORT_BASE + (n*W + w)*S + p`` to PS p. Both ranges are disjoint, below the
+Port plan (``hosts.cojob_task``): jobs take ports in workload order; a job with W
+workers and S PSs (its placement's, so a trace's jobs may differ) has PS p
+listening on ``ps_port0 + p`` and worker w sending from ``worker_port0 + w*S + p``
+to PS p, where ps_port0 and worker_port0 follow the previous job's last ports from
+``PS_PORT_BASE`` and ``WORKER_PORT_BASE``. Both ranges are disjoint, below the
 ephemeral range, and never reused within a run, so every flow's 5-tuple is known
 before it starts.
 """
@@ -33,7 +35,6 @@ from pathlib import Path
 from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
 from experiments.channel import DriverError, EventServer
-from experiments.errors import SpecError
 from experiments.workloads import cojob as cojob_mod
 from hosts.messages import command
 
@@ -50,8 +51,11 @@ PROCESS_POLL_S = 1.0
 @dataclass
 class JobState:
     plan: cojob_mod.JobPlan
-    number: int  # position in the workload: the port plan's n
     tasks: list[str]
+    workers: int
+    ps: int
+    ps_port0: int  # its PSs listen on ps_port0 + p
+    worker_port0: int  # worker w talks to PS p from worker_port0 + w * ps + p
     iterations_done: int = 0  # by worker 0, in the current stage
     stopped: bool = False
 
@@ -77,44 +81,39 @@ class CojobDriver:
         self.period_s = spec["scheduler"]["period_s"]
         self.progress = progress
         w = spec["workload"]
-        # The placements say how many workers and PSs a job has (a trace brings its own).
-        shapes = {(len(p.workers), len(p.ps)) for p in workload.placements.values()}
-        if len(shapes) != 1:
-            raise SpecError("workload", f"every job needs the same numbers of workers and PSs, got {sorted(shapes)}")
-        [(self.workers, self.ps)] = shapes
         link_mbps = min(link.mbps for link in em.fabric.host_links())
         self.scaling = cojob_mod.Scaling(link_mbps, w["bytes_scale"], w["iterations_scale"])
         self.server = EventServer(events_path)
         self.events_out = open(run_dir / "events.jsonl", "w")
         self.decisions_out = open(run_dir / "decisions.jsonl", "w")
         self.cojobs: dict[int, CojobState] = {}
-        numbers = {}
+        # Each job's placement says how many workers and PSs it has (a trace's jobs differ);
+        # its ports are the next free ones of the port plan.
+        jobs_total = ps_next = worker_next = 0
         for plan in workload.cojobs:
+            jobs = {}
             for job in plan.jobs:
-                numbers[job.key] = len(numbers)
-        self._check_ports(len(numbers))
-        for plan in workload.cojobs:
-            jobs = {job.key: JobState(job, numbers[job.key],
-                                      [f"{job.key}/w{i}" for i in range(self.workers)]
-                                      + [f"{job.key}/p{i}" for i in range(self.ps)]) for job in plan.jobs}
+                placement = workload.placements[job.key]
+                workers, ps = len(placement.workers), len(placement.ps)
+                jobs[job.key] = JobState(job, [f"{job.key}/w{i}" for i in range(workers)]
+                                         + [f"{job.key}/p{i}" for i in range(ps)], workers, ps,
+                                         PS_PORT_BASE + ps_next, WORKER_PORT_BASE + worker_next)
+                jobs_total, ps_next, worker_next = jobs_total + 1, ps_next + ps, worker_next + workers * ps
             self.cojobs[plan.cojob_id] = CojobState(plan, jobs)
+        if WORKER_PORT_BASE + worker_next > PS_PORT_BASE or PS_PORT_BASE + ps_next > EPHEMERAL_START:
+            raise DriverError(f"workload: {jobs_total} jobs do not fit the port plan")
         self.task_of_job = {task: key for c in self.cojobs.values()
                             for key, job in c.jobs.items() for task in job.tasks}
         self.installed: dict[tuple, tuple[int, int]] = {}  # flow key -> (queue, host_queue)
         self.policy_ids: dict[tuple, int] = {}
         self.processes: dict[str, object] = {}  # task id -> its process
 
-    def _check_ports(self, n_jobs: int) -> None:
-        top_worker = WORKER_PORT_BASE + n_jobs * self.workers * self.ps
-        if top_worker > PS_PORT_BASE or PS_PORT_BASE + n_jobs * self.ps > EPHEMERAL_START:
-            raise DriverError(f"workload: {n_jobs} jobs do not fit the port plan")
-
     # --- ports and flows -----------------------------------------------------------
     def ps_port(self, job: JobState, p: int) -> int:
-        return PS_PORT_BASE + job.number * self.ps + p
+        return job.ps_port0 + p
 
     def worker_base(self, job: JobState, w: int) -> int:
-        return WORKER_PORT_BASE + (job.number * self.workers + w) * self.ps
+        return job.worker_port0 + w * job.ps
 
     def flows_of(self, job: JobState) -> list[dict]:
         """Every network flow of a job (5-tuple and hosts); same-host pairs cross no port."""
@@ -145,11 +144,11 @@ class CojobDriver:
         c.arrived_t = time.time()
         self.note("cojob_arrival", cojob=c.plan.cojob_id, model=c.plan.model)
         self.progress(f"cojob {c.plan.cojob_id} ({c.plan.model}) arrives")
-        iteration = cojob_mod.scaled(c.plan.profile, self.scaling, self.ps)
         for job in c.jobs.values():
+            iteration = cojob_mod.scaled(c.plan.profile, self.scaling, job.ps)
             placement = self.workload.placements[job.plan.key]
             common = [sys.executable, "-m", "hosts.cojob_task", "--job", job.plan.key, "--events", self.server.path,
-                      "--bytes", str(iteration.bytes_per_partition), "--workers", str(self.workers),
+                      "--bytes", str(iteration.bytes_per_partition), "--workers", str(job.workers),
                       "--timeout-s", str(TASK_TIMEOUT_S)]
             ps_addrs = []
             for p, host in enumerate(placement.ps):
@@ -172,7 +171,7 @@ class CojobDriver:
         self.note("stage_start", cojob=c.plan.cojob_id, stage=stage, jobs=sorted(c.alive))
         for key in sorted(c.alive):
             c.jobs[key].iterations_done = 0
-            for task in c.jobs[key].tasks[:self.workers]:
+            for task in c.jobs[key].tasks[:c.jobs[key].workers]:
                 self.server.send(task, command("run_stage", stage=stage, iterations=c.plan.stage_iterations[stage]))
         if self.scheduler == "grouper-immediate" or stage == 0:
             self.reschedule()  # a new cojob's flows would otherwise wait up to a period unmarked
@@ -230,7 +229,7 @@ class CojobDriver:
             c.jobs[job_key].iterations_done += 1
         elif kind == "stage_done" and message.get("stage") == c.stage:
             c.done.add(task)
-            if len(c.done) == self.workers * len(c.alive):
+            if len(c.done) == sum(c.jobs[key].workers for key in c.alive):
                 self.end_stage(c)
 
     def _job(self, key: str) -> JobState:
