@@ -108,12 +108,15 @@ def test_poisson_arrivals_and_trace_workloads_resolve():
 
 def test_a_trace_prefix_keeps_the_first_cojobs_by_arrival_and_their_hosts():
     raw = read_spec("experiments/specs/grouper-trace.yaml")
+    scale = raw["workload"].pop("iterations_scale")
     raw["workload"].pop("cojobs")
-    full = cojob_spec.build_workload(cojob_spec.validate(raw))
-    raw["workload"]["cojobs"] = 3
+    full = cojob_spec.build_workload(cojob_spec.validate(raw))  # the trace as it is
+    raw["workload"].update(cojobs=3, iterations_scale=scale)
     prefix = cojob_spec.build_workload(cojob_spec.validate(raw))
     earliest = sorted(full.cojobs, key=lambda p: (p.arrival.at_s, p.cojob_id))[:3]
-    assert prefix.cojobs == tuple(earliest)
+    assert [p.cojob_id for p in prefix.cojobs] == [p.cojob_id for p in earliest]
+    assert all(p.stage_iterations == tuple(max(1, round(n * scale)) for n in e.stage_iterations)
+               for p, e in zip(prefix.cojobs, earliest))
     assert dict(prefix.placements) == {k: v for k, v in full.placements.items()
                                        if any(k == job.key for p in earliest for job in p.jobs)}
     raw["workload"].pop("trace")

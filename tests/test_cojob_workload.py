@@ -102,7 +102,7 @@ def test_scaling_keeps_the_testbed_comm_to_compute_ratio(model):
     it = cj.scaled(profile, scaling)
     assert cj.alone_comm_s(placement, it.bytes_per_partition, 100.0) / it.compute_s == pytest.approx(reference)
     assert reference == pytest.approx(profile.size_mb / 160.0)
-    assert scaling.stage_iterations(cj.TESTBED_STAGES) == (5, 10, 20, 40)
+    assert cj.scaled_stages(cj.TESTBED_STAGES, scaling.iterations_scale) == (5, 10, 20, 40)
     assert scaling.arrival_s(100.0) == pytest.approx(100.0 * 0.2 * 0.01)
 
 

@@ -13,7 +13,7 @@ Format (README, "Cojob specs")::
       cojobs_per_model: 1          # ... and the next one of a model after stage S-2
       # arrivals: {kind: poisson, cojobs: 12, mean_interarrival_s: 600, workload_factor: 1.5}
       jobs: 2                      # per cojob: 2^(stages-1)
-      stage_iterations: [3, 6]     # in run iterations
+      stage_iterations: [3, 6]     # x iterations_scale (default 1) = run iterations
       workers: 2
       ps: 2
       bytes_scale: 0.002           # of the model's bytes per iteration
@@ -148,20 +148,20 @@ def _build_full(spec: dict) -> cojob_mod.Workload:
     w = spec["workload"]
     if "trace" in w:
         trace = cojob_mod.load_trace(w["trace"], hosts)
-        if "cojobs" not in w:
-            return trace
-        first = sorted(trace.cojobs, key=lambda plan: (plan.arrival.at_s, plan.cojob_id))[:w["cojobs"]]
+        first = sorted(trace.cojobs, key=lambda plan: (plan.arrival.at_s, plan.cojob_id))[:w.get("cojobs")]
         keys = {job.key for plan in first for job in plan.jobs}
-        return cojob_mod.Workload(tuple(first), {k: v for k, v in trace.placements.items() if k in keys},
-                                  f"{trace.source}, first {len(first)} cojobs")
+        plans = tuple(replace(plan, stage_iterations=cojob_mod.scaled_stages(plan.stage_iterations,
+                                                                             w["iterations_scale"]))
+                      for plan in first)
+        source = trace.source if "cojobs" not in w else f"{trace.source}, first {len(first)} cojobs"
+        return cojob_mod.Workload(plans, {k: v for k, v in trace.placements.items() if k in keys}, source)
     models = {name: cojob_mod.MODELS[name] for name in w["models"]}
     arrivals = w["arrivals"]
+    stages = cojob_mod.scaled_stages(w["stage_iterations"], w["iterations_scale"])
     if arrivals["kind"] == "poisson":
         plans = cojob_mod.poisson_cojobs(arrivals["cojobs"], arrivals["mean_interarrival_s"],
-                                         arrivals["workload_factor"], spec["seed"], models, w["jobs"],
-                                         w["stage_iterations"])
+                                         arrivals["workload_factor"], spec["seed"], models, w["jobs"], stages)
     else:
-        plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"],
-                                         w["stage_iterations"])
+        plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"], stages)
     return cojob_mod.placed(plans, hosts, racks, source=f"{arrivals['kind']} arrivals", workers=w["workers"],
                             ps=w["ps"], seed=spec["seed"])

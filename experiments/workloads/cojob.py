@@ -97,6 +97,11 @@ MODELS = {
 }
 
 
+def scaled_stages(stage_iterations: Sequence[int], iterations_scale: float) -> tuple[int, ...]:
+    """Stage lengths of a run: ``iterations_scale`` x the testbed's, at least one iteration each."""
+    return tuple(max(1, round(n * iterations_scale)) for n in stage_iterations)
+
+
 @dataclass(frozen=True)
 class Scaling:
     """How an emulated run shrinks the testbed workload to finish in minutes.
@@ -125,9 +130,6 @@ class Scaling:
     @property
     def time_scale(self) -> float:
         return self.bytes_scale * self.reference_mbps / self.link_mbps
-
-    def stage_iterations(self, stage_iterations: Sequence[int]) -> tuple[int, ...]:
-        return tuple(max(1, round(n * self.iterations_scale)) for n in stage_iterations)
 
     def arrival_s(self, testbed_s: float) -> float:
         return testbed_s * self.time_scale * self.iterations_scale
