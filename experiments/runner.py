@@ -1,6 +1,8 @@
 """One entry for every spec kind: a spec with a ``workload:`` section is run by its
 kind's runner (``WORKLOAD_KINDS``; ``cojob`` validates any kind it does not know,
-so its error names the field); one without is a timetable of flows (``flows:``).
+so its error names the field); a co-location queue (``kind: training|inference``)
+by ``experiments.colocation`` on the best device here; any other is a timetable
+of flows (``flows:``).
 
 A workload kind is a package with ``spec.validate(raw) -> resolved spec`` and a
 runner built on ``experiments.workloads.run.run_workload``."""
@@ -16,6 +18,13 @@ WORKLOAD_KINDS = {"cojob": ("experiments.cojob.spec", "experiments.cojob.runner"
                   "gnn": ("experiments.gnn.spec", "experiments.gnn.runner", "run_gnn_spec")}
 
 
+COLOCATION_KINDS = ("training", "inference")
+
+
+def is_colocation(raw) -> bool:
+    return isinstance(raw, dict) and raw.get("kind") in COLOCATION_KINDS
+
+
 def _kind(raw) -> str | None:
     if not (isinstance(raw, dict) and "workload" in raw):
         return None
@@ -25,6 +34,9 @@ def _kind(raw) -> str | None:
 
 
 def validate_any(raw) -> dict:
+    if is_colocation(raw):
+        from experiments.colocation.spec import resolve
+        return resolve(raw)
     kind = _kind(raw)
     if kind is None:
         from experiments.emulation import spec as emulation_spec
@@ -35,6 +47,11 @@ def validate_any(raw) -> dict:
 def run_any_spec(raw: dict, out: str | None = None) -> Path:
     """Validate a raw spec (a dict as read from YAML) and run it; returns the run directory."""
     spec = validate_any(raw)
+    if is_colocation(spec):
+        import torch
+
+        from experiments.colocation.runner import run_colocate
+        return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out)
     kind = _kind(spec)
     if kind is None:
         from experiments.emulation.runner import run_spec

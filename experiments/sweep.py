@@ -145,6 +145,8 @@ def parse(raw, sweep_path: Path) -> Sweep:
     if not isinstance(base, dict):
         raise error("spec", f"{spec_path} must hold a mapping, got {describe(base)}")
     schedulers = None
+    if sweep.get("schedulers") is not None and base.get("kind") in ("training", "inference"):
+        raise error("schedulers", "a co-location spec has no scheduler: its methods are compared within each cell")
     if sweep.get("schedulers") is not None:
         schedulers = _distinct("schedulers", [word(p, v) for p, v in items("schedulers", sweep["schedulers"],
                                                                              non_empty=True)])

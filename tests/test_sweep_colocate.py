@@ -1,0 +1,47 @@
+"""The sweep command over a co-location spec: CoGNN Fig. 12's workers sweep, on the CPU."""
+import csv
+
+import pytest
+import yaml
+
+from experiments.errors import SpecError
+from experiments.sweep import load, run_sweep
+
+TINY = {
+    "name": "tiny-sweep", "kind": "training", "seed": 3, "memory": {"capacity_mib": 64}, "workers": 2,
+    "methods": ["default", "bmc"], "graphs": {"scale": 0.01},
+    "queue": {"models": ["GCN", "GIN"], "datasets": ["cora", "PROTEINS"], "layers": [2, 3], "count": 3, "epochs": 1},
+}
+
+
+def _sweep(tmp_path, **fields):
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "spec": "tiny.yaml", **fields}))
+    return path
+
+
+def test_a_workers_sweep_runs_every_cell_and_tabulates_the_reported_fields(tmp_path):
+    sweep = load(_sweep(tmp_path, grid={"workers": [2, 3]},
+                        report=["makespan_s", "methods.bmc.makespan_s", "methods.default.makespan_s"]))
+    result = run_sweep(sweep, tmp_path / "out")
+    assert result.failed == []
+    rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
+    assert [row["workers"] for row in rows] == ["2", "3"]
+    for row in rows:
+        assert row["completed"] == "true"
+        assert float(row["makespan_s"]) == pytest.approx(float(row["methods.bmc.makespan_s"]))  # bmc: the primary
+        assert float(row["methods.default.makespan_s"]) > 0
+        spec = yaml.safe_load((tmp_path / "out" / "cells" / row["cell"] / "spec.yaml").read_text())
+        assert spec["workers"] == int(row["workers"])
+
+
+def test_schedulers_on_a_co_location_spec_get_a_one_line_error(tmp_path):
+    with pytest.raises(SpecError) as err:
+        load(_sweep(tmp_path, schedulers=["fs"]))
+    assert err.value.field == "schedulers" and "\n" not in str(err.value)
+
+
+def test_the_shipped_workers_sweep_loads():
+    sweep = load("experiments/sweeps/colocate-workers.yaml")
+    assert sorted({cell.spec["workers"] for cell in sweep.cells}) == [2, 3] and len(sweep.cells) == 4
