@@ -46,12 +46,12 @@ def validate_any(raw) -> dict:
 
 def run_any_spec(raw: dict, out: str | None = None) -> Path:
     """Validate a raw spec (a dict as read from YAML) and run it; returns the run directory."""
-    spec = validate_any(raw)
-    if is_colocation(spec):
+    if is_colocation(raw):
         import torch
 
-        from experiments.colocation.runner import run_colocate
-        return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out)
+        from experiments.colocation.runner import run_colocate_spec
+        return run_colocate_spec(raw, out, "cuda" if torch.cuda.is_available() else "cpu")
+    spec = validate_any(raw)
     kind = _kind(spec)
     if kind is None:
         from experiments.emulation.runner import run_spec

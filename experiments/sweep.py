@@ -37,6 +37,7 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
+from experiments.runner import is_colocation, run_any_spec
 from experiments.validation import at, describe, error, integer, items, mapping, string, word
 
 SWEEP_FIELDS = ("name", "description", "spec", "grid", "schedulers", "seeds", "report")
@@ -145,7 +146,7 @@ def parse(raw, sweep_path: Path) -> Sweep:
     if not isinstance(base, dict):
         raise error("spec", f"{spec_path} must hold a mapping, got {describe(base)}")
     schedulers = None
-    if sweep.get("schedulers") is not None and base.get("kind") in ("training", "inference"):
+    if sweep.get("schedulers") is not None and is_colocation(base):
         raise error("schedulers", "a co-location spec has no scheduler: its methods are compared within each cell")
     if sweep.get("schedulers") is not None:
         schedulers = _distinct("schedulers", [word(p, v) for p, v in items("schedulers", sweep["schedulers"],
@@ -218,9 +219,7 @@ def _cells(base: dict, schedulers, seeds, grid: dict) -> tuple[Cell, ...]:
 
 
 def run_with_runner(spec: dict, out_dir: Path) -> Path:
-    """The default cell runner: the project's runner for any spec family (imported
-    when a sweep runs, so a sweep's data handling does not depend on it)."""
-    from experiments.runner import run_any_spec
+    """The default cell runner: the project's runner for any spec family."""
     return run_any_spec(spec, out=str(out_dir))
 
 

@@ -22,7 +22,7 @@ import torch
 
 from experiments.colocation.metrics import aggregate, pmc_errors, summarize
 from experiments.colocation.report import write_report
-from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
+from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
 from experiments.errors import SpecError, one_line
 from experiments.store import environment, new_run_dir, point_latest, write_json, write_spec
 from hosts.colocation.executor import Executor, Plan, PreparedInputs
@@ -33,6 +33,11 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
                       overrides: dict | None = None) -> Path:
     return run_colocate(load_spec(spec_path, overrides), device, out)
+
+
+def run_colocate_spec(raw: dict, out: str | Path | None = None, device: str = "cpu") -> Path:
+    """Run a co-location spec given as a dict (as read from YAML, e.g. a sweep's cell)."""
+    return run_colocate(resolve(raw), device, out)
 
 
 def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
