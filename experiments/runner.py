@@ -1,8 +1,8 @@
 """One entry for every spec kind: a spec with a ``workload:`` section is run by its
 kind's runner (``WORKLOAD_KINDS``; ``cojob`` validates any kind it does not know,
 so its error names the field); a co-location queue (``kind: training|inference``)
-by ``experiments.colocation`` on the best device here; any other is a timetable
-of flows (``flows:``).
+by ``experiments.colocation`` on the best device here; one without a workload
+section is a timetable of flows (``flows:``), as is ``workload: {kind: timetable}``.
 
 A workload kind is a package with ``spec.validate(raw) -> resolved spec`` and a
 runner built on ``experiments.workloads.run.run_workload``."""
@@ -14,7 +14,8 @@ from pathlib import Path
 from experiments.validation import read_yaml as read_spec
 
 # kind -> (its spec module, its runner module and function)
-WORKLOAD_KINDS = {"cojob": ("experiments.cojob.spec", "experiments.cojob.runner", "run_cojob_spec"),
+WORKLOAD_KINDS = {"timetable": ("experiments.emulation.spec", "experiments.emulation.runner", "run_spec"),
+                  "cojob": ("experiments.cojob.spec", "experiments.cojob.runner", "run_cojob_spec"),
                   "gnn": ("experiments.gnn.spec", "experiments.gnn.runner", "run_gnn_spec")}
 
 
@@ -25,9 +26,9 @@ def is_colocation(raw) -> bool:
     return isinstance(raw, dict) and raw.get("kind") in COLOCATION_KINDS
 
 
-def _kind(raw) -> str | None:
+def _kind(raw) -> str:
     if not (isinstance(raw, dict) and "workload" in raw):
-        return None
+        return "timetable"  # the first kind: a spec without a workload section is a list of flows
     workload = raw["workload"]
     kind = workload.get("kind") if isinstance(workload, dict) else None
     return kind if kind in WORKLOAD_KINDS else "cojob"
@@ -38,9 +39,6 @@ def validate_any(raw) -> dict:
         from experiments.colocation.spec import resolve
         return resolve(raw)
     kind = _kind(raw)
-    if kind is None:
-        from experiments.emulation import spec as emulation_spec
-        return emulation_spec.validate(raw)
     return importlib.import_module(WORKLOAD_KINDS[kind][0]).validate(raw)
 
 
@@ -52,11 +50,7 @@ def run_any_spec(raw: dict, out: str | None = None) -> Path:
         from experiments.colocation.runner import run_colocate_spec
         return run_colocate_spec(raw, out, "cuda" if torch.cuda.is_available() else "cpu")
     spec = validate_any(raw)
-    kind = _kind(spec)
-    if kind is None:
-        from experiments.emulation.runner import run_spec
-        return run_spec(spec, out)
-    _, module, function = WORKLOAD_KINDS[kind]
+    _, module, function = WORKLOAD_KINDS[_kind(spec)]
     return getattr(importlib.import_module(module), function)(spec, out)
 
 

@@ -27,6 +27,16 @@ def test_demo_spec_resolves_with_defaults():
     assert len(spec_mod.fabric_of(spec).hosts) == 6
 
 
+def test_the_timetable_is_a_workload_kind_spelled_or_implied():
+    from experiments.runner import WORKLOAD_KINDS, _kind, validate_any
+    spelled = dict(demo(), workload={"kind": "timetable"})
+    assert _kind(spelled) == _kind(demo()) == "timetable" and "timetable" in WORKLOAD_KINDS
+    assert validate_any(spelled) == validate_any(demo())
+    with pytest.raises(SpecError) as err:
+        spec_mod.validate(dict(demo(), workload={"kind": "timetable", "flows": 3}))
+    assert err.value.field == "workload.flows"
+
+
 def test_flow_duration_defaults_to_the_rest_of_the_run():
     raw = demo()
     del raw["flows"][0]["duration_s"]

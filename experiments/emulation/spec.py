@@ -34,7 +34,7 @@ from topologies import queues
 
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 TOP_FIELDS = {"name", "description", "topology", "duration_s", "tcp_congestion", "flows", "policy_changes",
-              "analysis", "fidelity", "emulation"}
+              "analysis", "fidelity", "emulation", "workload"}
 FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "host_queue", "rate_mbps", "rate_mechanism"}
 CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
 POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
@@ -154,6 +154,9 @@ def _analysis(raw, flow_names: set[str]) -> dict:
 def validate(raw) -> dict:
     """Check a parsed spec and return it resolved (defaults filled)."""
     spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "duration_s", "flows"))
+    if "workload" in spec:  # optional: the timetable is the kind a spec without one has
+        workload = mapping("workload", spec["workload"], allowed=("kind",), required=("kind",))
+        choice("workload.kind", workload["kind"], ("timetable",))
     common = validate_common(spec)
     fab = fabric_of(common)
     duration = number("duration_s", spec["duration_s"], minimum=0, strict=True)
