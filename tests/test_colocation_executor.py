@@ -235,3 +235,22 @@ def test_a_fault_mid_run_leaves_a_summary_with_what_was_measured_and_no_worker(t
     assert summary["completed"] is False and summary["error"] == "RuntimeError: injected fault"
     assert summary["methods"]["default"]["makespan_s"] > 0 and "bmc" not in summary["methods"]
     assert multiprocessing.active_children() == []
+
+
+def test_spawned_workers_as_used_on_cuda_serve_tasks():
+    """CUDA workers are spawned, not forked from the fork server; the same pool code
+    serves a task through them (run here on the CPU)."""
+    tasks, _, _ = _plan()
+    inputs = PreparedInputs(seed=3)
+    assert context("cuda").get_start_method() == "spawn" and context("cpu").get_start_method() == "forkserver"
+    pool = WorkerPool(torch.device("cpu"), DeviceLedger(64 << 20, context("cuda")))
+    pool._ctx = context("cuda")
+    try:
+        worker = pool.hand(Job(tasks[0], inputs.get(tasks[0].graph), None, threads=1))
+        outcomes = []
+        while pool.busy():
+            outcomes += pool.wait(timeout=60)
+        assert [(o.task_id, o.error, o.worker_pid) for o in outcomes] == [(tasks[0].task_id, None, worker.pid)]
+        assert outcomes[0].end > outcomes[0].start
+    finally:
+        pool.close()

@@ -124,8 +124,13 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
             if "mps_daemon" in facts:
                 row["mps_daemon"] = facts["mps_daemon"]
             runs[method].append(row)
-            print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {row['makespan_s']:.2f} s, "
-                  f"avg JCT {row['avg_jct_s']:.2f} s, memory violations {row['memory_violations']}", flush=True)
+            print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {_seconds(row['makespan_s'])}, "
+                  f"avg JCT {_seconds(row['avg_jct_s'])}, memory violations {row['memory_violations']}, "
+                  f"failed {row['failed']}", flush=True)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 RUN_COLUMNS = ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations", "qos_violation_rate",

@@ -117,7 +117,7 @@ class Executor:
         self.device = device
         self.allocatable_bytes = allocatable_bytes
         self.workers = workers
-        self._ledger = DeviceLedger(allocatable_bytes, context())
+        self._ledger = DeviceLedger(allocatable_bytes, context(device.type))
         self._inputs = inputs
         self._cores = len(os.sched_getaffinity(0))
 

@@ -1,7 +1,8 @@
 """Worker processes: each running task is alone in its own process.
 
-A ``WorkerPool`` starts workers by forking a fork server that has imported
-torch and PyG, so a worker costs a fork and a warm-up, not an import. The
+A ``WorkerPool`` starts workers (on the CPU by forking a fork server that has
+imported torch and PyG, so a worker costs a fork and a warm-up, not an import;
+on CUDA by spawning, see ``context``). The
 parent hands a worker a ``Job`` (the task, its inputs in shared memory, its
 budget, its CPU threads) over a pipe; the worker answers with an ``Outcome``
 (result, start and end on the system-wide monotonic clock, what its memory
@@ -10,7 +11,8 @@ worker of its own that exits after it (a cold start, as a new process per task).
 
 A task's memory is its own:
 - Budget: a job with a budget runs under it. On CUDA the caching allocator's
-  per-process fraction is set to the budget, so the allocator refuses past it;
+  per-process fraction caps the worker at the budget plus CUDA's own reserve
+  (``CUDA_RESERVE_SLACK_BYTES``), so the allocator refuses past it;
   on every device the watch raises ``BudgetExceeded`` once the task's live bytes
   pass it. Either way the task stops and is recorded over budget; its worker
   serves the next job.
@@ -41,6 +43,12 @@ from hosts.colocation.models import MODELS, build_model
 from hosts.colocation.tasks import TRAINING, Task, run_task
 
 READY, GO, UP = "ready", "go", "up"
+# The allocator's cap is the budget plus what CUDA reserves beside a task's tensors:
+# cuBLAS/cuBLASLt workspaces and segment rounding (1-10 MiB requests take 20 MiB
+# segments). With the cap at the bare budget, 16 of 20 small GCN tasks (budgets
+# 30-300 MiB, live peaks 0-170 MiB) were refused on an H100. The watch holds the
+# tensors to the budget itself.
+CUDA_RESERVE_SLACK_BYTES = 256 << 20
 OUT_OF_MEMORY = "out of memory"
 
 
@@ -68,8 +76,15 @@ class Outcome:
     worker_max_rss_bytes: int | None = None
 
 
-def context():
-    """The fork server context; it imports this module once, so forked workers start with torch and PyG loaded."""
+def context(device_type: str = "cpu"):
+    """Where workers come from. On the CPU, a fork server that has imported this
+    module once, so a forked worker starts with torch and PyG loaded. On CUDA,
+    spawn: a process forked from one that has touched the CUDA driver cannot
+    initialise CUDA ("initialization error", seen on an H100 with the fork server),
+    so each worker imports torch itself; a warm worker does so before the clock, a
+    fresh one (a new process per task, as CoGNN's run_default.sh starts) pays it."""
+    if device_type == "cuda":
+        return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([__name__])
     return ctx
@@ -100,7 +115,7 @@ class WorkerPool:
     max_rss_bytes: dict[int, int] = field(default_factory=dict)  # worker pid -> its peak resident set
 
     def __post_init__(self):
-        self._ctx = context()
+        self._ctx = context(self.device.type)
 
     def start(self, count: int) -> None:
         """Have at least ``count`` warm workers, each up (device initialised, models warmed)."""
@@ -259,7 +274,8 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger) -> Outcome:
     if device.type == "cuda":
         torch.cuda.empty_cache()  # the budget caps what this task reserves, not what earlier ones left cached
         total = torch.cuda.get_device_properties(device).total_memory
-        fraction = min(1.0, job.budget_bytes / total) if job.budget_bytes else 1.0
+        cap = job.budget_bytes + CUDA_RESERVE_SLACK_BYTES if job.budget_bytes else total
+        fraction = min(1.0, cap / total)
         torch.cuda.set_per_process_memory_fraction(fraction, device)
     watch = TaskMemoryWatch(job.budget_bytes, ledger, device.type, enforce=True)
     over_at_start, crossings = ledger.snapshot()
