@@ -25,7 +25,9 @@ clean:
 
 # GPU co-location validation (CUDA machine; its own torch + PyG, no install step):
 # estimator grid at real dataset sizes, CoGNN Table V, GNNSched tables, into results/latest.
+# GPU_ARGS trims it to a device-time budget, e.g. GPU_ARGS="--repeats 1 --queues gcn mix".
 GPU_PY ?= python3
+GPU_ARGS ?=
 .PHONY: colocate-gpu
 colocate-gpu:
-	$(GPU_PY) -m experiments.colocation.gpu_validation --device cuda
+	$(GPU_PY) -m experiments.colocation.gpu_validation --device cuda $(GPU_ARGS)

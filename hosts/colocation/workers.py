@@ -118,11 +118,14 @@ class WorkerPool:
         self._ctx = context(self.device.type)
 
     def start(self, count: int) -> None:
-        """Have at least ``count`` warm workers, each up (device initialised, models warmed)."""
-        while sum(not w.fresh for w in self.workers) < count:
-            self._spawn(fresh=False)
+        """Have at least ``count`` warm workers, each up (device initialised, models warmed).
+        They start side by side: a spawned CUDA worker takes seconds to import and warm up."""
+        missing = count - sum(not w.fresh for w in self.workers)
+        for worker in [self._spawn(fresh=False) for _ in range(missing)]:
+            self._expect_up(worker)
 
     def _spawn(self, fresh: bool) -> Worker:
+        """A started worker; a warm one is up only once ``_expect_up`` has read its UP."""
         parent_end, child_end = self._ctx.Pipe()
         process = self._ctx.Process(target=_serve, args=(child_end, str(self.device), self.ledger, self.env, not fresh),
                                     name="colocate-worker", daemon=True)
@@ -130,8 +133,6 @@ class WorkerPool:
         child_end.close()
         worker = Worker(process, parent_end, fresh)
         self.workers.append(worker)
-        if not fresh:
-            self._expect_up(worker)
         return worker
 
     def _expect_up(self, worker: Worker) -> None:
