@@ -137,9 +137,13 @@ def exchange_intro(sock: socket.socket, job: str, index: int, host: str) -> dict
     return peer
 
 
-def tcp_socket() -> socket.socket:
+def tcp_socket(congestion: str | None) -> socket.socket:
+    """A TCP socket with the spec's congestion control (a listener's connections inherit
+    it); per socket, because a namespace's default may only be what the kernel allows."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if congestion:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
     return sock
 
 
@@ -160,7 +164,7 @@ class WorkerLink:
         """Connect from the planned source port, retrying while the PS is not listening yet."""
         deadline = time.monotonic() + self.args.timeout_s
         while True:
-            sock = tcp_socket()
+            sock = tcp_socket(self.args.congestion)
             try:
                 sock.bind(("", self.source_port))
             except OSError as err:
@@ -276,7 +280,7 @@ class PsServer:
 
     def serve(self) -> None:
         """Accept all W workers (bounded), serve them, finish when every one has closed."""
-        listener = tcp_socket()
+        listener = tcp_socket(self.args.congestion)
         try:
             listener.bind(self.args.listen)
         except OSError as err:
@@ -368,6 +372,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--worker-port-base", type=int, help="worker: source port to PS p is this + p")
     parser.add_argument("--listen", type=address, help="PS: ip:port to listen on")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="longest wait on a peer without progress")
+    parser.add_argument("--congestion", help="TCP congestion control of every connection (default: the host's)")
     args = parser.parse_args(argv)
     if args.bytes < 1 or args.workers < 1 or args.compute_s < 0 or args.timeout_s <= 0:
         parser.error("--bytes and --workers must be >= 1, --compute-s >= 0, --timeout-s > 0")

@@ -203,3 +203,12 @@ def test_ps_stops_on_command_before_any_worker(harness):
     driver.send(f"{JOB}/p0", "stop")
     assert proc.wait(5) == 0
     driver.wait_for(lambda events: driver.count("bye") == 1)
+
+
+def test_a_tasks_sockets_use_the_specs_congestion_control():
+    from hosts.cojob_task import tcp_socket
+    for name in ("reno", "bbr"):
+        with tcp_socket(name) as sock:
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == name.encode()
+    with pytest.raises(OSError):
+        tcp_socket("no-such-algorithm")

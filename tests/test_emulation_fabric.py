@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.emulation.net import Emulation
+from controller.hostnet import netns_cmd
+from experiments.emulation.net import Emulation, EmulationOptions
 from topologies import queues
-from topologies.fabric import leaf_spine
+from topologies.fabric import host_interface, leaf_spine
 
 pytestmark = pytest.mark.root
 REPO = Path(__file__).resolve().parent.parent
@@ -25,7 +26,7 @@ def fabric_up(tmp_path_factory):
     os.environ["TRAINBED_STATE"] = str(state)
     fabric = leaf_spine(spines=2, leaves=3, hosts_per_leaf=2, host_mbps=100, fabric_mbps=100)
     try:
-        with Emulation(fabric, tmp_path_factory.mktemp("run")) as em:
+        with Emulation(fabric, tmp_path_factory.mktemp("run"), options=EmulationOptions(tcp_rto_min_ms=40)) as em:
             yield em
     finally:
         if old is None:
@@ -36,6 +37,13 @@ def fabric_up(tmp_path_factory):
 
 def test_ping_all_through_the_controller_loses_nothing(fabric_up):
     assert fabric_up.net.pingAll(timeout=2) == 0.0
+
+
+def test_hosts_route_the_fabric_with_the_minimum_rto_asked_for(fabric_up):
+    for host in fabric_up.fabric.hosts:
+        cmd = netns_cmd(fabric_up.host(host.name).pid, ["ip", "route", "show", "10.0.0.0/16"])
+        route = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        assert f"dev {host_interface(host.name)} " in route and "rto_min lock 40ms" in route, (host.name, route)
 
 
 def test_flows_between_two_leaves_spread_over_every_spine(fabric_up):

@@ -43,7 +43,7 @@ def test_smoke_spec_resolves_with_defaults():
     spec = validate_any(smoke())
     w = spec["workload"]
     assert (spec["name"], spec["seed"], spec["time_limit_s"], spec["tcp_congestion"]) == \
-        ("gnn-oes-smoke", 1, 300.0, "cubic")
+        ("gnn-oes-smoke", 1, 300.0, "bbr")
     assert w["graph"] == {"shape": "ogbn-products", "nodes": 3000, "avg_degree": 10.0}
     assert (w["fanouts"], w["batch_size"], w["workers"], w["samplers_per_worker"], w["sync"], w["ps"]) == \
         ([5, 10], 32, 2, 1, "ps", 1)

@@ -24,21 +24,48 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
     proc = subprocess.run([sys.executable, "-m", "experiments.cli", "sweep", "experiments/sweeps/grouper-smoke.yaml",
                            "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    rows = {row["scheduler"]: row for row in csv.DictReader((out / "results.csv").open())}
-    assert set(rows) == {"fs", "grouper"}
-    for row in rows.values():
-        assert row["completed"] == "true" and row["trustworthy"] == "true" and row["seed"] == "1", row
-    assert float(rows["grouper"]["avg_sct_s"]) < float(rows["fs"]["avg_sct_s"])
-    cells = {name: out / "cells" / rows[name]["cell"] for name in rows}
-    grouper = json.loads((cells["grouper"] / "summary.json").read_text())
+    table = list(csv.DictReader((out / "results.csv").open()))
+    assert sorted((row["scheduler"], row["seed"]) for row in table) == [
+        (scheduler, seed) for scheduler in ("fs", "grouper") for seed in ("1", "2", "4")]
+    for row in table:
+        assert row["completed"] == "true" and row["trustworthy"] == "true", row
+    cell_of = {(row["scheduler"], row["seed"]): out / "cells" / row["cell"] for row in table}
+    summaries = {key: json.loads((cell / "summary.json").read_text()) for key, cell in cell_of.items()}
+
+    def total(scheduler, value):
+        return sum(value(s) for (name, _), s in summaries.items() if name == scheduler)
+
+    # Fig. 3's logic: the small model's stages go first, so they finish much sooner
+    # (measured 0.57-0.79x fair share's a seed), and the average SCT falls (model:
+    # -10.7% over seeds 1, 2, 4; measured -2% to -17% a seed; packets lost in the
+    # userspace switches add noise of a few percent, hence three seeds).
+    def small(s):
+        return s["per_model_avg_sct_s"]["deepspeech2"]
+
+    assert total("grouper", small) < 0.9 * total("fs", small)
+    assert total("grouper", lambda s: s["avg_sct_s"]) < total("fs", lambda s: s["avg_sct_s"])
+    cells = {name: cell_of[(name, "1")] for name in ("fs", "grouper")}
+    grouper = summaries[("grouper", "1")]
     assert grouper["decisions"] >= 1 and grouper["stages_completed"] == 4
     assert grouper["conformance"]["sampled_packets"] > 200
     assert grouper["conformance"]["dscp_match_share"] >= 0.95
     assert grouper["conformance"]["sender_queue_match_share"] >= 0.8
+    # The emulation stays near the iteration-level model of the same run (measured
+    # 1.07-1.76x), and TCP's and the switches' counters were read.
+    for summary in summaries.values():
+        assert 0.8 < summary["sct_over_model"] < 2.0, summary["sct_over_model"]
+        assert summary["tcp"]["segments"] > 10_000 and summary["tcp"]["retransmitted_share"] < 0.2, summary["tcp"]
+        assert 0 <= summary["switch_loss_share"] < 0.2
     # DSCP on the wire: marked packets sat in the scheduled switch queues under Grouper only.
     for name, expect_marked in (("grouper", True), ("fs", False)):
         ports = json.loads((cells[name] / "raw" / "queue_counters.json").read_text())
         marked = sum(queues[str(q)]["bytes"] for queues in ports.values() for q in range(1, 7))
         assert (marked > 1e6) == expect_marked, (name, marked)
+        # A sender's NIC queues are as deep as a NIC's: at a switch buffer's 150 KB they
+        # dropped 6-8% of the packets, each loss a 200 ms TCP timeout in a 0.26 s iteration.
+        nics = json.loads((cells[name] / "raw" / "host_queue_counters.json").read_text())
+        dropped = sum(queue["dropped"] for queues in nics.values() for queue in queues.values())
+        sent = sum(queue["packets"] for queues in nics.values() for queue in queues.values())
+        assert sent > 10_000 and dropped < 0.005 * sent, (name, dropped, sent)
     spec = cojob_spec.validate(read_spec(REPO / "experiments/specs/grouper-smoke.yaml"))
     assert_nothing_left(fabric_of(spec), private_state, cells["grouper"], namespaces)

@@ -119,3 +119,23 @@ def test_read_run_loads_events_and_workload(tmp_path):
     (tmp_path / "workload.json").write_text(json.dumps(WORKLOAD))
     events, workload = gm.read_run(tmp_path)
     assert gm.summarise(events, workload)["avg_cojct_s"] == 70
+
+
+def test_tcp_summary_totals_the_hosts_counters():
+    from experiments.cojob.runner import TCP_COUNTERS, tcp_summary
+    host = dict.fromkeys(TCP_COUNTERS, 0)
+    counters = {"h1": {**host, "TcpOutSegs": 900, "TcpRetransSegs": 90, "TcpExtTCPTimeouts": 3,
+                       "TcpExtTCPSpuriousRTOs": 2},
+                "h2": {**host, "TcpOutSegs": 100, "TcpRetransSegs": 10, "TcpExtTCPSpuriousRtxHostQueues": 5}}
+    summary = tcp_summary(counters)
+    assert summary["segments"] == 1000 and summary["retransmitted_share"] == 0.1
+    assert (summary["timeouts"], summary["spurious_timeouts"], summary["retransmissions_held_in_sender_queue"]) == (3, 2, 5)
+    assert tcp_summary({"h1": host})["retransmitted_share"] is None
+
+
+def test_switch_loss_share_is_what_the_switches_received_and_never_sent():
+    from experiments.cojob.runner import switch_loss_share
+    balance = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
+    assert switch_loss_share(balance) == 30 / 2000
+    assert switch_loss_share({"tbl1": {"received": 10, "transmitted": 12}}) == 0  # a flood sends more than came in
+    assert switch_loss_share({}) is None

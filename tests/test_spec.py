@@ -76,6 +76,7 @@ BAD = [
     ("policy_changes.0.rate_mechanism", "tbf", "policy_changes[0].rate_mechanism: must be one of host, meter"),
     ("analysis.priority.high", "ghost", "analysis.priority.high: 'ghost' is not a flow"),
     ("fidelity.min_cpu_idle", "x", "fidelity.min_cpu_idle: must be a number"),
+    ("emulation.tcp_rto_min_ms", 0, "emulation.tcp_rto_min_ms: must be"),
 ]
 
 

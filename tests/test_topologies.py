@@ -93,6 +93,21 @@ def test_switch_port_tree_is_strict_priority_over_htb():
     assert filters[-1].endswith(f"match u32 0 0 flowid {queues.queue_classid(7)}")
 
 
+def test_host_nic_tree_is_the_switch_tree_with_a_nic_deep_queue():
+    host = queues.host_base_cmds("tbh1-eth0", 100)
+    switch = queues.switch_port_cmds("tbh1-eth0", 100)
+    assert len(host) == len(switch)
+    differ = [(h, s) for h, s in zip(host, switch) if h != s]
+    assert len(differ) == 8 and all(f"limit {queues.HOST_LEAF_LIMIT_BYTES}" in h for h, _ in differ)
+    assert queues.HOST_LEAF_LIMIT_BYTES >= 1000 * 1500  # a NIC's txqueuelen of MTU packets
+
+
+def test_host_route_sets_tcps_minimum_rto_only_when_asked():
+    assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", None) == []
+    assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", 40) == [
+        ["ip", "route", "replace", "10.0.0.0/16", "dev", "tbh1-eth0", "rto_min", "40ms"]]
+
+
 def test_host_flow_commands_add_and_remove_the_same_class():
     match = queues.host_flow_match("10.0.0.2", "tcp", None, 5201)
     assert match == "match ip dst 10.0.0.2/32 match ip protocol 6 0xff match ip dport 5201 0xffff"

@@ -143,6 +143,10 @@ def host_interface(host: str) -> str:
     return f"{host}-eth0"
 
 
+HOST_PREFIX_LEN = 16
+HOST_SUBNET = f"10.0.0.0/{HOST_PREFIX_LEN}"  # every host's address is in it
+
+
 def host_ip(n: int) -> str:
     return f"10.0.{n // 256}.{n % 256}"
 

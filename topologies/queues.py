@@ -29,6 +29,10 @@ LOWEST_QUEUE = N_QUEUES - 1
 DSCP_OF_QUEUE = {q: 8 * (LOWEST_QUEUE - q) for q in range(N_QUEUES)}
 QUEUE_OF_DSCP = {d: q for q, d in DSCP_OF_QUEUE.items()}
 LEAF_LIMIT_BYTES = 150_000
+# A sender's own queues hold what a NIC's default txqueuelen does (1000 MTU packets):
+# a host's stack is not a switch buffer, and at 150 KB the sender dropped its own
+# bursts (two pushes of 400 KB at once), each drop a 200 ms TCP timeout (README, Grouper).
+HOST_LEAF_LIMIT_BYTES = 1_500_000
 # Each queue's guaranteed share; the rest of the link is borrowed in prio order. At 1% a
 # starved queue (150 KB at 1 Mbit/s) delayed packets 1.2 s and TCP could sit in RTO backoff
 # for seconds after the high queue emptied; 2% halves that delay.
@@ -52,7 +56,7 @@ def tos_of_dscp(dscp: int) -> int:
     return dscp << 2
 
 
-def switch_port_cmds(intf: str, mbps: float) -> list[str]:
+def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_BYTES) -> list[str]:
     """tc commands that turn ``intf`` into an 8-queue strict-priority port."""
     rate = f"{mbps:g}mbit"
     small = f"{max(mbps * GUARANTEED_SHARE, 0.01):g}mbit"
@@ -65,7 +69,7 @@ def switch_port_cmds(intf: str, mbps: float) -> list[str]:
         cls = queue_classid(q)
         cmds.append(f"tc class replace dev {intf} parent 1:1 classid {cls} htb rate {small} ceil {rate} "
                     f"burst {BURST_BYTES} cburst {BURST_BYTES} prio {q}")
-        cmds.append(f"tc qdisc replace dev {intf} parent {cls} handle {0x10 + q:x}: bfifo limit {LEAF_LIMIT_BYTES}")
+        cmds.append(f"tc qdisc replace dev {intf} parent {cls} handle {0x10 + q:x}: bfifo limit {leaf_limit_bytes}")
     for q, dscp in DSCP_OF_QUEUE.items():
         cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio {DSCP_FILTER_PREF} u32 "
                     f"match ip tos 0x{tos_of_dscp(dscp):02x} 0xfc flowid {queue_classid(q)}")
@@ -75,10 +79,10 @@ def switch_port_cmds(intf: str, mbps: float) -> list[str]:
 
 
 def host_base_cmds(intf: str, mbps: float) -> list[str]:
-    """The sender NIC: the same eight strict-priority queues as a switch port (a host
-    marks nothing, so its traffic sits in the lowest queue unless a policy's per-flow
-    filter picks a queue or a rate class)."""
-    return switch_port_cmds(intf, mbps)
+    """The sender NIC: the same eight strict-priority queues as a switch port, as deep
+    as a NIC's queue (a host marks nothing, so its traffic sits in the lowest queue
+    unless a policy's per-flow filter picks a queue or a rate class)."""
+    return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES)
 
 
 def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[str]:
@@ -105,6 +109,15 @@ def host_nic_cmds(intf: str, segmentation: str) -> list[list[str]]:
     if segmentation == "offload":
         return []
     return [["ethtool", "-K", intf, "tso", "off", "gso", "off"]]
+
+
+def host_route_cmds(intf: str, subnet: str, rto_min_ms: float | None) -> list[list[str]]:
+    """The host's route to the fabric, with TCP's minimum retransmission timeout set
+    per route when ``rto_min_ms`` is given (Linux: 200 ms); a run that scales its
+    transfers down can scale this timer with them."""
+    if rto_min_ms is None:
+        return []
+    return [["ip", "route", "replace", subnet, "dev", intf, "rto_min", f"{rto_min_ms:g}ms"]]
 
 
 def host_flow_match(dst_ip: str, proto: str | None, src_port: int | None, dst_port: int | None) -> str:

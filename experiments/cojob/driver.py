@@ -32,9 +32,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
 from experiments.channel import DriverError, EventServer
+from experiments.cojob import scheduling
+from experiments.cojob import spec as cojob_spec
 from experiments.workloads import cojob as cojob_mod
 from hosts.messages import command
 
@@ -80,9 +81,7 @@ class CojobDriver:
         self.scheduler = spec["scheduler"]["name"]
         self.period_s = spec["scheduler"]["period_s"]
         self.progress = progress
-        w = spec["workload"]
-        link_mbps = min(link.mbps for link in em.fabric.host_links())
-        self.scaling = cojob_mod.Scaling(link_mbps, w["bytes_scale"], w["iterations_scale"])
+        self.scaling = cojob_spec.build_scaling(spec)
         self.server = EventServer(events_path)
         self.events_out = open(run_dir / "events.jsonl", "w")
         self.decisions_out = open(run_dir / "decisions.jsonl", "w")
@@ -149,7 +148,7 @@ class CojobDriver:
             placement = self.workload.placements[job.plan.key]
             common = [sys.executable, "-m", "hosts.cojob_task", "--job", job.plan.key, "--events", self.server.path,
                       "--bytes", str(iteration.bytes_per_partition), "--workers", str(job.workers),
-                      "--timeout-s", str(TASK_TIMEOUT_S)]
+                      "--timeout-s", str(TASK_TIMEOUT_S), "--congestion", self.spec["tcp_congestion"]]
             ps_addrs = []
             for p, host in enumerate(placement.ps):
                 ip = self.em.fabric.host(host).ip
@@ -237,48 +236,22 @@ class CojobDriver:
 
     # --- scheduling ----------------------------------------------------------------
     def stages_now(self) -> tuple[list[Stage], list[Stage]]:
-        """(every remaining stage of every active cojob, the running ones), loads in bytes.
-
-        Online (the paper's default): every live job is assumed to run all remaining
-        stages; offline: only the jobs that really survive count towards a stage."""
+        """(every remaining stage of every active cojob, the running ones), loads in bytes."""
         offline = self.scheduler == "grouper-offline"
         every, running = [], []
         for c in self.cojobs.values():
             if c.stage is None:
                 continue
-            plan = c.plan
-            for k in range(c.stage, len(plan.stage_iterations)):
-                iterations = {}
-                for key in c.alive:
-                    job = c.jobs[key]
-                    if offline and not job.plan.runs(k):
-                        continue
-                    left = plan.stage_iterations[k] - (job.iterations_done if k == c.stage else 0)
-                    if left > 0:
-                        iterations[key] = left
-                loads = cojob_mod.cojob_port_loads(plan, self.workload.placements, iterations,
-                                                   self.scaling.bytes_scale)
-                if not loads:
-                    continue
-                stage = Stage(f"c{plan.cojob_id}/s{k}", f"c{plan.cojob_id}", k, loads,
-                              arrival=c.stage_started_t if k == c.stage else time.time())
-                every.append(stage)
-                if k == c.stage:
-                    running.append(stage)
+            stages = scheduling.remaining_stages(c.plan, self.workload.placements, self.scaling.bytes_scale, c.stage,
+                                                 {key: c.jobs[key].iterations_done for key in c.alive},
+                                                 c.stage_started_t, time.time(), offline)
+            every += stages
+            running += [stage for stage in stages if stage.index == c.stage]
         return every, running
 
     def order(self) -> tuple[list[str], list[Stage]]:
-        """The scheduler's global order of the running stages (the only ones with flows
-        now, so the local ranks of Fig. 7 spend no queue on a stage yet to come)."""
         every, running = self.stages_now()
-        if self.scheduler == "baraat":
-            order = baselines.baraat(running)
-        elif self.scheduler == "sincronia":
-            order = baselines.sincronia(running)
-        else:
-            order = grouper.pda(every)  # PDA plans over every remaining stage
-        ids = {stage.stage_id for stage in running}
-        return [stage_id for stage_id in order if stage_id in ids], running
+        return scheduling.order(self.scheduler, every, running), running
 
     def reschedule(self) -> None:
         """One decision: the order, its queues, and the changed flow policies as one batch."""
@@ -288,7 +261,7 @@ class CojobDriver:
         order, stages = self.order()
         if not order:
             return
-        queues = grouper.to_queues(grouper.local_priorities(order, grouper.stage_machines(stages)))
+        queues = scheduling.stage_queues(order, stages)
         desired: dict[tuple, tuple[int, int]] = {}
         for c in self.cojobs.values():
             if c.stage is None:
@@ -296,8 +269,9 @@ class CojobDriver:
             stage_id = f"c{c.plan.cojob_id}/s{c.stage}"
             for key in c.alive:
                 for flow in self.flows_of(c.jobs[key]):
-                    if stage_id in queues.get(flow["dst"], {}) and stage_id in queues.get(flow["src"], {}):
-                        desired[_key(flow)] = (queues[flow["dst"]][stage_id], queues[flow["src"]][stage_id])
+                    pair = scheduling.flow_queues(queues, stage_id, flow["src"], flow["dst"])
+                    if pair is not None:
+                        desired[_key(flow)] = pair
         changes, keys = [], []
         for key, (queue_, host_queue) in sorted(desired.items()):
             if self.installed.get(key) != (queue_, host_queue):
@@ -332,7 +306,7 @@ class CojobDriver:
             while timed and t0 + timed[0][0] <= now:
                 self.start_cojob(self.cojobs[timed.pop(0)[1]])
             if now >= next_tick:
-                if self.scheduler in ("grouper", "grouper-offline", "baraat", "sincronia"):
+                if self.scheduler in scheduling.PERIODIC:
                     self.reschedule()
                 next_tick = now + self.period_s
             if now > deadline:

@@ -3,8 +3,11 @@
 Start the background monitors (CPU, a sampled packet capture
 on every host link), run the driver until every cojob ended, collect the queue
 counters, tear down, then analyse: Grouper's metrics from ``events.jsonl``
-(``experiments.grouper_metrics``) and the conformance of the packets to the
-decisions (``conformance``). Like the timetable runner, any fault still leaves
+(``experiments.grouper_metrics``), the conformance of the packets to the
+decisions (``conformance``), and what the iteration-level model (``itersim``)
+predicts for the same workload and scheduler on an ideal network
+(``model_avg_sct_s``, ``sct_over_model``: how much the emulation adds). Like the
+timetable runner, any fault still leaves
 ``summary.json`` with ``"completed": false`` and the error.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 from controller.hostnet import netns_cmd
 from experiments import grouper_metrics, store
-from experiments.cojob import conformance
+from experiments.cojob import conformance, itersim
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.emulation import spec as emulation_spec
@@ -62,6 +65,43 @@ def _host_queue_counters(em: Emulation) -> dict:
     return out
 
 
+# TCP's own account of each host's run (fresh namespaces: absolute = this run's):
+# segments sent and retransmitted, and retransmission timeouts, which queue counters
+# do not show: a timeout also fires with nothing lost when a starved queue holds a
+# segment longer than the RTO (spurious RTOs as F-RTO detects them; retransmissions
+# skipped because the original still sat in the sender's own queue).
+TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
+                "TcpExtTCPSpuriousRTOs", "TcpExtTCPSpuriousRtxHostQueues")
+
+
+def _host_tcp_counters(em: Emulation) -> dict:
+    """Per host, ``TCP_COUNTERS`` from ``nstat`` in its namespace (absolute, history untouched)."""
+    out = {}
+    for host in em.fabric.hosts:
+        cmd = netns_cmd(em.host(host.name).pid, ["nstat", "-asz", "--json"])
+        kernel = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["kernel"]
+        out[host.name] = {name: kernel.get(name, 0) for name in TCP_COUNTERS}
+    return out
+
+
+def tcp_summary(counters: dict) -> dict:
+    """Totals over hosts: segments sent, the share retransmitted, timeouts."""
+    total = {name: sum(host[name] for host in counters.values()) for name in TCP_COUNTERS}
+    sent = total["TcpOutSegs"]
+    return {"segments": sent, "retransmitted_share": total["TcpRetransSegs"] / sent if sent else None,
+            "timeouts": total["TcpExtTCPTimeouts"], "loss_probes": total["TcpExtTCPLossProbes"],
+            "spurious_timeouts": total["TcpExtTCPSpuriousRTOs"],
+            "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"]}
+
+
+def switch_loss_share(balance: dict) -> float | None:
+    """Share of the packets the switches received that they never sent on (after the
+    run, so nothing is in flight): losses inside the userspace switches."""
+    received = sum(s["received"] for s in balance.values())
+    transmitted = sum(s["transmitted"] for s in balance.values())
+    return max(received - transmitted, 0) / received if received else None
+
+
 class CojobWorkload:
     """Cojobs with their driver, a sampled packet capture per host, queue counters."""
 
@@ -88,6 +128,8 @@ class CojobWorkload:
     def collect(self, em: Emulation) -> None:
         store.write_json(self.run_dir / "raw" / "host_queue_counters.json", _host_queue_counters(em))
         store.write_json(self.run_dir / "raw" / "queue_counters.json", em.port_counters())
+        store.write_json(self.run_dir / "raw" / "tcp_counters.json", _host_tcp_counters(em))
+        store.write_json(self.run_dir / "raw" / "switch_packets.json", em.switch_packet_balance())
 
     def summary_fields(self) -> dict:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"]}
@@ -112,8 +154,23 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
     if idle < spec["fidelity"]["min_cpu_idle"]:
         reasons.append(f"CPU idle share {idle:.2f} < {spec['fidelity']['min_cpu_idle']:.2f}")
     reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
+    tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
+    switch_loss = switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()))
+    model_sct = model_avg_sct_s(spec)
+    measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
+            "model_avg_sct_s": model_sct,
+            "sct_over_model": measured / model_sct if measured and model_sct else None,
+            "tcp": tcp, "tcp_timeouts": tcp["timeouts"], "tcp_retransmitted_share": tcp["retransmitted_share"],
+            "switch_loss_share": switch_loss,
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
             "conformance": check, "cpu_idle_share": idle, "controller_outages": outages,
             "fidelity": {"cpu_idle_share": idle, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
             "trustworthy": not reasons}
+
+
+def model_avg_sct_s(spec: dict) -> float:
+    """The average SCT that ``itersim`` gives the run's workload and scheduler: the same
+    decisions on a network of ideal host ports, no TCP, no CPU."""
+    workload, scaling = itersim.spec_inputs(spec)
+    return itersim.simulate(workload, scaling, spec["scheduler"]["name"], spec["scheduler"]["period_s"]).avg_sct_s

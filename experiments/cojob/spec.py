@@ -123,6 +123,13 @@ def _arrivals(raw) -> dict:
                                       minimum=0, strict=True)}
 
 
+def build_scaling(spec: dict) -> cojob_mod.Scaling:
+    """How the spec's run shrinks the testbed workload: at the slowest host link."""
+    w = spec["workload"]
+    link_mbps = min(link.mbps for link in emulation_spec.fabric_of(spec).host_links())
+    return cojob_mod.Scaling(link_mbps, w["bytes_scale"], w["iterations_scale"])
+
+
 def build_workload(spec: dict) -> cojob_mod.Workload:
     """The cojobs of the spec, placed on the fabric's hosts (racks = leaves).
 

@@ -9,7 +9,7 @@ experiments.colocation.gpu_validation --device cuda``).
 Everything lands in one directory under ``results/`` (``results/latest``).
 The paper queues train for 200 epochs and send 100 requests; ``--epochs`` and
 ``--requests`` shorten them, ``--repeats`` overrides the specs' repeats and
-``--queues`` and ``--training-methods`` pick queues and methods (all recorded in each run's resolved spec). ``--part``
+``--queues``, ``--training-methods`` and ``--inference-methods`` pick queues and methods (all recorded in each run's resolved spec). ``--part``
 runs one part, for machines that limit a command's time.
 """
 from __future__ import annotations
@@ -37,25 +37,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, help="repeats per method (default: the spec's)")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
     parser.add_argument("--training-methods", nargs="+", help="methods of the training queues (default: the spec's)")
+    parser.add_argument("--inference-methods", nargs="+", help="methods of the inference queues (default: the spec's)")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     repeats = {} if args.repeats is None else {"repeats": args.repeats}
     queues = args.queues or TRAINING_QUEUES
-    methods = {} if args.training_methods is None else {"methods": args.training_methods}
+    training_methods = {} if args.training_methods is None else {"methods": args.training_methods}
+    inference_methods = {} if args.inference_methods is None else {"methods": args.inference_methods}
     root = new_run_dir("colocate", f"gpu-validation-{args.part}", args.out)
     if args.part in ("all", "validation"):
         run, _ = run_validation(args.device, "gpu", out=root / "validation")
         print((run / "validation.md").read_text(), flush=True)
     if args.part in ("all", "training"):
         runs = [run_colocate_file(SPECS / f"colocate-train-{q}.yaml", args.device, out=root / f"train-{q}",
-                                  overrides={"queue.epochs": args.epochs, **repeats, **methods}) for q in queues]
+                                  overrides={"queue.epochs": args.epochs, **repeats, **training_methods}) for q in queues]
         text = table_v(runs)
         (root / "table-v-training.md").write_text(text)
         print(text, flush=True)
     if args.part in ("all", "inference"):
         for load in ("low", "high"):
             runs = [run_colocate_file(SPECS / f"colocate-infer-{q}-{load}.yaml", args.device,
-                                      out=root / f"infer-{q}-{load}", overrides={"queue.count": args.requests, **repeats})
+                                      out=root / f"infer-{q}-{load}", overrides={"queue.count": args.requests, **repeats, **inference_methods})
                     for q in INFERENCE_QUEUES if q in queues]
             text = table_v(runs)
             (root / f"table-inference-{load}.md").write_text(text)

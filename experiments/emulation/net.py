@@ -20,6 +20,7 @@ real. Invariants:
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -37,7 +38,7 @@ from experiments.emulation.records import RunRecord, clean_record
 from experiments.errors import TeardownError
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
-from topologies.fabric import Fabric
+from topologies.fabric import HOST_PREFIX_LEN, HOST_SUBNET, Fabric
 
 # Interface and bridge names are global on the machine: one fabric at a time.
 FABRIC_LOCK = "/run/trainbed-fabric.lock"
@@ -51,6 +52,7 @@ class EmulationOptions:
 
     ovs_instances: int | str = 2  # a count, or "per_switch"
     segmentation: str = "wire"  # topologies.queues.SEGMENTATIONS
+    tcp_rto_min_ms: float | None = None  # None: the kernel's 200 ms
 
     def instances_for(self, switches: list[str]) -> list[list[str]]:
         """Switch names grouped by OVS instance (round-robin, so leaves spread out)."""
@@ -195,13 +197,12 @@ class Emulation:
         from mininet.link import TCLink
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import RemoteController
         setLogLevel("critical")  # TCLink warns about htb quantum on every link
         self.record.add_links(self.fabric.interface_names())
         self.record.add_bridges([s.name for s in self.fabric.switches])
         net = Mininet(switch=_instance_switch_class(), link=TCLink, controller=None, autoSetMacs=False, build=False)
         self.net = net
-        net.addController(RemoteController("c0", ip="127.0.0.1", port=self.of_port))
+        net.addController(_probed_controller_class()("c0", ip="127.0.0.1", port=self.of_port))
         saved = {key: os.environ.get(key) for key in ovs_env(".")}
         try:
             for s in self.fabric.switches:
@@ -215,7 +216,7 @@ class Emulation:
                 else:
                     os.environ[key] = value
         for h in self.fabric.hosts:
-            net.addHost(h.name, ip=f"{h.ip}/16", mac=h.mac)
+            net.addHost(h.name, ip=f"{h.ip}/{HOST_PREFIX_LEN}", mac=h.mac)
         for link in self.fabric.links:
             net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, bw=link.mbps)
         net.build()
@@ -231,7 +232,8 @@ class Emulation:
         run_tc_batch(cmds, where="switch ports")
         for link in self.fabric.host_links():
             pid, intf = self.host(link.a).pid, link.intf(link.a)
-            for cmd in queues.host_nic_cmds(intf, self.options.segmentation):
+            for cmd in (queues.host_nic_cmds(intf, self.options.segmentation)
+                        + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
             run_tc_batch(queues.host_base_cmds(intf, link.mbps), pid, where=f"host {link.a}")
 
@@ -252,6 +254,21 @@ class Emulation:
         for _sw, intf, _mbps in self.fabric.switch_ports():
             text = subprocess.run(["tc", "-s", "class", "show", "dev", intf], capture_output=True, text=True).stdout
             out[intf] = queues.queue_counters(text)
+        return out
+
+    def switch_packet_balance(self) -> dict[str, dict[str, int]]:
+        """Per switch: packets its ports received and transmitted (the kernel's counters
+        of the switch-side interfaces). Once traffic has stopped the difference is what
+        the userspace switch lost between reading a packet and sending it on, which no
+        queue counter shows (an ARP flood counts more out than in)."""
+        links = json.loads(subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True, text=True,
+                                          check=True).stdout)
+        stats = {link["ifname"]: link.get("stats64", {}) for link in links}
+        out: dict[str, dict[str, int]] = {}
+        for switch, intf, _mbps in self.fabric.switch_ports():
+            counters = out.setdefault(switch, {"received": 0, "transmitted": 0})
+            counters["received"] += stats.get(intf, {}).get("rx", {}).get("packets", 0)
+            counters["transmitted"] += stats.get(intf, {}).get("tx", {}).get("packets", 0)
         return out
 
     def ovs_env_of(self, switch: str) -> dict[str, str]:
@@ -345,6 +362,22 @@ class Emulation:
         if self.lock is not None:
             lock, self.lock = self.lock, None
             lock.close()  # releases the flock
+
+
+def _probed_controller_class():
+    from mininet.node import RemoteController
+
+    class ProbedController(RemoteController):
+        """The os-ken controller, started before Mininet meets it (``_start_controller``
+        waited for its management socket; switches retry its OpenFlow port, and
+        ``wait_ready`` waits for them). Mininet would probe the port with telnet and
+        decode the reply as UTF-8, and an OpenFlow hello is binary: the decode failed
+        a run now and then (UnicodeDecodeError at start)."""
+
+        def checkListening(self):
+            pass
+
+    return ProbedController
 
 
 def _instance_switch_class():

@@ -40,7 +40,7 @@ CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mecha
 POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85}
-EMULATION_FIELDS = {"ovs_instances", "segmentation"}
+EMULATION_FIELDS = {"ovs_instances", "segmentation", "tcp_rto_min_ms"}
 
 
 def emulation_options(raw) -> dict:
@@ -52,7 +52,10 @@ def emulation_options(raw) -> dict:
         instances = integer("emulation.ovs_instances", instances, minimum=1)
     segmentation = choice("emulation.segmentation", section.get("segmentation", defaults.segmentation),
                           queues.SEGMENTATIONS)
-    return {"ovs_instances": instances, "segmentation": segmentation}
+    rto_min = section.get("tcp_rto_min_ms")
+    if rto_min is not None:
+        rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
+    return {"ovs_instances": instances, "segmentation": segmentation, "tcp_rto_min_ms": rto_min}
 
 
 def _host(path: str, value, fab: fabric_mod.Fabric) -> str:

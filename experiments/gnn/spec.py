@@ -8,7 +8,7 @@ Format (defaults in comments)::
     topology: {kind: star, hosts: 3, host_mbps: 100}   # any kind; host_mbps_overrides for uneven NICs
     seed: 1                      # 0
     time_limit_s: 300            # 1800; the run is stopped (completed: false) past this
-    tcp_congestion: cubic        # bbr
+    tcp_congestion: bbr          # bbr (or cubic)
     workload:
       kind: gnn
       graph: {shape: ogbn-products, nodes: 4000, avg_degree: 10}

@@ -209,6 +209,7 @@ class WorkerPool:
         except (EOFError, OSError):  # the worker is gone (a reset when it died mid-send)
             pass
         worker.process.join(timeout=5)
+        worker.job = None  # its pipe and its sentinel may both be ready: one outcome, one drop
         self._drop(worker)
         return Outcome(job.task.task_id, worker.pid,
                        error=f"worker process died (exit code {worker.process.exitcode})")
