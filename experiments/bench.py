@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments import bench_gnn, bench_grouper, store
+from experiments import bench_gnn, bench_grouper, cpu, store
 from experiments.benchrows import row, show
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.metrics import per_second
@@ -41,9 +41,9 @@ SETTLE_S = 2.0
 
 
 def cpu_idle_during(action) -> tuple[float, object]:
-    first = store.cpu_times()
+    first = cpu.box_times()
     result = action()
-    return store.idle_share(first, store.cpu_times()), result
+    return cpu.idle_share(first, cpu.box_times()), result
 
 
 def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float = MESH_SECONDS) -> dict:

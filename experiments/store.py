@@ -75,18 +75,6 @@ def write_spec(run: Path, resolved: dict) -> None:
     (run / "spec.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
-def cpu_times() -> tuple[float, float]:
-    """(idle, total) jiffies from /proc/stat, for the CPU idle share of a window."""
-    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
-    return idle, sum(fields)
-
-
-def idle_share(before: tuple[float, float], after: tuple[float, float]) -> float:
-    total = after[1] - before[1]
-    return (after[0] - before[0]) / total if total > 0 else 0.0
-
-
 def environment() -> dict:
     """Package versions, kernel, CPU count and load: what a reader needs to judge a run."""
     versions = {}

@@ -1,10 +1,20 @@
-"""Checks shared by the real-emulation tests: what a run must leave behind (nothing)."""
+"""Checks shared by the real-emulation tests: what a run must leave behind (nothing),
+and whether the box let a run be faithful at all."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 from experiments.emulation.net import alive
+
+
+CPU_LOST = "the box took"  # how experiments.cpu.cpu_reasons starts its steal/throttling reason
+
+
+def cpu_was_taken(summary: dict) -> str | None:
+    """The run's own reason when the box took CPU time away from it (steal, a quota):
+    such a run says it is untrustworthy, and its packets cannot judge the emulation."""
+    return next((r for r in summary["fidelity"]["untrustworthy_reasons"] if r.startswith(CPU_LOST)), None)
 
 
 def netns_inodes() -> set[int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from emulation_checks import assert_nothing_left, netns_inodes, processes_mentioning
+from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes, processes_mentioning
 
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.runner import run_spec
@@ -36,9 +36,19 @@ def _short_spec(mechanism: str) -> dict:
 def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, private_state):
     namespaces = netns_inodes()
     spec = _short_spec(mechanism)
-    run = run_spec(spec, out=str(tmp_path / "run"))
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["high_share_while_both"] >= 0.90
+    # A second try only when the run itself says the box took CPU time away (steal or
+    # a quota: the high sender frozen while the low queue is served); twice: skipped.
+    for attempt in range(2):
+        run = run_spec(spec, out=str(tmp_path / f"run{attempt}"))
+        summary = json.loads((run / "summary.json").read_text())
+        taken = cpu_was_taken(summary)
+        if not taken:
+            break
+    else:
+        pytest.skip(f"the emulation cannot be judged on this box now: {taken}")
+    cpu = {k: summary[k] for k in ("cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "switch_loss_share")}
+    assert summary["high_share_while_both"] >= 0.90, (summary["flows"], cpu, summary["fidelity"])
+    assert summary["switch_loss_share"] < 0.01, cpu  # measured 0.0008; 0.023 on a box that froze the run
     assert summary["low_recovery_s"] is not None and summary["low_recovery_s"] <= 3.0  # RTO backoff would be 4+ s
     assert summary["rate_limit_mechanism"] == mechanism
     assert abs(summary["rate_limit_achieved_mbps"] - 40) <= 4.0, summary["rate_limit_achieved_mbps"]

@@ -134,7 +134,7 @@ def test_tcp_summary_totals_the_hosts_counters():
 
 
 def test_switch_loss_share_is_what_the_switches_received_and_never_sent():
-    from experiments.cojob.runner import switch_loss_share
+    from experiments.emulation.metrics import switch_loss_share
     balance = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
     assert switch_loss_share(balance) == 30 / 2000
     assert switch_loss_share({"tbl1": {"received": 10, "transmitted": 12}}) == 0  # a flood sends more than came in

@@ -22,9 +22,11 @@ from experiments import grouper_metrics, store
 from experiments.cojob import conformance, itersim
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
+from experiments.cpu import CpuMonitor
+from experiments.emulation import metrics as emulation_metrics
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
-from experiments.workloads.run import CpuMonitor, run_workload
+from experiments.workloads.run import run_workload
 from topologies import queues
 from topologies.fabric import host_interface
 
@@ -94,14 +96,6 @@ def tcp_summary(counters: dict) -> dict:
             "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"]}
 
 
-def switch_loss_share(balance: dict) -> float | None:
-    """Share of the packets the switches received that they never sent on (after the
-    run, so nothing is in flight): losses inside the userspace switches."""
-    received = sum(s["received"] for s in balance.values())
-    transmitted = sum(s["transmitted"] for s in balance.values())
-    return max(received - transmitted, 0) / received if received else None
-
-
 class CojobWorkload:
     """Cojobs with their driver, a sampled packet capture per host, queue counters."""
 
@@ -149,13 +143,11 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
     fabric = emulation_spec.fabric_of(spec)
     check = conformance.check(fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))
-    idle = cpu.idle_share() if cpu.samples else 1.0
-    reasons = []
-    if idle < spec["fidelity"]["min_cpu_idle"]:
-        reasons.append(f"CPU idle share {idle:.2f} < {spec['fidelity']['min_cpu_idle']:.2f}")
+    cpu_fields = cpu.summary()
+    reasons = cpu.reasons(spec["fidelity"])
     reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
     tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
-    switch_loss = switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()))
+    switch_loss = emulation_metrics.switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()))
     model_sct = model_avg_sct_s(spec)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
@@ -164,8 +156,8 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
             "tcp": tcp, "tcp_timeouts": tcp["timeouts"], "tcp_retransmitted_share": tcp["retransmitted_share"],
             "switch_loss_share": switch_loss,
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
-            "conformance": check, "cpu_idle_share": idle, "controller_outages": outages,
-            "fidelity": {"cpu_idle_share": idle, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
+            "conformance": check, **cpu_fields, "controller_outages": outages,
+            "fidelity": {**cpu_fields, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
             "trustworthy": not reasons}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 
+from experiments.cpu import cpu_reasons
 from topologies.fabric import host_interface
 
 SETTLE_S = 1.0
@@ -108,19 +109,24 @@ def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dic
     return out
 
 
+def switch_loss_share(balance: dict[str, dict[str, int]]) -> float | None:
+    """Share of the packets the switches received that they never sent on (after the
+    run, so nothing is in flight): losses inside the userspace switches."""
+    received = sum(s["received"] for s in balance.values())
+    transmitted = sum(s["transmitted"] for s in balance.values())
+    return max(received - transmitted, 0) / received if received else None
+
+
 def link_goodput(per_host: dict) -> dict[str, float]:
     """Each saturated host link's goodput ratio (the lower of its saturated directions)."""
     return {host_interface(host): min(r.values()) for host, r in per_host.items()}
 
 
-def fidelity(cpu_idle: float, link_ratios: dict[str, float], min_cpu_idle: float,
-             min_link_ratio: float) -> dict:
-    """Whether the box kept up: enough idle CPU and every saturated link near its rate."""
-    reasons = []
-    if cpu_idle < min_cpu_idle:
-        reasons.append(f"CPU idle share {cpu_idle:.2f} < {min_cpu_idle:.2f}")
+def fidelity(cpu: dict, link_ratios: dict[str, float], limits: dict) -> dict:
+    """Whether the box kept up: the CPU was there (``cpu``: a ``CpuMonitor.summary()``)
+    and every saturated link delivered near its rate; ``limits``: a spec's fidelity."""
+    reasons = cpu_reasons(cpu, limits)
     for link, ratio in sorted(link_ratios.items()):
-        if ratio < min_link_ratio:
-            reasons.append(f"link {link} goodput {ratio:.2f} of its rate < {min_link_ratio:.2f}")
-    return {"cpu_idle_share": cpu_idle, "link_goodput_ratios": link_ratios, "trustworthy": not reasons,
-            "untrustworthy_reasons": reasons}
+        if ratio < limits["min_link_goodput_ratio"]:
+            reasons.append(f"link {link} goodput {ratio:.2f} of its rate < {limits['min_link_goodput_ratio']:.2f}")
+    return {**cpu, "link_goodput_ratios": link_ratios, "trustworthy": not reasons, "untrustworthy_reasons": reasons}

@@ -16,9 +16,13 @@ real. Invariants:
 - ``stop()`` runs every tear-down step even if an earlier one fails, releases the
   fabric lock last, and raises one ``TeardownError`` naming every failed step.
   It is safe to call twice and after a partial start.
+- Under a cgroup CPU quota, everything the emulation starts runs on as many CPUs
+  as the quota covers (``experiments.cpu.pinned_to_quota``): spread over more, the
+  run spends its quota early in each period and is frozen for the rest of it.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -34,6 +38,7 @@ from pathlib import Path
 from controller.client import ControllerClient, ControllerError
 from controller.hostnet import netns_cmd, run_tc_batch
 from experiments.emulation.ovs import PrivateOVS, ovs_env
+from experiments.cpu import pinned_to_quota
 from experiments.emulation.records import RunRecord, clean_record
 from experiments.errors import TeardownError
 from experiments.store import REPO_ROOT, write_json
@@ -97,6 +102,8 @@ class Emulation:
         self.outages: list[dict] = []  # {"start", "end", "restarts"} in time.monotonic()
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
+        self._affinity = contextlib.ExitStack()
+        self.cpus: set[int] = set()  # the CPUs the fabric and its hosts' programs run on
 
     # --- bring-up -----------------------------------------------------------------
     def __enter__(self) -> "Emulation":
@@ -123,6 +130,8 @@ class Emulation:
             raise RuntimeError(f"another trainbed fabric is up on this machine (lock {FABRIC_LOCK}); "
                                "wait for it or run `trainbed clean` if it crashed") from None
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Before any process starts, so that every one of them inherits it.
+        self.cpus = self._affinity.enter_context(pinned_to_quota())
         self.record = RunRecord(self.run_id, str(self.run_dir))
         ovs_dir = self.record.path.parent / self.run_id
         self.record.set_ovs_dir(str(ovs_dir))
@@ -305,6 +314,7 @@ class Emulation:
         step("open vswitch", self._stop_ovs)
         step("run record", self._clean_record)
         step("fabric lock", self._release_lock)
+        step("cpu affinity", self._affinity.close)
         if errors:
             raise TeardownError("tear-down finished with errors: " + "; ".join(errors))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DAEMONS = ("ovs-vswitchd", "ovsdb-server")  # stop order
+VSWITCHD_NICE = -10
 
 
 def ovs_env(base: str | Path) -> dict[str, str]:
@@ -48,7 +49,9 @@ class PrivateOVS:
         self._run("ovs-vsctl", "--no-wait", "init")
         self._run("ovs-vsctl", "--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true")
         # --enable-dummy: bridges of datapath type "dummy" (dpif-netdev without a kernel tap) exist.
-        self._run("ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid",
+        # nice -10: a switch is hardware of its own, so it goes before the hosts' programs when
+        # they compete for the CPU (measured under a 0.7-core quota: high-priority share 0.17 -> 0.44).
+        self._run("nice", "-n", f"{VSWITCHD_NICE}", "ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid",
                   "--detach",
                   f"--log-file={log}/ovs-vswitchd.log")
         self._run("ovs-vsctl", "--timeout=10", "show")

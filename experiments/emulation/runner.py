@@ -7,16 +7,18 @@ analysis step turns raw data into ``summary.json`` and plots.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from pathlib import Path
 
 from experiments import store
+from experiments.cpu import CpuMonitor
 from experiments.emulation import metrics, plots
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.net import Emulation
 from experiments.errors import one_line
-from experiments.workloads.run import CpuMonitor, run_workload
+from experiments.workloads.run import run_workload
 from hosts import traffic
 
 INTERVAL_S = 0.5
@@ -105,7 +107,8 @@ class TimetableWorkload:
 
     def collect(self, em: Emulation) -> None:
         """Raw data kept from the live fabric; each part independently of the others."""
-        for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies)):
+        for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies),
+                            ("switch_packets.json", em.switch_packet_balance)):
             try:
                 data = fetch()
             except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
@@ -119,7 +122,7 @@ class TimetableWorkload:
         return {"collect_errors": self.played["collect_errors"]} if self.played.get("collect_errors") else {}
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
-        return analyse(self.spec, self.run_dir, self.played, cpu.idle_share() if cpu.samples else None, outages)
+        return analyse(self.spec, self.run_dir, self.played, cpu.summary(), outages)
 
 
 def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
@@ -149,7 +152,7 @@ def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
     return a[0] < (b[1] if b[1] is not None else float("inf")) and b[0] < a[1]
 
 
-def analyse(spec: dict, run: Path, played: dict, cpu_idle: float | None, outages: list[dict]) -> dict:
+def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict]) -> dict:
     """Raw data in the run directory -> summary dict (and flows.csv, goodput.png).
 
     A failed flow is a result: it is listed under ``failed_flows`` (and makes the
@@ -210,9 +213,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu_idle: float | None, outages
             (p["rate_mechanism"] for p in played.get("policies", []) if p["dst_port"] == played["ports"][flow["name"]]),
             None)
     summary["link_goodput_ratio"] = min(ratios.values()) if ratios else None
-    summary["fidelity"] = metrics.fidelity(cpu_idle if cpu_idle is not None else 1.0, ratios,
-                                           spec["fidelity"]["min_cpu_idle"],
-                                           spec["fidelity"]["min_link_goodput_ratio"])
+    summary["fidelity"] = metrics.fidelity(cpu, ratios, spec["fidelity"])
     summary["fidelity"]["host_link_goodput"] = per_host
     reasons = summary["fidelity"]["untrustworthy_reasons"]
     reasons += [f"flow {name} failed: {fail['error']}" for name, fail in failures.items()]
@@ -228,7 +229,10 @@ def analyse(spec: dict, run: Path, played: dict, cpu_idle: float | None, outages
                            f"{', '.join(touched) or 'the rest of the run'}")
     summary["fidelity"]["trustworthy"] = not reasons
     summary["trustworthy"] = not reasons
-    summary["cpu_idle_share"] = summary["fidelity"]["cpu_idle_share"]
+    summary.update(cpu)
+    balance_path = run / "raw" / "switch_packets.json"
+    summary["switch_loss_share"] = (metrics.switch_loss_share(json.loads(balance_path.read_text()))
+                                    if balance_path.exists() else None)
     plots.flow_goodput(series, spec, run / "goodput.png")
     return summary
 

@@ -39,7 +39,8 @@ FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "host_que
 CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
 POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
-FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85}
+# max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.cpu).
+FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
 EMULATION_FIELDS = {"ovs_instances", "segmentation", "tcp_rto_min_ms"}
 
 

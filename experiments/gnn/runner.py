@@ -18,10 +18,11 @@ import json
 from pathlib import Path
 
 from experiments import store
+from experiments.cpu import CpuMonitor
 from experiments.emulation.net import Emulation
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
-from experiments.workloads.run import CpuMonitor, run_workload
+from experiments.workloads.run import run_workload
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
 
@@ -99,10 +100,8 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
         counted = sum(fabric["after"][h] - fabric["before"][h] for h in fabric["before"])
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     rel_error = state.get("readback_max_rel_error")
-    idle = cpu.idle_share() if cpu.samples else 1.0
-    reasons = []
-    if idle < spec["fidelity"]["min_cpu_idle"]:
-        reasons.append(f"CPU idle share {idle:.2f} < {spec['fidelity']['min_cpu_idle']:.2f}")
+    cpu_fields = cpu.summary()
+    reasons = cpu.reasons(spec["fidelity"])
     reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
     if rel_error is not None and rel_error > MAX_READBACK_ERROR:
         reasons.append(f"an installed rate is {rel_error:.1%} off its OES target")
@@ -114,8 +113,8 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
             "achieved_over_target_median": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None,
             "rate_updates": metrics.rate_updates(decisions), "compute_s_per_iteration": metrics.compute_by_task(events),
             "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"),
-            "cpu_idle_share": idle, "controller_outages": outages,
-            "fidelity": {"cpu_idle_share": idle, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
+            **cpu_fields, "controller_outages": outages,
+            "fidelity": {**cpu_fields, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
             "trustworthy": not reasons}
 
 

@@ -12,43 +12,16 @@ any fault, nothing left running).
 from __future__ import annotations
 
 import signal
-import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Callable, Protocol
 
 from experiments import store
+from experiments.cpu import CpuMonitor
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
 from experiments.errors import one_line
-
-
-class CpuMonitor(threading.Thread):
-    """Samples the box's CPU idle share every second into a list (cpu.csv)."""
-
-    def __init__(self, t0: float):
-        super().__init__(daemon=True)
-        self.t0 = t0
-        self.samples: list[tuple[float, float]] = []
-        self.first = store.cpu_times()
-        self.last = self.first
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        prev = self.first
-        while not self.stopped.wait(1.0):
-            now = store.cpu_times()
-            self.samples.append((time.monotonic() - self.t0, store.idle_share(prev, now)))
-            prev = now
-        self.last = store.cpu_times()
-
-    def idle_share(self) -> float:
-        return store.idle_share(self.first, self.last)
-
-    def write_csv(self, path: Path) -> None:
-        with open(path, "w") as f:
-            f.write("time_s,idle_share\n" + "".join(f"{t:.2f},{idle:.3f}\n" for t, idle in self.samples))
 
 
 def terminate_on_signals():
@@ -100,7 +73,8 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     cpu.write_csv(run / "cpu.csv")
-    summary = {"name": spec["name"], **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1)}
+    summary = {"name": spec["name"], **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
+               **cpu.summary()}
     return finish_run(run, summary, error, lambda: workload.analyse(cpu, outages))
 
 

@@ -1,0 +1,204 @@
+"""The CPU a run had: the box's idle share, and the time the box took away from it.
+
+An emulated fabric is faithful only while its processes run when they are due. A
+userspace switch descheduled for tens of milliseconds overflows its socket buffers,
+and a strict-priority port serves the low flow while the high sender is frozen
+(measured: a 1-core CFS quota on the 2-core box froze the run ~50 ms per 100 ms
+period and the high flow's share fell from 0.98 to 0.71-0.75). Two such causes are
+invisible in the idle share: a hypervisor's steal time (/proc/stat) and a cgroup CPU
+quota, which freezes every process of the cgroup once a period's quota is spent
+(``throttled`` in its cpu.stat). ``pinned_to_quota`` removes the second cause where
+it can; ``CpuMonitor`` measures both, so a run can say it was not faithful.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class BoxTimes:
+    """Jiffies of all CPUs since boot, from the first line of /proc/stat."""
+
+    idle: float  # idle + iowait
+    steal: float
+    total: float
+
+
+def box_times(proc: Path = PROC) -> BoxTimes:
+    fields = [float(x) for x in (proc / "stat").read_text().split("\n", 1)[0].split()[1:]]
+    fields += [0.0] * (8 - len(fields))
+    return BoxTimes(idle=fields[3] + fields[4], steal=fields[7], total=sum(fields))
+
+
+def idle_share(before: BoxTimes, after: BoxTimes) -> float:
+    total = after.total - before.total
+    return (after.idle - before.idle) / total if total > 0 else 0.0
+
+
+def stolen_share(before: BoxTimes, after: BoxTimes) -> float:
+    total = after.total - before.total
+    return (after.steal - before.steal) / total if total > 0 else 0.0
+
+
+def cgroup_cpu_dirs(proc: Path = PROC) -> list[tuple[int, Path]]:
+    """(cgroup version, directory) of this process's CPU cgroup and each ancestor up to
+    its mount's root, innermost first: a quota at any level freezes the process."""
+    mounts = []  # (version, mount root within the hierarchy, mount point)
+    for line in (proc / "self" / "mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fields, kind = left.split(), right.split()
+        if kind and kind[0] == "cgroup2":
+            mounts.append((2, fields[3], Path(fields[4])))
+        elif kind and kind[0] == "cgroup" and "cpu" in kind[-1].split(","):
+            mounts.append((1, fields[3], Path(fields[4])))
+    dirs = []
+    for line in (proc / "self" / "cgroup").read_text().splitlines():
+        _hier, controllers, path = line.split(":", 2)
+        version = 2 if controllers == "" else 1
+        if version == 1 and "cpu" not in controllers.split(","):
+            continue
+        for mount_version, root, point in mounts:
+            if mount_version != version:
+                continue
+            relative = os.path.relpath(path, root) if path.startswith(root) else "."
+            here = (point / relative).resolve() if relative != "." else point
+            while True:
+                dirs.append((version, here))
+                if here == point or point not in here.parents:
+                    break
+                here = here.parent
+    return dirs
+
+
+def _stat_value(path: Path, key: str) -> float | None:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return float(value)
+    except OSError:
+        return None
+    return None
+
+
+def throttled_s(dirs: list[tuple[int, Path]]) -> float:
+    """Seconds this process's cgroups have spent frozen by a CPU quota (the most of any
+    level: the levels freeze together)."""
+    seconds = [0.0]
+    for version, d in dirs:
+        if version == 1:
+            value = _stat_value(d / "cpu.stat", "throttled_time")
+            seconds.append((value or 0.0) / 1e9)
+        else:
+            value = _stat_value(d / "cpu.stat", "throttled_usec")
+            seconds.append((value or 0.0) / 1e6)
+    return max(seconds)
+
+
+def quota_cores(dirs: list[tuple[int, Path]]) -> float | None:
+    """The tightest CPU quota over this process's cgroups, in cores; None: no quota."""
+    quotas = []
+    for version, d in dirs:
+        try:
+            if version == 1:
+                quota = int((d / "cpu.cfs_quota_us").read_text())
+                period = int((d / "cpu.cfs_period_us").read_text())
+                if quota > 0 and period > 0:
+                    quotas.append(quota / period)
+            else:
+                quota_text, period_text = (d / "cpu.max").read_text().split()
+                if quota_text != "max":
+                    quotas.append(int(quota_text) / int(period_text))
+        except (OSError, ValueError):
+            continue
+    return min(quotas) if quotas else None
+
+
+def cpus_for_quota(available: set[int], quota: float | None) -> set[int]:
+    """The CPUs a run keeps under a quota: as many as the quota covers in full (at
+    least one), so the run is slowed evenly instead of bursting on every CPU and then
+    freezing for the rest of each period."""
+    if quota is None:
+        return set(available)
+    keep = max(1, math.floor(quota + 1e-9))
+    return set(sorted(available)[:keep])
+
+
+@contextlib.contextmanager
+def pinned_to_quota(dirs: list[tuple[int, Path]] | None = None):
+    """Within: this thread (so every process and thread it starts) runs on the CPUs
+    ``cpus_for_quota`` keeps; after: the CPUs it had. Yields the CPUs kept."""
+    before = os.sched_getaffinity(0)
+    keep = cpus_for_quota(before, quota_cores(cgroup_cpu_dirs() if dirs is None else dirs))
+    if keep != before:
+        os.sched_setaffinity(0, keep)
+    try:
+        yield keep
+    finally:
+        if keep != before:
+            os.sched_setaffinity(0, before)
+
+
+class CpuMonitor(threading.Thread):
+    """Samples, every second, the box's idle and stolen share and the seconds this
+    process's cgroup was frozen by a quota (cpu.csv); judges them against a spec's
+    ``fidelity`` limits."""
+
+    def __init__(self, t0: float):
+        super().__init__(daemon=True)
+        self.t0 = t0
+        self.dirs = cgroup_cpu_dirs()
+        self.samples: list[tuple[float, float, float, float]] = []  # time, idle, stolen, throttled share
+        self.first = self.last = (time.monotonic(), box_times(), throttled_s(self.dirs))
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        prev = self.first
+        while not self.stopped.wait(1.0):
+            now = (time.monotonic(), box_times(), throttled_s(self.dirs))
+            self.samples.append((now[0] - self.t0, *self._shares(prev, now)))
+            prev = now
+        self.last = (time.monotonic(), box_times(), throttled_s(self.dirs))
+
+    @staticmethod
+    def _shares(a, b) -> tuple[float, float, float]:
+        wall = b[0] - a[0]
+        throttled = (b[2] - a[2]) / wall if wall > 0 else 0.0
+        return idle_share(a[1], b[1]), stolen_share(a[1], b[1]), min(max(throttled, 0.0), 1.0)
+
+    def summary(self) -> dict:
+        """Shares over the monitored time (idle 1.0, nothing lost, when nothing was sampled)."""
+        if not self.samples:
+            return {"cpu_idle_share": 1.0, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
+        idle, stolen, throttled = self._shares(self.first, self.last)
+        return {"cpu_idle_share": idle, "cpu_stolen_share": stolen, "cpu_throttled_share": throttled}
+
+    def reasons(self, fidelity: dict) -> list[str]:
+        """Why the run cannot be trusted, as far as its CPU goes."""
+        return cpu_reasons(self.summary(), fidelity)
+
+    def write_csv(self, path: Path) -> None:
+        with open(path, "w") as f:
+            f.write("time_s,idle_share,stolen_share,throttled_share\n")
+            f.write("".join(f"{t:.2f},{i:.3f},{s:.3f},{th:.3f}\n" for t, i, s, th in self.samples))
+
+
+def cpu_reasons(cpu: dict, fidelity: dict) -> list[str]:
+    """``cpu``: a ``CpuMonitor.summary()``; ``fidelity``: a spec's fidelity limits."""
+    reasons = []
+    if cpu["cpu_idle_share"] < fidelity["min_cpu_idle"]:
+        reasons.append(f"CPU idle share {cpu['cpu_idle_share']:.2f} < {fidelity['min_cpu_idle']:.2f}")
+    lost = cpu["cpu_stolen_share"] + cpu["cpu_throttled_share"]
+    if lost > fidelity["max_cpu_lost_share"]:
+        reasons.append(f"the box took {lost:.2f} of the run's CPU time away (stolen "
+                       f"{cpu['cpu_stolen_share']:.2f}, quota-throttled {cpu['cpu_throttled_share']:.2f}) "
+                       f"> {fidelity['max_cpu_lost_share']:.2f}")
+    return reasons

@@ -1,0 +1,103 @@
+"""experiments.cpu: what the box took away from a run (steal, quota throttling) and
+the CPU pinning that keeps a quota from freezing it."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from experiments import cpu
+
+
+def _proc(tmp_path: Path, mountinfo: str, cgroup: str, stat: str = "cpu 10 0 10 70 5 0 0 5 0 0\n") -> Path:
+    proc = tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "mountinfo").write_text(mountinfo)
+    (proc / "self" / "cgroup").write_text(cgroup)
+    (proc / "stat").write_text(stat + "cpu0 1 2 3\n")
+    return proc
+
+
+def test_box_times_count_iowait_as_idle_and_steal_apart(tmp_path):
+    proc = _proc(tmp_path, "", "")
+    times = cpu.box_times(proc)
+    assert (times.idle, times.steal, times.total) == (75, 5, 100)
+    later = cpu.BoxTimes(idle=95, steal=25, total=200)
+    assert cpu.idle_share(times, later) == pytest.approx(0.2) and cpu.stolen_share(times, later) == pytest.approx(0.2)
+
+
+def test_a_v1_quota_and_its_throttling_are_found_on_the_process_cgroup_and_its_parents(tmp_path):
+    root = tmp_path / "cg" / "cpu"
+    inner = root / "ci" / "job"
+    inner.mkdir(parents=True)
+    (root / "ci" / "cpu.cfs_quota_us").write_text("150000\n")
+    (root / "ci" / "cpu.cfs_period_us").write_text("100000\n")
+    (root / "ci" / "cpu.stat").write_text("nr_periods 10\nnr_throttled 4\nthrottled_time 2500000000\n")
+    (inner / "cpu.cfs_quota_us").write_text("-1\n")
+    (inner / "cpu.cfs_period_us").write_text("100000\n")
+    (inner / "cpu.stat").write_text("throttled_time 0\n")
+    mountinfo = (f"32 31 0:29 / {root} rw,relatime - cgroup cgroup rw,cpu\n"
+                 f"33 31 0:30 / {tmp_path}/cg/memory rw,relatime - cgroup cgroup rw,memory\n")
+    proc = _proc(tmp_path, mountinfo, "4:memory:/elsewhere\n1:cpu:/ci/job\n")
+    dirs = cpu.cgroup_cpu_dirs(proc)
+    assert dirs == [(1, inner), (1, root / "ci"), (1, root)]
+    assert cpu.quota_cores(dirs) == 1.5
+    assert cpu.throttled_s(dirs) == 2.5
+
+
+def test_a_v2_quota_inside_a_container_is_read_at_the_mount_root(tmp_path):
+    root = tmp_path / "cg"
+    root.mkdir()
+    (root / "cpu.max").write_text("200000 100000\n")
+    (root / "cpu.stat").write_text("usage_usec 5\nthrottled_usec 1500000\n")
+    proc = _proc(tmp_path, f"41 31 0:38 /docker/abc {root} rw - cgroup2 cgroup2 rw\n", "0::/docker/abc\n")
+    dirs = cpu.cgroup_cpu_dirs(proc)
+    assert dirs == [(2, root)]
+    assert cpu.quota_cores(dirs) == 2.0 and cpu.throttled_s(dirs) == 1.5
+    (root / "cpu.max").write_text("max 100000\n")
+    assert cpu.quota_cores(dirs) is None
+
+
+def test_a_quota_keeps_as_many_cpus_as_it_covers_in_full():
+    assert cpu.cpus_for_quota({0, 1, 2, 3}, None) == {0, 1, 2, 3}
+    assert cpu.cpus_for_quota({0, 1, 2, 3}, 2.0) == {0, 1}
+    assert cpu.cpus_for_quota({2, 5, 7}, 1.5) == {2}
+    assert cpu.cpus_for_quota({0, 1}, 0.7) == {0}  # at least one
+    assert cpu.cpus_for_quota({0, 1}, 4.0) == {0, 1}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin to one")
+def test_pinning_holds_inside_and_is_undone_after(tmp_path):
+    before = os.sched_getaffinity(0)
+    quota = tmp_path / "cg"
+    quota.mkdir()
+    (quota / "cpu.max").write_text("100000 100000\n")
+    with cpu.pinned_to_quota([(2, quota)]) as kept:
+        assert kept == {min(before)} and os.sched_getaffinity(0) == kept
+    assert os.sched_getaffinity(0) == before
+    with cpu.pinned_to_quota([]) as kept:  # no quota: nothing changes
+        assert kept == before and os.sched_getaffinity(0) == before
+
+
+def test_lost_cpu_makes_a_run_untrustworthy():
+    limits = {"min_cpu_idle": 0.05, "max_cpu_lost_share": 0.05}
+    fine = {"cpu_idle_share": 0.4, "cpu_stolen_share": 0.01, "cpu_throttled_share": 0.02}
+    assert cpu.cpu_reasons(fine, limits) == []
+    throttled = {**fine, "cpu_throttled_share": 0.3}
+    assert cpu.cpu_reasons(throttled, limits) == [
+        "the box took 0.31 of the run's CPU time away (stolen 0.01, quota-throttled 0.30) > 0.05"]
+
+
+def test_the_monitor_reports_shares_of_the_real_box():
+    monitor = cpu.CpuMonitor(0.0)
+    assert monitor.summary() == {"cpu_idle_share": 1.0, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
+    monitor.start()
+    sum(i * i for i in range(2_000_000))
+    time.sleep(1.2)
+    monitor.stopped.set()
+    monitor.join()
+    summary = monitor.summary()
+    assert monitor.samples and all(0.0 <= summary[k] <= 1.0 for k in summary)
+    assert summary["cpu_idle_share"] < 1.0  # the loop above was busy
