@@ -102,10 +102,13 @@ def test_host_nic_tree_is_the_switch_tree_with_a_nic_deep_queue():
     assert queues.HOST_LEAF_LIMIT_BYTES >= 1000 * 1500  # a NIC's txqueuelen of MTU packets
 
 
-def test_host_route_sets_tcps_minimum_rto_only_when_asked():
+def test_host_route_sets_tcps_minimum_rto_and_congestion_control_only_when_asked():
     assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", None) == []
     assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", 40) == [
         ["ip", "route", "replace", "10.0.0.0/16", "dev", "tbh1-eth0", "rto_min", "40ms"]]
+    assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", 40, "cubic") == [
+        ["ip", "route", "replace", "10.0.0.0/16", "dev", "tbh1-eth0", "rto_min", "40ms", "congctl", "cubic"]]
+    assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", congestion="bbr")[0][-2:] == ["congctl", "bbr"]
 
 
 def test_host_flow_commands_add_and_remove_the_same_class():

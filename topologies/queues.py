@@ -111,13 +111,20 @@ def host_nic_cmds(intf: str, segmentation: str) -> list[list[str]]:
     return [["ethtool", "-K", intf, "tso", "off", "gso", "off"]]
 
 
-def host_route_cmds(intf: str, subnet: str, rto_min_ms: float | None) -> list[list[str]]:
-    """The host's route to the fabric, with TCP's minimum retransmission timeout set
-    per route when ``rto_min_ms`` is given (Linux: 200 ms); a run that scales its
-    transfers down can scale this timer with them."""
-    if rto_min_ms is None:
-        return []
-    return [["ip", "route", "replace", subnet, "dev", intf, "rto_min", f"{rto_min_ms:g}ms"]]
+def host_route_cmds(intf: str, subnet: str, rto_min_ms: float | None = None,
+                    congestion: str | None = None) -> list[list[str]]:
+    """The host's route to the fabric, carrying what every TCP connection over it
+    uses unless its socket says otherwise: the congestion control (``congctl``: so
+    programs that open their own sockets, DGL's among them, follow the spec; the
+    kernel lets a namespace default only to reno or bbr) and, when given, the minimum
+    retransmission timeout (Linux: 200 ms; a run that scales its transfers down can
+    scale this timer with them)."""
+    attrs = []
+    if rto_min_ms is not None:
+        attrs += ["rto_min", f"{rto_min_ms:g}ms"]
+    if congestion is not None:
+        attrs += ["congctl", congestion]
+    return [["ip", "route", "replace", subnet, "dev", intf, *attrs]] if attrs else []
 
 
 def host_flow_match(dst_ip: str, proto: str | None, src_port: int | None, dst_port: int | None) -> str:

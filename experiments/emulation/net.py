@@ -58,6 +58,7 @@ class EmulationOptions:
     ovs_instances: int | str = 2  # a count, or "per_switch"
     segmentation: str = "wire"  # topologies.queues.SEGMENTATIONS
     tcp_rto_min_ms: float | None = None  # None: the kernel's 200 ms
+    tcp_congestion: str | None = None  # the spec's top-level tcp_congestion; None: the kernel's default
 
     def instances_for(self, switches: list[str]) -> list[list[str]]:
         """Switch names grouped by OVS instance (round-robin, so leaves spread out)."""
@@ -242,7 +243,8 @@ class Emulation:
         for link in self.fabric.host_links():
             pid, intf = self.host(link.a).pid, link.intf(link.a)
             for cmd in (queues.host_nic_cmds(intf, self.options.segmentation)
-                        + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms)):
+                        + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms,
+                                                 self.options.tcp_congestion)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
             run_tc_batch(queues.host_base_cmds(intf, link.mbps), pid, where=f"host {link.a}")
 

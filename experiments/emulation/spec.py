@@ -189,7 +189,9 @@ def load(path: str | Path) -> dict:
 
 
 def options_of(spec: dict) -> EmulationOptions:
-    return EmulationOptions(**spec["emulation"])
+    """How to realise the fabric: the ``emulation:`` section, and the spec's TCP
+    congestion control for every host's route."""
+    return EmulationOptions(**spec["emulation"], tcp_congestion=spec["tcp_congestion"])
 
 
 def fabric_of(spec: dict) -> fabric_mod.Fabric:
