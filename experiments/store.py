@@ -18,6 +18,8 @@ from pathlib import Path
 
 import yaml
 
+from experiments import cpu
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "matplotlib", "PyYAML")
 
@@ -76,7 +78,8 @@ def write_spec(run: Path, resolved: dict) -> None:
 
 
 def environment() -> dict:
-    """Package versions, kernel, CPU count and load: what a reader needs to judge a run."""
+    """Package versions, kernel, CPUs (count, usable, cgroup quota) and load: what a
+    reader needs to judge a run."""
     versions = {}
     for pkg in PACKAGES:
         try:
@@ -97,6 +100,8 @@ def environment() -> dict:
         "kernel": platform.release(),
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "cpu_quota_cores": cpu.quota_cores(cpu.cgroup_cpu_dirs()),
         "loadavg": list(os.getloadavg()),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
