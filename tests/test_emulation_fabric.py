@@ -36,6 +36,15 @@ def fabric_up(tmp_path_factory):
             os.environ["TRAINBED_STATE"] = old
 
 
+def test_every_switch_process_can_hold_all_its_queues_full(fabric_up):
+    em = fabric_up
+    for instance in em.ovs:
+        switches = [s for s, inst in em.ovs_of_switch.items() if inst is instance]
+        n_ports = sum(1 for sw, _intf, _mbps in em.fabric.switch_ports() if sw in switches)
+        assert em.send_buffers[instance.base.name] >= queues.switch_send_buffer_bytes(n_ports), em.send_buffers
+        assert min(instance.set_send_buffer(queues.switch_send_buffer_bytes(n_ports))) >= queues.switch_send_buffer_bytes(n_ports)
+
+
 def test_ping_all_through_the_controller_loses_nothing(fabric_up):
     assert fabric_up.net.pingAll(timeout=2) == 0.0
 

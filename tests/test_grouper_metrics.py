@@ -136,6 +136,8 @@ def test_tcp_summary_totals_the_hosts_counters():
 def test_switch_loss_share_is_what_the_switches_received_and_never_sent():
     from experiments.emulation.metrics import switch_loss_share
     balance = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
-    assert switch_loss_share(balance) == 30 / 2000
-    assert switch_loss_share({"tbl1": {"received": 10, "transmitted": 12}}) == 0  # a flood sends more than came in
-    assert switch_loss_share({}) is None
+    queues = {"tbl1-eth1": {"1": {"dropped": 0}, "7": {"dropped": 10}}, "tbs1-eth1": {"7": {"dropped": 0}}}
+    assert switch_loss_share(balance, {}) == 30 / 2000
+    assert switch_loss_share(balance, queues) == 20 / 2000  # a queue's drops are counted, not lost
+    assert switch_loss_share({"tbl1": {"received": 10, "transmitted": 12}}, {}) == 0  # a flood sends more than came in
+    assert switch_loss_share({}, {}) is None

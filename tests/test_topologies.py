@@ -102,6 +102,11 @@ def test_host_nic_tree_is_the_switch_tree_with_a_nic_deep_queue():
     assert queues.HOST_LEAF_LIMIT_BYTES >= 1000 * 1500  # a NIC's txqueuelen of MTU packets
 
 
+def test_a_switch_send_buffer_holds_every_queue_of_its_ports_full():
+    assert queues.switch_send_buffer_bytes(3) == 3 * queues.N_QUEUES * queues.LEAF_LIMIT_BYTES * queues.SKB_OVERHEAD
+    assert queues.switch_send_buffer_bytes(1) > 208 * 1024  # the kernel's default, shared by all ports
+
+
 def test_host_route_sets_tcps_minimum_rto_and_congestion_control_only_when_asked():
     assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", None) == []
     assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", 40) == [

@@ -78,6 +78,17 @@ def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_
     return cmds
 
 
+# What a queued wire packet costs a socket (its skb's truesize) over its bytes on the wire.
+SKB_OVERHEAD = 2
+
+
+def switch_send_buffer_bytes(n_ports: int) -> int:
+    """Send buffer for a userspace switch process whose ``n_ports`` ports it feeds
+    through one socket: every queue of every port full at once, so that only the
+    queues drop (``experiments.emulation.ovs``)."""
+    return n_ports * N_QUEUES * LEAF_LIMIT_BYTES * SKB_OVERHEAD
+
+
 def host_base_cmds(intf: str, mbps: float) -> list[str]:
     """The sender NIC: the same eight strict-priority queues as a switch port, as deep
     as a NIC's queue (a host marks nothing, so its traffic sits in the lowest queue

@@ -124,6 +124,7 @@ class CojobWorkload:
         store.write_json(self.run_dir / "raw" / "queue_counters.json", em.port_counters())
         store.write_json(self.run_dir / "raw" / "tcp_counters.json", _host_tcp_counters(em))
         store.write_json(self.run_dir / "raw" / "switch_packets.json", em.switch_packet_balance())
+        store.write_json(self.run_dir / "raw" / "ovs_reports.json", em.ovs_reports())
 
     def summary_fields(self) -> dict:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"]}
@@ -147,7 +148,8 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
     reasons = cpu.reasons(spec["fidelity"])
     reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
     tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
-    switch_loss = emulation_metrics.switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()))
+    switch_loss = emulation_metrics.switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()),
+                                                      json.loads((run / "raw" / "queue_counters.json").read_text()))
     model_sct = model_avg_sct_s(spec)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),

@@ -109,12 +109,15 @@ def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dic
     return out
 
 
-def switch_loss_share(balance: dict[str, dict[str, int]]) -> float | None:
-    """Share of the packets the switches received that they never sent on (after the
-    run, so nothing is in flight): losses inside the userspace switches."""
+def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -> float | None:
+    """Share of the packets the switches received that they neither sent on nor
+    dropped in a queue (after the run, so nothing is in flight): losses inside the
+    userspace switches, which no queue counter shows. ``port_counters``: the switch
+    ports' queue counters (``Emulation.port_counters``)."""
     received = sum(s["received"] for s in balance.values())
     transmitted = sum(s["transmitted"] for s in balance.values())
-    return max(received - transmitted, 0) / received if received else None
+    queue_drops = sum(q["dropped"] for port in port_counters.values() for q in port.values())
+    return max(received - transmitted - queue_drops, 0) / received if received else None
 
 
 def link_goodput(per_host: dict) -> dict[str, float]:

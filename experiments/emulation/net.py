@@ -16,6 +16,8 @@ real. Invariants:
 - ``stop()`` runs every tear-down step even if an earlier one fails, releases the
   fabric lock last, and raises one ``TeardownError`` naming every failed step.
   It is safe to call twice and after a partial start.
+- Every OVS instance's one send socket holds all the queues it feeds, full
+  (``size_send_buffers``): only queues drop packets, and they count them.
 - Under a cgroup CPU quota, everything the emulation starts runs on as many CPUs
   as the quota covers (``experiments.cpu.pinned_to_quota``): spread over more, the
   run spends its quota early in each period and is frozen for the rest of it.
@@ -105,6 +107,7 @@ class Emulation:
         self._supervisor: threading.Thread | None = None
         self._affinity = contextlib.ExitStack()
         self.cpus: set[int] = set()  # the CPUs the fabric and its hosts' programs run on
+        self.send_buffers: dict[str, int | None] = {}  # per OVS instance; None: left at the default
 
     # --- bring-up -----------------------------------------------------------------
     def __enter__(self) -> "Emulation":
@@ -235,6 +238,7 @@ class Emulation:
             self.record.add_netns(host.pid)
         net.start()
         self.apply_queue_plan()
+        self.size_send_buffers()
 
     def apply_queue_plan(self) -> None:
         """The queue plan, applied in one place: every switch port, every host NIC."""
@@ -247,6 +251,34 @@ class Emulation:
                                                  self.options.tcp_congestion)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
             run_tc_batch(queues.host_base_cmds(intf, link.mbps), pid, where=f"host {link.a}")
+
+    def size_send_buffers(self, timeout_s: float = 5.0) -> None:
+        """Each OVS instance's send socket as deep as the queues it feeds
+        (``experiments.emulation.ovs``); an instance that has not sent yet is made to
+        send one frame first. Where it cannot be done the run goes on, with a warning
+        and ``None`` in ``send_buffers``."""
+        for instance in self.ovs:
+            switches = [s for s, inst in self.ovs_of_switch.items() if inst is instance]
+            ports = [intf for sw, intf, _mbps in self.fabric.switch_ports() if sw in switches]
+            nbytes = queues.switch_send_buffer_bytes(len(ports))
+            try:
+                done = instance.set_send_buffer(nbytes)
+                if not done:
+                    instance.send_out(switches[0], 1)
+                    deadline = time.monotonic() + timeout_s
+                    while not done and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        done = instance.set_send_buffer(nbytes)
+                error = None if done else "its send socket did not appear"
+                if done and min(done) < nbytes:
+                    error = f"the kernel gave {min(done)} bytes of {nbytes}"
+            except (OSError, RuntimeError) as err:
+                error = str(err).splitlines()[0]
+            self.send_buffers[instance.base.name] = None if error else min(done)
+            if error:
+                print(f"trainbed: warning: OVS {instance.base.name} keeps the default send buffer ({error}); "
+                      "its switches may drop packets no queue counts", file=sys.stderr)
+        write_json(self.run_dir / "ovs_send_buffers.json", self.send_buffers)
 
     # --- use ------------------------------------------------------------------------
     def host(self, name: str):
@@ -280,6 +312,15 @@ class Emulation:
             counters = out.setdefault(switch, {"received": 0, "transmitted": 0})
             counters["received"] += stats.get(intf, {}).get("rx", {}).get("packets", 0)
             counters["transmitted"] += stats.get(intf, {}).get("tx", {}).get("packets", 0)
+        return out
+
+    def ovs_reports(self) -> dict[str, dict[str, str]]:
+        """Per OVS instance, its own view of the packets: per-port counters with drops
+        (``dpctl/show -s``) and its event counters (``coverage/show``), as text."""
+        out = {}
+        for instance in self.ovs:
+            out[instance.base.name] = {name: instance.appctl(*args) for name, args in
+                                       (("dpctl", ("dpctl/show", "-s")), ("coverage", ("coverage/show",)))}
         return out
 
     def ovs_env_of(self, switch: str) -> dict[str, str]:

@@ -230,9 +230,10 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
     summary["fidelity"]["trustworthy"] = not reasons
     summary["trustworthy"] = not reasons
     summary.update(cpu)
-    balance_path = run / "raw" / "switch_packets.json"
-    summary["switch_loss_share"] = (metrics.switch_loss_share(json.loads(balance_path.read_text()))
-                                    if balance_path.exists() else None)
+    balance_path, counters_path = run / "raw" / "switch_packets.json", run / "raw" / "queue_counters.json"
+    summary["switch_loss_share"] = (metrics.switch_loss_share(json.loads(balance_path.read_text()),
+                                                              json.loads(counters_path.read_text()))
+                                    if balance_path.exists() and counters_path.exists() else None)
     plots.flow_goodput(series, spec, run / "goodput.png")
     return summary
 
