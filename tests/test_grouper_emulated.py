@@ -38,9 +38,9 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
         return sum(value(s) for (name, _), s in summaries.items() if name == scheduler)
 
     # Fig. 3's logic: the small model's stages go first, so they finish much sooner
-    # (measured 0.57-0.79x fair share's a seed), and the average SCT falls (model:
-    # -10.7% over seeds 1, 2, 4; measured -2% to -17% a seed; packets lost in the
-    # userspace switches add noise of a few percent, hence three seeds).
+    # (measured 0.53-0.66x fair share's a seed), and the average SCT falls (model:
+    # -10.7% over seeds 1, 2, 4; measured -11% to -20% a seed; TCP's timeouts add
+    # noise of a few percent, hence three seeds).
     def small(s):
         return s["per_model_avg_sct_s"]["deepspeech2"]
 
@@ -53,11 +53,13 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
     assert grouper["conformance"]["dscp_match_share"] >= 0.95
     assert grouper["conformance"]["sender_queue_match_share"] >= 0.8
     # The emulation stays near the iteration-level model of the same run (measured
-    # 1.07-1.76x), and TCP's and the switches' counters were read.
+    # 0.93-1.27x; 1.07-1.76x before the switches' send sockets were sized), and TCP's
+    # and the switches' counters were read: the switches now lose 0.4-1.2% of packets
+    # that no queue counts (1-6% before, with no queue drop at all).
     for summary in summaries.values():
-        assert 0.8 < summary["sct_over_model"] < 2.0, summary["sct_over_model"]
+        assert 0.8 < summary["sct_over_model"] < 1.6, summary["sct_over_model"]
         assert summary["tcp"]["segments"] > 10_000 and summary["tcp"]["retransmitted_share"] < 0.2, summary["tcp"]
-        assert 0 <= summary["switch_loss_share"] < 0.2
+        assert 0 <= summary["switch_loss_share"] < 0.02, summary["switch_loss_share"]
     # DSCP on the wire: marked packets sat in the scheduled switch queues under Grouper only.
     for name, expect_marked in (("grouper", True), ("fs", False)):
         ports = json.loads((cells[name] / "raw" / "queue_counters.json").read_text())
