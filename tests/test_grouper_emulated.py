@@ -38,7 +38,7 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
         return sum(value(s) for (name, _), s in summaries.items() if name == scheduler)
 
     # Fig. 3's logic: the small model's stages go first, so they finish much sooner
-    # (measured 0.53-0.66x fair share's a seed), and the average SCT falls (model:
+    # (measured 0.57-0.66x fair share's a seed), and the average SCT falls (model:
     # -10.7% over seeds 1, 2, 4; measured -11% to -20% a seed; TCP's timeouts add
     # noise of a few percent, hence three seeds).
     def small(s):
