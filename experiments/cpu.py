@@ -89,17 +89,16 @@ def _stat_value(path: Path, key: str) -> float | None:
     return None
 
 
+THROTTLED_KEY = {1: ("throttled_time", 1e9), 2: ("throttled_usec", 1e6)}  # cpu.stat key, units a second
+
+
 def throttled_s(dirs: list[tuple[int, Path]]) -> float:
     """Seconds this process's cgroups have spent frozen by a CPU quota (the most of any
     level: the levels freeze together)."""
     seconds = [0.0]
     for version, d in dirs:
-        if version == 1:
-            value = _stat_value(d / "cpu.stat", "throttled_time")
-            seconds.append((value or 0.0) / 1e9)
-        else:
-            value = _stat_value(d / "cpu.stat", "throttled_usec")
-            seconds.append((value or 0.0) / 1e6)
+        key, per_second = THROTTLED_KEY[version]
+        seconds.append((_stat_value(d / "cpu.stat", key) or 0.0) / per_second)
     return max(seconds)
 
 
@@ -147,6 +146,26 @@ def pinned_to_quota(dirs: list[tuple[int, Path]] | None = None):
             os.sched_setaffinity(0, before)
 
 
+@dataclass(frozen=True)
+class CpuSample:
+    wall: float  # time.monotonic()
+    box: BoxTimes
+    throttled: float  # throttled_s
+
+
+def sample(dirs: list[tuple[int, Path]]) -> CpuSample:
+    return CpuSample(time.monotonic(), box_times(), throttled_s(dirs))
+
+
+def shares(a: CpuSample, b: CpuSample) -> dict:
+    """Between two samples: the box's idle and stolen share, and the share of the wall
+    time this process's cgroup was frozen by a quota."""
+    wall = b.wall - a.wall
+    throttled = (b.throttled - a.throttled) / wall if wall > 0 else 0.0
+    return {"cpu_idle_share": idle_share(a.box, b.box), "cpu_stolen_share": stolen_share(a.box, b.box),
+            "cpu_throttled_share": min(max(throttled, 0.0), 1.0)}
+
+
 class CpuMonitor(threading.Thread):
     """Samples, every second, the box's idle and stolen share and the seconds this
     process's cgroup was frozen by a quota (cpu.csv); judges them against a spec's
@@ -157,29 +176,22 @@ class CpuMonitor(threading.Thread):
         self.t0 = t0
         self.dirs = cgroup_cpu_dirs()
         self.samples: list[tuple[float, float, float, float]] = []  # time, idle, stolen, throttled share
-        self.first = self.last = (time.monotonic(), box_times(), throttled_s(self.dirs))
+        self.first = self.last = sample(self.dirs)
         self.stopped = threading.Event()
 
     def run(self) -> None:
         prev = self.first
         while not self.stopped.wait(1.0):
-            now = (time.monotonic(), box_times(), throttled_s(self.dirs))
-            self.samples.append((now[0] - self.t0, *self._shares(prev, now)))
+            now = sample(self.dirs)
+            self.samples.append((now.wall - self.t0, *shares(prev, now).values()))
             prev = now
-        self.last = (time.monotonic(), box_times(), throttled_s(self.dirs))
-
-    @staticmethod
-    def _shares(a, b) -> tuple[float, float, float]:
-        wall = b[0] - a[0]
-        throttled = (b[2] - a[2]) / wall if wall > 0 else 0.0
-        return idle_share(a[1], b[1]), stolen_share(a[1], b[1]), min(max(throttled, 0.0), 1.0)
+        self.last = sample(self.dirs)
 
     def summary(self) -> dict:
         """Shares over the monitored time (idle 1.0, nothing lost, when nothing was sampled)."""
         if not self.samples:
             return {"cpu_idle_share": 1.0, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
-        idle, stolen, throttled = self._shares(self.first, self.last)
-        return {"cpu_idle_share": idle, "cpu_stolen_share": stolen, "cpu_throttled_share": throttled}
+        return shares(self.first, self.last)
 
     def reasons(self, fidelity: dict) -> list[str]:
         """Why the run cannot be trusted, as far as its CPU goes."""

@@ -1,6 +1,5 @@
 import os
 import shutil
-import time
 
 import pytest
 
@@ -28,7 +27,7 @@ def private_state(tmp_path, monkeypatch):
 
 def pytest_sessionstart(session):
     dirs = cpu.cgroup_cpu_dirs()
-    _SESSION_START.update(wall=time.monotonic(), box=cpu.box_times(), throttled=cpu.throttled_s(dirs), dirs=dirs)
+    _SESSION_START.update(dirs=dirs, first=cpu.sample(dirs))
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -36,10 +35,9 @@ def pytest_terminal_summary(terminalreporter):
     test is first a question of whether the box froze the run."""
     if not _SESSION_START:
         return
-    dirs, box = _SESSION_START["dirs"], cpu.box_times()
-    wall = time.monotonic() - _SESSION_START["wall"]
-    throttled = (cpu.throttled_s(dirs) - _SESSION_START["throttled"]) / wall if wall > 0 else 0.0
+    dirs = _SESSION_START["dirs"]
+    session = cpu.shares(_SESSION_START["first"], cpu.sample(dirs))
     terminalreporter.write_line(
         f"box: {os.cpu_count()} CPUs, {len(os.sched_getaffinity(0))} usable, CPU quota {cpu.quota_cores(dirs)}; "
-        f"over the session idle {cpu.idle_share(_SESSION_START['box'], box):.2f}, "
-        f"stolen {cpu.stolen_share(_SESSION_START['box'], box):.3f}, quota-throttled {throttled:.3f}")
+        f"over the session idle {session['cpu_idle_share']:.2f}, stolen {session['cpu_stolen_share']:.3f}, "
+        f"quota-throttled {session['cpu_throttled_share']:.3f}")
