@@ -41,32 +41,32 @@ def driver(tmp_path):
 def test_port_plan_gives_every_flow_a_distinct_five_tuple_below_the_ephemeral_range(driver):
     d = driver("grouper")
     keys, ports_by_host = set(), {}
-    for c in d.cojobs.values():
-        for job in c.jobs.values():
-            for flow in d.flows_of(job):
-                key = (flow["src"], flow["dst"], flow["src_port"], flow["dst_port"])
-                assert key not in keys and flow["src"] != flow["dst"]
-                keys.add(key)
-                assert max(flow["src_port"], flow["dst_port"]) < EPHEMERAL_START
-                ports_by_host.setdefault(flow["src"], set()).add(flow["src_port"])
+    for job in d.jobs.values():
+        for flow in d.flows_of(job):
+            key = (flow["src"], flow["dst"], flow["src_port"], flow["dst_port"])
+            assert key not in keys and flow["src"] != flow["dst"]
+            keys.add(key)
+            assert max(flow["src_port"], flow["dst_port"]) < EPHEMERAL_START
+            ports_by_host.setdefault(flow["src"], set()).add(flow["src_port"])
     assert len(keys) > 200
     # a push and its pull are the two directions of one connection
     for src, dst, sport, dport in keys:
         assert (dst, src, dport, sport) in keys
 
 
-def _start(d, cojob_ids, stage=0):
+def _start(d, cojob_ids):
+    """Cojobs arrive and start their stage 0 in the coordinator (no tasks to command)."""
     for cojob_id in cojob_ids:
-        c = d.cojobs[cojob_id]
-        c.alive, c.stage, c.stage_started_t = set(c.jobs), stage, 0.0
+        d.coordinator.arrive(cojob_id, 0.0)
+        d.coordinator.ready(cojob_id, 0.0)
 
 
 def test_online_assumes_every_live_job_runs_every_stage_offline_knows_the_kills(driver):
     online, offline = driver("grouper"), driver("grouper-offline")
     for d in (online, offline):
         _start(d, [0])
-    every_on, running_on = online.stages_now()
-    every_off, _ = offline.stages_now()
+    every_on, running_on = online.coordinator.stages_now(0.0)
+    every_off, _ = offline.coordinator.stages_now(0.0)
     assert [s.stage_id for s in running_on] == ["c0/s0"]
     load = {s.stage_id: sum(s.loads.values()) for s in every_on}
     load_off = {s.stage_id: sum(s.loads.values()) for s in every_off}
@@ -78,20 +78,20 @@ def test_online_assumes_every_live_job_runs_every_stage_offline_knows_the_kills(
 def test_a_decision_marks_each_flow_with_the_receivers_queue_and_queues_it_by_the_senders(driver):
     d = driver("grouper")
     _start(d, [0, 3])  # deepspeech2 (small) and vgg19 (large) share hosts
-    d.reschedule()
+    d.carry_out(d.coordinator.tick(0.0))
     [batch] = d.em.client.batches
     order = [line for line in (d.run_dir / "decisions.jsonl").read_text().splitlines()]
     assert len(order) == 1 and '"order":["c0/s0","c3/s0"]' in order[0]  # the small cojob first (Fig. 3)
     queues_used = {(c["set"]["queue"], c["set"]["host_queue"]) for c in batch}
     assert queues_used <= {(q, h) for q in (1, 2) for h in (1, 2)} and (1, 1) in queues_used
-    d.reschedule()  # nothing changed: nothing sent
+    d.carry_out(d.coordinator.tick(0.0))  # nothing changed: nothing sent
     assert len(d.em.client.batches) == 1
 
 
 def test_fair_share_installs_nothing(driver):
     d = driver("fs")
     _start(d, [0, 3])
-    d.reschedule()
+    assert d.coordinator.tick(0.0) == []
     assert d.em.client.batches == []
 
 
