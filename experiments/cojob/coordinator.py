@@ -22,8 +22,8 @@ What it knows and does:
   live job, ``(switch queue, sender NIC queue)`` (Fig. 8) keyed by
   ``FlowKey(job, worker, ps, phase)``; flows not named fall back to the lowest queue.
 - Progress the online schedulers read: worker 0's finished iterations per live job
-  in the running stage (``iteration_done``, or ``set_iterations_done`` where a
-  backend counts them another way).
+  in the running stage (``iteration_done``), or what ``progress(job)`` says where a
+  backend counts them another way.
 
 Actions, in the order a backend must carry them out: ``Note`` (an event for
 ``events.jsonl``, the driver's schema), ``StartCojob``, ``RunStage``, ``StopJob``,
@@ -31,7 +31,7 @@ Actions, in the order a backend must carry them out: ``Note`` (an event for
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -91,8 +91,10 @@ class CojobState:
 
 
 class CojobCoordinator:
-    def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str, period_s: float):
+    def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str, period_s: float,
+                 progress: Callable[[str], int] | None = None):
         self.workload, self.scaling, self.scheduler, self.period_s = workload, scaling, scheduler, period_s
+        self.progress = progress
         self.cojobs = {plan.cojob_id: CojobState(plan) for plan in workload.cojobs}
         self.cojob_of = {job.key: plan.cojob_id for plan in workload.cojobs for job in plan.jobs}
         self.iterations_done: dict[str, int] = {}  # live job -> worker 0's iterations in the running stage
@@ -131,10 +133,6 @@ class CojobCoordinator:
         """Worker 0 of ``job`` finished an iteration of the running stage."""
         if job in self.iterations_done:
             self.iterations_done[job] += 1
-
-    def set_iterations_done(self, job: str, iterations: int) -> None:
-        if job in self.iterations_done:
-            self.iterations_done[job] = iterations
 
     def worker_done(self, job: str, worker: int, stage: int, now: float) -> list[Action]:
         """Worker ``worker`` of ``job`` finished ``stage``; a report for another stage is stale."""
@@ -199,7 +197,8 @@ class CojobCoordinator:
             if c.stage is None:
                 continue
             stages = scheduling.remaining_stages(c.plan, self.workload.placements, self.scaling.bytes_scale, c.stage,
-                                                 {key: self.iterations_done[key] for key in c.alive},
+                                                 {key: self.progress(key) if self.progress else
+                                                  self.iterations_done[key] for key in c.alive},
                                                  c.stage_started_t, now, offline)
             every += stages
             running += [s for s in stages if s.index == c.stage]

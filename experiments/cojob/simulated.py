@@ -1,0 +1,306 @@
+"""The simulator backend of the cojob kind: Grouper's coordinator over a flow-level network.
+
+The same coordinator as on the emulated fabric (``coordinator.py``: stages, barrier,
+kills, arrivals, the scheduler's decisions) is fed simulated events instead of the
+host programs' reports; the network is ``experiments.sim.network.FluidNetwork`` and
+nothing runs: no processes, no sockets, no clock. What the host programs do
+(``hosts.cojob_task``) is modelled here, per job of W workers and S PSs: an
+iteration is a push from every worker to every PS; a PS sends its pulls to every
+worker once all W pushes of the iteration arrived (the barrier); a worker computes
+once all S pulls arrived, then starts its next iteration; a worker done with its
+stage's iterations reports it (``worker_done``). The coordinator's ``ready`` comes at
+once after an arrival (the emulation waits for every task's hello).
+
+Network (``paths``): a flow crosses its sender's host link (``<host>/out``, the
+sender's NIC queue), on a leaf-spine between two leaves the leaf's uplink to one
+spine and that spine's downlink to the receiver's leaf (``<leaf>><spine>``,
+``<spine>><leaf>``), and the receiver's host link (``<host>/in``); every switch hop
+serves the flow in its switch queue (its DSCP, the receiver's local priority,
+Fig. 8). The spine is picked per flow by a stable hash of the flow (ECMP); a
+same-host transfer crosses nothing and takes no time. Strict priority across queues
+and max-min within a queue on every port; the emulation's 2% guarantee per class is
+not modelled, so a starved flow gets nothing here. Fair share (FS) leaves every flow
+in the lowest queue.
+
+Variants separate the workload's structure from the scheduling (``VARIANTS``):
+``iterations+compute`` is the testbed workload; ``iterations`` drops the compute
+(time 0); ``bulk`` moves each stage's bytes as one transfer per worker-PS pair and
+direction, all started with the stage and with no barrier (the fluid model's view);
+``bulk+compute`` adds each worker's compute for the stage (iterations x compute
+time) after its transfers. In bulk variants the scheduler's count of a job's
+finished iterations is worker 0's delivered share of its bytes, in whole iterations.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from experiments.cojob import spec as cojob_spec
+from experiments.cojob.coordinator import (CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob,
+                                           StopJob)
+from experiments.errors import SpecError
+from experiments.sim.network import FluidNetwork
+from experiments.workloads import cojob as cojob_mod
+from topologies.fabric import Fabric
+from topologies.queues import LOWEST_QUEUE
+
+# A delivered share of a job's bytes within this of a whole iteration counts as it.
+_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    iterations: bool  # False: one bulk transfer per worker-PS pair and direction per stage
+    compute: bool
+
+
+VARIANTS = {v.name: v for v in (Variant("bulk", False, False), Variant("bulk+compute", False, True),
+                                 Variant("iterations", True, False), Variant("iterations+compute", True, True))}
+
+
+class Paths:
+    """The ports a flow crosses on a fabric, and every port's rate in bytes/s."""
+
+    def __init__(self, fabric: Fabric):
+        self.leaf = {h.name: h.switch for h in fabric.hosts}
+        self.capacity: dict[str, float] = {}
+        hosts = set(self.leaf)
+        for link in fabric.links:
+            rate = link.mbps * 1e6 / 8
+            if link.a in hosts:
+                self.capacity[f"{link.a}/out"] = self.capacity[f"{link.a}/in"] = rate
+            else:
+                self.capacity[f"{link.a}>{link.b}"] = self.capacity[f"{link.b}>{link.a}"] = rate
+        self.spines = [s.name for s in fabric.switches if s.role == "spine"]
+        self._cache: dict[tuple[str, str, int], tuple[str, ...]] = {}
+
+    def ports(self, src: str, dst: str, flow: FlowKey) -> tuple[str, ...]:
+        a, b = self.leaf[src], self.leaf[dst]
+        if a == b:
+            return (f"{src}/out", f"{dst}/in")
+        spine = self.spines[zlib.crc32(repr(flow).encode()) % len(self.spines)]  # ECMP: stable per flow
+        key = (src, dst, self.spines.index(spine))
+        if key not in self._cache:
+            self._cache[key] = (f"{src}/out", f"{a}>{spine}", f"{spine}>{b}", f"{dst}/in")
+        return self._cache[key]
+
+
+@dataclass
+class _Job:
+    key: str
+    placement: cojob_mod.JobPlacement
+    bytes: int  # one push (= one pull)
+    compute_s: float  # per iteration
+    stage: int = -1
+    iterations: int = 0  # of the running stage
+    left: list[int] = field(default_factory=list)  # per worker: iterations left in the stage
+    pending: list[int] = field(default_factory=list)  # per worker: its flows of this iteration not yet delivered
+    pushes: list[int] = field(default_factory=list)  # per PS: pushes of this iteration arrived
+    done: int = 0  # iterations worker 0 finished in the stage
+    w0_flows: set[int] = field(default_factory=set)  # bulk: worker 0's transfers in flight
+
+
+@dataclass
+class Result:
+    """A simulated run: the coordinator's events (the driver's ``events.jsonl`` schema,
+    plus worker 0's ``iteration_end``), its decisions, and every flow's duration."""
+    events: list[dict]
+    decisions: list[dict]
+    flow_s: list[float]
+    end_s: float
+
+
+class CojobSimulation:
+    def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str, period_s: float,
+                 fabric: Fabric, variant: Variant = VARIANTS["iterations+compute"]):
+        if scheduler not in cojob_spec.SCHEDULERS:
+            raise SpecError("scheduler.name",
+                            f"unknown scheduler {scheduler!r} (known: {', '.join(cojob_spec.SCHEDULERS)})")
+        self.coordinator = CojobCoordinator(workload, scaling, scheduler, period_s,
+                                            progress=None if variant.iterations else self.bulk_progress)
+        self.period_s, self.variant = period_s, variant
+        self.paths = Paths(fabric)
+        self.net = FluidNetwork(self.paths.capacity)
+        self.now = 0.0
+        self.queue: list[tuple[float, int, bool, Callable, tuple]] = []  # (t, sequence, tick?, action, args)
+        self.sequence = 0
+        self.waiting = 0  # queued events other than scheduler ticks
+        self.flows: dict[int, tuple[_Job, str, int, int]] = {}  # id -> (job, phase, worker, PS)
+        self.flow_started: dict[int, float] = {}
+        self.flow_s: list[float] = []
+        self.next_flow = 0
+        self.policy: dict[FlowKey, tuple[int, int]] = {}
+        self.events: list[dict] = []
+        self.decisions: list[dict] = []
+        self.jobs: dict[str, _Job] = {}
+        for plan in workload.cojobs:
+            for job in plan.jobs:
+                placement = workload.placements[job.key]
+                iteration = cojob_mod.scaled(plan.profile, scaling, len(placement.ps))
+                self.jobs[job.key] = _Job(job.key, placement, iteration.bytes_per_partition,
+                                          iteration.compute_s if variant.compute else 0.0)
+
+    # --- the clock -----------------------------------------------------------------
+    def at(self, t: float, action: Callable, *args, tick: bool = False) -> None:
+        heapq.heappush(self.queue, (t, self.sequence, tick, action, args))
+        self.sequence += 1
+        self.waiting += not tick
+
+    def run(self) -> Result:
+        for t, cojob in self.coordinator.timed_arrivals():
+            self.at(t, self.arrive, cojob)
+        if self.coordinator.periodic:
+            self.at(self.period_s, self.tick, tick=True)
+        while not self.coordinator.finished:
+            if not len(self.net) and not self.waiting:
+                raise RuntimeError(f"stalled at {self.now:.3f} s: no flow in flight and nothing due")
+            t = min(self.net.next_end(), self.queue[0][0] if self.queue else math.inf)
+            ended = self.net.advance(t)
+            self.now = t
+            for flow in ended:
+                self.flow_end(flow)
+            while self.queue and self.queue[0][0] <= t:
+                _, _, tick, action, args = heapq.heappop(self.queue)
+                self.waiting -= not tick
+                action(*args)
+        return Result(self.events, self.decisions, self.flow_s, self.now)
+
+    def arrive(self, cojob: int) -> None:
+        self.carry_out(self.coordinator.arrive(cojob, self.now))
+
+    def tick(self) -> None:
+        self.carry_out(self.coordinator.tick(self.now))
+        self.at(self.now + self.period_s, self.tick, tick=True)
+
+    # --- the coordinator's actions -----------------------------------------------------
+    def carry_out(self, actions: list) -> None:
+        for action in actions:
+            if isinstance(action, Note):
+                self.events.append({"kind": action.kind, "t": self.now, **action.fields})
+            elif isinstance(action, StartCojob):
+                # After this batch: the emulation's stage 0 waits for the tasks' hello, so
+                # its decision sees whatever else this batch started.
+                self.at(self.now, self.ready, action.cojob)
+            elif isinstance(action, RunStage):
+                for key in action.jobs:
+                    self.start_stage(self.jobs[key], action.stage, action.iterations)
+            elif isinstance(action, StopJob):
+                pass  # a job stops at a stage end, with nothing of it in flight
+            elif isinstance(action, Decision):
+                self.decide(action)
+
+    def ready(self, cojob: int) -> None:
+        self.carry_out(self.coordinator.ready(cojob, self.now))
+
+    def decide(self, decision: Decision) -> None:
+        self.policy = decision.queues
+        for flow, (job, phase, w, p) in self.flows.items():
+            self.net.requeue(flow, self.hops(job, phase, w, p))
+        self.decisions.append({"t": self.now, "order": list(decision.order), "flows": len(decision.queues)})
+        self.events.append({"kind": "decision", "t": self.now, "order": list(decision.order)})
+
+    # --- flows ---------------------------------------------------------------------
+    def hops(self, job: _Job, phase: str, w: int, p: int) -> tuple[tuple[str, int], ...]:
+        worker, ps = job.placement.workers[w], job.placement.ps[p]
+        src, dst = (worker, ps) if phase == cojob_mod.PUSH else (ps, worker)
+        key = FlowKey(job.key, w, p, phase)
+        queue, host_queue = self.policy.get(key, (LOWEST_QUEUE, LOWEST_QUEUE))
+        ports = self.paths.ports(src, dst, key)
+        return ((ports[0], host_queue),) + tuple((port, queue) for port in ports[1:])
+
+    def start_flow(self, job: _Job, phase: str, w: int, p: int, nbytes: int) -> int | None:
+        """Start a transfer; a same-host one is delivered at once (None)."""
+        if job.placement.workers[w] == job.placement.ps[p]:
+            self.delivered(job, phase, w, p)
+            return None
+        flow, self.next_flow = self.next_flow, self.next_flow + 1
+        self.flows[flow] = (job, phase, w, p)
+        self.flow_started[flow] = self.now
+        self.net.add(flow, self.hops(job, phase, w, p), nbytes)
+        return flow
+
+    def flow_end(self, flow: int) -> None:
+        job, phase, w, p = self.flows.pop(flow)
+        self.flow_s.append(self.now - self.flow_started.pop(flow))
+        job.w0_flows.discard(flow)
+        self.delivered(job, phase, w, p)
+
+    def delivered(self, job: _Job, phase: str, w: int, p: int) -> None:
+        if not self.variant.iterations:
+            self.worker_flow_done(job, w)
+        elif phase == cojob_mod.PUSH:
+            job.pushes[p] += 1
+            if job.pushes[p] == len(job.placement.workers):  # the PS's barrier
+                job.pushes[p] = 0
+                for other in range(len(job.placement.workers)):
+                    self.start_flow(job, cojob_mod.PULL, other, p, job.bytes)
+        else:
+            self.worker_flow_done(job, w)
+
+    def worker_flow_done(self, job: _Job, w: int) -> None:
+        job.pending[w] -= 1
+        if job.pending[w] == 0:
+            iterations = 1 if self.variant.iterations else job.left[w]
+            if job.compute_s:
+                self.at(self.now + job.compute_s * iterations, self.computed, job, w, iterations)
+            else:
+                self.computed(job, w, iterations)
+
+    def computed(self, job: _Job, w: int, iterations: int) -> None:
+        job.left[w] -= iterations
+        if w == 0:
+            for _ in range(iterations):
+                self.events.append({"kind": "iteration_end", "t": self.now, "job": job.key, "iteration": job.done,
+                                    "stage": job.stage})
+                job.done += 1
+                self.coordinator.iteration_done(job.key)
+        if job.left[w]:
+            self.start_iteration(job, w)
+        else:
+            self.carry_out(self.coordinator.worker_done(job.key, w, job.stage, self.now))
+
+    def start_iteration(self, job: _Job, w: int) -> None:
+        ps = len(job.placement.ps)
+        job.pending[w] = ps
+        for p in range(ps):
+            self.start_flow(job, cojob_mod.PUSH, w, p, job.bytes)
+
+    def start_stage(self, job: _Job, stage: int, iterations: int) -> None:
+        workers, ps = len(job.placement.workers), len(job.placement.ps)
+        job.stage, job.iterations, job.left, job.done = stage, iterations, [iterations] * workers, 0
+        job.pushes = [0] * ps
+        if self.variant.iterations:
+            job.pending = [0] * workers
+            for w in range(workers):
+                self.start_iteration(job, w)
+            return
+        # bulk: each worker's stage as its transfers to and from every PS, all at once
+        job.pending = [2 * ps] * workers
+        job.w0_flows = set()
+        for w in range(workers):
+            for p in range(ps):
+                for phase in (cojob_mod.PUSH, cojob_mod.PULL):
+                    flow = self.start_flow(job, phase, w, p, job.bytes * iterations)
+                    if w == 0 and flow is not None:
+                        job.w0_flows.add(flow)
+
+    def bulk_progress(self, key: str) -> int:
+        """In bulk, worker 0's finished iterations are its delivered share of the stage's
+        bytes, in whole iterations (what the scheduler reads at a decision)."""
+        job = self.jobs[key]
+        if job.stage != self.coordinator.cojobs[self.coordinator.cojob_of[key]].stage:
+            return 0  # decided as its stage starts, before its transfers do
+        total = job.bytes * job.iterations * 2 * len(job.placement.ps)
+        in_flight = sum(self.net.left(f) for f in job.w0_flows)
+        return math.floor(job.iterations * (total - in_flight) / total * (1 + _TOLERANCE))
+
+
+def simulate(spec: dict, variant: Variant = VARIANTS["iterations+compute"]) -> Result:
+    """A validated cojob spec, run to the end on the simulator."""
+    from experiments.emulation.spec import fabric_of
+    return CojobSimulation(cojob_spec.build_workload(spec), cojob_spec.build_scaling(spec),
+                           spec["scheduler"]["name"], spec["scheduler"]["period_s"], fabric_of(spec), variant).run()
