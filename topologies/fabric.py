@@ -19,6 +19,8 @@ Naming and addressing invariants (every other module relies on them):
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 from dataclasses import dataclass, field
 
@@ -26,6 +28,9 @@ PREFIX = "tb"
 # A 2-core box emulates a few hundred Mbit/s of shaped traffic in aggregate; one
 # link above this cannot be shaped faithfully (measured: ~3-5 Gbit/s unshaped).
 MAX_LINK_MBPS = 1000.0
+# A simulated fabric is not shaped by this box: up to 1 Tbit/s a link (``simulated_rates``).
+MAX_SIMULATED_LINK_MBPS = 1e6
+_link_limit_mbps = contextvars.ContextVar("link_limit_mbps", default=MAX_LINK_MBPS)
 MIN_LINK_MBPS = 1.0
 MAX_HOSTS = 65023
 # Interface names are limited to 15 characters by the kernel (IFNAMSIZ - 1).
@@ -155,13 +160,24 @@ def host_mac(n: int) -> str:
     return f"02:7b:00:00:{n // 256:02x}:{n % 256:02x}"
 
 
+@contextlib.contextmanager
+def simulated_rates():
+    """Within it, fabrics are built for the simulator: link rates up to
+    ``MAX_SIMULATED_LINK_MBPS`` instead of what this box can emulate."""
+    token = _link_limit_mbps.set(MAX_SIMULATED_LINK_MBPS)
+    try:
+        yield
+    finally:
+        _link_limit_mbps.reset(token)
+
+
 def _check_rate(field_name: str, mbps) -> float:
     if isinstance(mbps, bool) or not isinstance(mbps, (int, float)):
         raise TopologyError(f"{field_name}: must be a number of Mbit/s, got {mbps!r}")
-    if not MIN_LINK_MBPS <= mbps <= MAX_LINK_MBPS:
-        raise TopologyError(
-            f"{field_name}: {mbps} Mbit/s cannot be emulated on this box "
-            f"(allowed {MIN_LINK_MBPS:g}..{MAX_LINK_MBPS:g})")
+    limit = _link_limit_mbps.get()
+    if not MIN_LINK_MBPS <= mbps <= limit:
+        what = "emulated on this box" if limit == MAX_LINK_MBPS else "simulated"
+        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {what} (allowed {MIN_LINK_MBPS:g}..{limit:g})")
     return float(mbps)
 
 

@@ -4,8 +4,8 @@ Start the background monitors (CPU, a sampled packet capture
 on every host link), run the driver until every cojob ended, collect the queue
 counters, tear down, then analyse: Grouper's metrics from ``events.jsonl``
 (``experiments.grouper_metrics``), the conformance of the packets to the
-decisions (``conformance``), and what the iteration-level model (``itersim``)
-predicts for the same workload and scheduler on an ideal network
+decisions (``conformance``), and what the simulator backend (``simulated``)
+predicts for the same workload and scheduler on the same fabric
 (``model_avg_sct_s``, ``sct_over_model``: how much the emulation adds). Like the
 timetable runner, any fault still leaves
 ``summary.json`` with ``"completed": false`` and the error.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from controller.hostnet import netns_cmd
 from experiments import grouper_metrics, store
-from experiments.cojob import conformance, itersim
+from experiments.cojob import conformance, simulated
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.cpu import CpuMonitor
@@ -150,7 +150,7 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
     tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
     switch_loss = emulation_metrics.switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()),
                                                       json.loads((run / "raw" / "queue_counters.json").read_text()))
-    model_sct = model_avg_sct_s(spec)
+    model_sct = simulated.model_avg_sct_s(spec)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
             "model_avg_sct_s": model_sct,
@@ -162,9 +162,3 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
             "fidelity": {**cpu_fields, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
             "trustworthy": not reasons}
 
-
-def model_avg_sct_s(spec: dict) -> float:
-    """The average SCT that ``itersim`` gives the run's workload and scheduler: the same
-    decisions on a network of ideal host ports, no TCP, no CPU."""
-    workload, scaling = itersim.spec_inputs(spec)
-    return itersim.simulate(workload, scaling, spec["scheduler"]["name"], spec["scheduler"]["period_s"]).avg_sct_s

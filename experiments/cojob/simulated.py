@@ -29,24 +29,37 @@ direction, all started with the stage and with no barrier (the fluid model's vie
 ``bulk+compute`` adds each worker's compute for the stage (iterations x compute
 time) after its transfers. In bulk variants the scheduler's count of a job's
 finished iterations is worker 0's delivered share of its bytes, in whole iterations.
+
+``trainbed simulate SPEC`` writes a run directory (``simulate_spec``);
+``python -m experiments.cojob.simulated SPEC --seeds 1 2 3`` prints the average SCT
+per scheduler and variant, with the change against FS.
 """
 from __future__ import annotations
 
+import argparse
 import heapq
+import json
 import math
+import sys
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from experiments import grouper_metrics, store
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.coordinator import (CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob,
                                            StopJob)
+from experiments.emulation.spec import fabric_of
 from experiments.errors import SpecError
 from experiments.sim.network import FluidNetwork
+from experiments.validation import read_yaml
 from experiments.workloads import cojob as cojob_mod
-from topologies.fabric import Fabric
+from experiments.workloads.run import simulate_workload
+from topologies.fabric import Fabric, simulated_rates
 from topologies.queues import LOWEST_QUEUE
 
+TABLE_SCHEDULERS = ("fs", "baraat", "sincronia", "grouper")
 # A delivered share of a job's bytes within this of a whole iteration counts as it.
 _TOLERANCE = 1e-9
 
@@ -301,6 +314,132 @@ class CojobSimulation:
 
 def simulate(spec: dict, variant: Variant = VARIANTS["iterations+compute"]) -> Result:
     """A validated cojob spec, run to the end on the simulator."""
-    from experiments.emulation.spec import fabric_of
-    return CojobSimulation(cojob_spec.build_workload(spec), cojob_spec.build_scaling(spec),
-                           spec["scheduler"]["name"], spec["scheduler"]["period_s"], fabric_of(spec), variant).run()
+    return _simulation(spec, variant).run()
+
+
+def _simulation(spec: dict, variant: Variant) -> CojobSimulation:
+    with simulated_rates():  # the workload's placement, the scaling and the fabric read the link rates
+        return CojobSimulation(cojob_spec.build_workload(spec), cojob_spec.build_scaling(spec),
+                               spec["scheduler"]["name"], spec["scheduler"]["period_s"], fabric_of(spec), variant)
+
+
+def model_avg_sct_s(spec: dict) -> float:
+    """The average SCT the simulator gives a spec's workload and scheduler (the
+    emulated run's ``model_avg_sct_s``: the same decisions, no TCP, no CPU)."""
+    simulation = _simulation(spec, VARIANTS["iterations+compute"])
+    result = simulation.run()
+    return grouper_metrics.summarise(result.events, simulation.coordinator.workload.to_dict())["avg_sct_s"]
+
+
+def validate(raw) -> dict:
+    """A cojob spec validated for the simulator: link rates beyond what this box emulates are allowed."""
+    with simulated_rates():
+        return cojob_spec.validate(raw)
+
+
+def simulate_spec(spec: dict, out: str | None = None) -> Path:
+    """``trainbed simulate``: a run directory like an emulated run's, ``"backend": "simulated"``."""
+    return simulate_workload(spec, out, _simulate_into)
+
+
+def _simulate_into(spec: dict, run: Path) -> dict:
+    simulation = _simulation(spec, VARIANTS["iterations+compute"])
+    workload = simulation.coordinator.workload
+    store.write_json(run / "workload.json", workload.to_dict())
+    result = simulation.run()
+    for name, rows in (("events.jsonl", result.events), ("decisions.jsonl", result.decisions)):
+        with open(run / name, "w") as out:
+            for row in rows:
+                out.write(json.dumps(row, separators=(",", ":")) + "\n")
+    return {**grouper_metrics.summarise(result.events, workload.to_dict()), "scheduler": spec["scheduler"]["name"],
+            "seed": spec["seed"], "decisions": len(result.decisions), "simulated_s": result.end_s,
+            "flows": len(result.flow_s), **flow_quantiles(result.flow_s), "trustworthy": True}
+
+
+def flow_quantiles(durations) -> dict:
+    """Median, 90th percentile and maximum flow duration (the emulation's flow_start to
+    flow_end compares with these)."""
+    ordered = sorted(durations)
+    if not ordered:
+        return {"flow_p50_s": None, "flow_p90_s": None, "flow_max_s": None}
+    return {"flow_p50_s": ordered[len(ordered) // 2], "flow_p90_s": ordered[int(0.9 * (len(ordered) - 1))],
+            "flow_max_s": ordered[-1]}
+
+
+# --- the model's table: schedulers x variants x seeds of one spec, without run directories ---
+def table_rows(path: str | Path, seeds: Sequence[int], schedulers: Sequence[str] = TABLE_SCHEDULERS,
+               variants: Sequence[str] = tuple(VARIANTS)) -> list[dict]:
+    """Every (seed, variant, scheduler) of the spec at ``path``: averages and decisions."""
+    spec = validate(read_yaml(path))
+    rows = []
+    for seed in seeds:
+        seeded = {**spec, "seed": seed}
+        for variant in variants:
+            for scheduler in schedulers:
+                simulation = _simulation({**seeded, "scheduler": {**spec["scheduler"], "name": scheduler}},
+                                         VARIANTS[variant])
+                result = simulation.run()
+                metrics = grouper_metrics.summarise(result.events, simulation.coordinator.workload.to_dict())
+                rows.append({"seed": seed, "variant": variant, "scheduler": scheduler,
+                             "avg_sct_s": metrics["avg_sct_s"], "avg_cojct_s": metrics["avg_cojct_s"],
+                             "avg_jct_s": metrics["avg_jct_s"], "decisions": len(result.decisions),
+                             **flow_quantiles(result.flow_s), "stage_sct": metrics["sct_s"]})
+    return rows
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def summary(rows: Sequence[Mapping]) -> list[dict]:
+    """Per (variant, scheduler): means over seeds of the averages, and the SCT change
+    against FS of the same variant (when FS was run)."""
+    groups: dict[tuple[str, str], list[Mapping]] = {}
+    for row in rows:
+        groups.setdefault((row["variant"], row["scheduler"]), []).append(row)
+    out = []
+    for (variant, scheduler), group in groups.items():
+        fs = groups.get((variant, "fs"))
+        sct = _mean(r["avg_sct_s"] for r in group)
+        out.append({"variant": variant, "scheduler": scheduler, "seeds": [r["seed"] for r in group],
+                    "avg_sct_s": sct, "avg_cojct_s": _mean(r["avg_cojct_s"] for r in group),
+                    "avg_jct_s": _mean(r["avg_jct_s"] for r in group),
+                    "sct_vs_fs": None if fs is None else sct / _mean(r["avg_sct_s"] for r in fs) - 1})
+    return out
+
+
+def table(summaries: Sequence[Mapping]) -> str:
+    lines = ["| variant | scheduler | avg SCT | vs FS | avg CoJCT | avg JCT |", "|---|---|---|---|---|---|"]
+    for s in summaries:
+        vs = "" if s["sct_vs_fs"] is None else f"{100 * s['sct_vs_fs']:+.1f}%"
+        lines.append(f"| {s['variant']} | {s['scheduler']} | {s['avg_sct_s']:.1f} s | {vs} "
+                     f"| {s['avg_cojct_s']:.1f} s | {s['avg_jct_s']:.1f} s |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.cojob.simulated",
+                                     description="The simulator's average SCT per scheduler and variant, "
+                                                 "with the change against FS.")
+    parser.add_argument("spec", help="a cojob spec (workload: {kind: cojob})")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the spec's seed")
+    parser.add_argument("--schedulers", nargs="+", default=list(TABLE_SCHEDULERS), choices=cojob_spec.SCHEDULERS)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", help="write every run and the summary here as JSON")
+    args = parser.parse_args(argv)
+    try:
+        seeds = args.seeds or [validate(read_yaml(args.spec))["seed"]]
+        rows = table_rows(args.spec, seeds, args.schedulers, args.variants)
+    except SpecError as err:
+        sys.exit(f"simulated: {err}")
+    summaries = summary(rows)
+    print(f"{args.spec}, seeds {' '.join(map(str, seeds))}: means over seeds")
+    print(table(summaries))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"spec": args.spec, "seeds": seeds, "summary": summaries,
+                                              "runs": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

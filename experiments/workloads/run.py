@@ -73,9 +73,26 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     cpu.write_csv(run / "cpu.csv")
-    summary = {"name": spec["name"], **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
+    summary = {"name": spec["name"], "backend": "emulated", **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
                **cpu.summary()}
     return finish_run(run, summary, error, lambda: workload.analyse(cpu, outages))
+
+
+def simulate_workload(spec: dict, out: str | None, simulate: Callable[[dict, Path], dict]) -> Path:
+    """The simulator backend's lifecycle: the same run directory as an emulated run
+    (resolved spec, environment, ``summary.json`` always), ``simulate(spec, run)``
+    writes the kind's data files and returns its summary fields; the summary says
+    ``"backend": "simulated"``."""
+    run = store.start_run(spec, out)
+    started = time.monotonic()
+    fields: dict = {}
+    error: BaseException | None = None
+    try:
+        fields = simulate(spec, run)
+    except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
+        error = err
+    summary = {"name": spec["name"], "backend": "simulated", "wall_s": round(time.monotonic() - started, 1)}
+    return finish_run(run, summary, error, lambda: fields)
 
 
 def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) -> Path:
