@@ -22,14 +22,14 @@ install per-flow policies first):
   within 60 s of its job's stop (the worker closes first, so the worker's side holds
   TIME_WAIT).
 
-Wire format: frames of a header ``HEADER`` (kind, iteration, stage, length) and
-``length`` bytes. Once after connect, each side sends INTRO (JSON: job, index, host)
-and checks the other's, so a wrong port in the plan fails loudly instead of mixing
-jobs. DATA is one push or pull; the receiver answers ACK (length = bytes received)
-once it has every byte. The sender reports ``flow_end`` when the ACK arrives, so
-flow_end - flow_start is the transfer's completion at the receiver (plus half an
-RTT), not the time to fill the local socket buffer. A push's stage travels in its
-header, and the PS tags its pull with it.
+Wire format: frames of ``hosts.framing``: a header (kind, iteration, word = stage,
+length) and ``length`` bytes. Once after connect, each side sends INTRO (JSON: job,
+index, host) and checks the other's, so a wrong port in the plan fails loudly
+instead of mixing jobs. DATA is one push or pull; the receiver answers ACK (length =
+bytes received) once it has every byte. The sender reports ``flow_end`` when the ACK
+arrives, so flow_end - flow_start is the transfer's completion at the receiver (plus
+half an RTT), not the time to fill the local socket buffer. A push's stage travels
+in its header, and the PS tags its pull with it.
 
 Events (hosts.messages, over the unix socket ``--events``): ``hello``; ``flow_start``
 and ``flow_end`` with ``flow`` ("c0j3/w1->p0/i17/push", "c0j3/p0->w1/i17/pull"), ``job``,
@@ -52,73 +52,38 @@ import json
 import os
 import queue
 import socket
-import struct
 import sys
 import threading
 import time
 
+from hosts import framing
 from hosts.channel import Task, spawn
+from hosts.framing import Header, PeerError
 
-HEADER = struct.Struct("!BIIQ")  # kind, iteration, stage, payload length
-INTRO, DATA, ACK = 1, 2, 3
+INTRO, DATA, ACK = 1, 2, 3  # frame kinds; a frame's header word is its stage
 CHUNK = 512 * 1024  # bytes per send/recv call: few syscalls per flow, little memory per task
-CONNECT_RETRY_S = 0.1
 PUSH, PULL = "push", "pull"
 
 
-class PeerError(Exception):
-    """A peer closed, broke the protocol or went silent, or our planned port is taken;
-    the message is one line."""
-
-
-def recv_exact(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            raise PeerError(f"peer closed after {got} of {len(view)} bytes")
-        got += n
-
-
-def recv_header(sock: socket.socket, kind: int) -> tuple[int, int, int]:
-    header = bytearray(HEADER.size)
-    recv_exact(sock, memoryview(header))
-    return check_header(header, kind)
-
-
-def check_header(header: bytearray, kind: int) -> tuple[int, int, int]:
-    got_kind, iteration, stage, length = HEADER.unpack(header)
-    if got_kind != kind:
-        raise PeerError(f"expected frame kind {kind}, got {got_kind}")
-    return iteration, stage, length
-
-
-def recv_payload(sock: socket.socket, nbytes: int, buffer: memoryview) -> None:
-    """Receive ``nbytes`` into the preallocated ``buffer``, overwriting it chunk by chunk."""
-    remaining = nbytes
-    while remaining:
-        n = sock.recv_into(buffer[:min(remaining, len(buffer))])
-        if n == 0:
-            raise PeerError(f"peer closed after {nbytes - remaining} of {nbytes} bytes")
-        remaining -= n
+def check_header(header: Header, kind: int) -> tuple[int, int, int]:
+    """(iteration, stage, length) of a header of ``kind``."""
+    if header.kind != kind:
+        raise PeerError(f"expected frame kind {kind}, got {header.kind}")
+    return header.iteration, header.word, header.length
 
 
 def send_data(sock: socket.socket, iteration: int, stage: int, nbytes: int, payload: memoryview) -> None:
     """One DATA frame of ``nbytes``, sent from the preallocated ``payload`` chunk repeatedly."""
-    sock.sendall(HEADER.pack(DATA, iteration, stage, nbytes))
-    remaining = nbytes
-    while remaining:
-        chunk = payload[:min(remaining, len(payload))]
-        sock.sendall(chunk)
-        remaining -= len(chunk)
+    framing.send_frame(sock, Header(DATA, iteration, stage, nbytes))
+    framing.send_repeated(sock, nbytes, payload)
 
 
 def send_ack(sock: socket.socket, iteration: int, stage: int, nbytes: int) -> None:
-    sock.sendall(HEADER.pack(ACK, iteration, stage, nbytes))
+    framing.send_frame(sock, Header(ACK, iteration, stage, nbytes))
 
 
 def recv_ack(sock: socket.socket, iteration: int, nbytes: int) -> None:
-    acked_iteration, _, acked = recv_header(sock, ACK)
+    acked_iteration, _, acked = check_header(framing.recv_header(sock), ACK)
     if (acked_iteration, acked) != (iteration, nbytes):
         raise PeerError(f"ACK of iteration {acked_iteration} for {acked} bytes, "
                         f"expected iteration {iteration} for {nbytes}")
@@ -127,24 +92,12 @@ def recv_ack(sock: socket.socket, iteration: int, nbytes: int) -> None:
 def exchange_intro(sock: socket.socket, job: str, index: int, host: str) -> dict:
     """Send our INTRO, return the peer's; a peer of another job is refused."""
     mine = json.dumps({"job": job, "index": index, "host": host}).encode()
-    sock.sendall(HEADER.pack(INTRO, 0, 0, len(mine)) + mine)
-    _, _, length = recv_header(sock, INTRO)
-    theirs = bytearray(length)
-    recv_exact(sock, memoryview(theirs))
-    peer = json.loads(theirs)
+    framing.send_frame(sock, Header(INTRO, 0, 0, len(mine)), mine)
+    _, _, length = check_header(framing.recv_header(sock), INTRO)
+    peer = json.loads(framing.recv_body(sock, length))
     if peer.get("job") != job:
         raise PeerError(f"peer belongs to job {peer.get('job')!r}, not {job!r}")
     return peer
-
-
-def tcp_socket(congestion: str | None) -> socket.socket:
-    """A TCP socket with the spec's congestion control (a listener's connections inherit
-    it); per socket, because a namespace's default may only be what the kernel allows."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if congestion:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, congestion.encode())
-    return sock
 
 
 class WorkerLink:
@@ -162,24 +115,8 @@ class WorkerLink:
 
     def connect(self) -> None:
         """Connect from the planned source port, retrying while the PS is not listening yet."""
-        deadline = time.monotonic() + self.args.timeout_s
-        while True:
-            sock = tcp_socket(self.args.congestion)
-            try:
-                sock.bind(("", self.source_port))
-            except OSError as err:
-                raise PeerError(f"cannot bind source port {self.source_port}: {err}") from None
-            sock.settimeout(max(deadline - time.monotonic(), CONNECT_RETRY_S))
-            try:
-                sock.connect(self.ps_addr)
-                break
-            except (ConnectionRefusedError, ConnectionResetError) as err:
-                sock.close()
-                if time.monotonic() >= deadline:
-                    raise PeerError(f"no PS listening within {self.args.timeout_s:g} s ({err})") from None
-                time.sleep(CONNECT_RETRY_S)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(self.args.timeout_s)
+        sock = framing.connect(self.ps_addr, self.args.timeout_s, source_port=self.source_port,
+                               congestion=self.args.congestion, peer=f"PS {self.ps_index}")
         peer = exchange_intro(sock, self.args.job, self.args.index, self.args.host)
         if peer.get("index") != self.ps_index:
             raise PeerError(f"the peer is PS {peer.get('index')}, expected PS {self.ps_index}")
@@ -196,11 +133,11 @@ class WorkerLink:
         send_data(self.sock, iteration, stage, nbytes, self.payload)
         recv_ack(self.sock, iteration, nbytes)
         self.task.emit("flow_end", **push)
-        pulled_iteration, _, length = recv_header(self.sock, DATA)
+        pulled_iteration, _, length = check_header(framing.recv_header(self.sock), DATA)
         if (pulled_iteration, length) != (iteration, nbytes):
             raise PeerError(f"pull of iteration {pulled_iteration} ({length} bytes), "
                             f"expected iteration {iteration} ({nbytes} bytes)")
-        recv_payload(self.sock, length, self.receive_buffer)
+        framing.recv_discard(self.sock, length, self.receive_buffer)
         send_ack(self.sock, iteration, stage, length)
 
 
@@ -280,17 +217,11 @@ class PsServer:
 
     def serve(self) -> None:
         """Accept all W workers (bounded), serve them, finish when every one has closed."""
-        listener = tcp_socket(self.args.congestion)
-        try:
-            listener.bind(self.args.listen)
-        except OSError as err:
-            raise PeerError(f"cannot listen on {self.args.listen[0]}:{self.args.listen[1]}: {err}") from None
-        listener.listen(self.args.workers)
-        listener.settimeout(self.args.timeout_s)
+        listener = framing.listen(self.args.listen, self.args.workers, self.args.timeout_s, self.args.congestion)
         handlers = []
         for _ in range(self.args.workers):
             try:
-                conn, peer = listener.accept()
+                conn, peer = framing.accept(listener, self.args.timeout_s)
             except TimeoutError:
                 raise PeerError(f"{len(handlers)} of {self.args.workers} workers connected "
                                 f"within {self.args.timeout_s:g} s") from None
@@ -302,8 +233,6 @@ class PsServer:
 
     def serve_worker(self, conn: socket.socket) -> None:
         args, nbytes = self.args, self.args.bytes
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn.settimeout(args.timeout_s)
         worker = exchange_intro(conn, args.job, args.index, args.host)
         index = worker.get("index")
         with self.lock:
@@ -318,7 +247,7 @@ class PsServer:
             if (iteration, length) != (expected_iteration, nbytes):
                 raise PeerError(f"push of iteration {iteration} ({length} bytes), "
                                 f"expected iteration {expected_iteration} ({nbytes} bytes)")
-            recv_payload(conn, length, receive_buffer)
+            framing.recv_discard(conn, length, receive_buffer)
             send_ack(conn, iteration, stage, length)
             self.barrier.arrive(iteration)
             pull = {"flow": f"{args.job}/p{args.index}->w{index}/i{iteration}/{PULL}", "job": args.job,
@@ -332,17 +261,14 @@ class PsServer:
         self.barrier.close()
         conn.close()
 
-    def await_push(self, conn: socket.socket) -> bytearray | None:
+    @staticmethod
+    def await_push(conn: socket.socket) -> Header | None:
         """The next push's header, or None when the worker closed between frames. The
         first byte may take as long as the driver waits between stages; the rest is bounded."""
-        header = bytearray(HEADER.size)
-        conn.settimeout(None)
-        first = conn.recv_into(header, 1)
-        conn.settimeout(self.args.timeout_s)
-        if first == 0:
+        try:
+            return framing.recv_header(conn, paced=True)
+        except framing.PeerClosed:
             return None
-        recv_exact(conn, memoryview(header)[1:])
-        return header
 
 
 def run_ps(args, task: Task) -> None:

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -205,10 +206,45 @@ def test_ps_stops_on_command_before_any_worker(harness):
     driver.wait_for(lambda events: driver.count("bye") == 1)
 
 
-def test_a_tasks_sockets_use_the_specs_congestion_control():
-    from hosts.cojob_task import tcp_socket
-    for name in ("reno", "bbr"):
-        with tcp_socket(name) as sock:
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == name.encode()
-    with pytest.raises(OSError):
-        tcp_socket("no-such-algorithm")
+class RecordingSocket:
+    """A socket whose writes are kept: each write is one sendall, as the program made it."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.writes = sock, []
+
+    def sendall(self, data) -> None:
+        self.writes.append(bytes(data))
+        self.sock.sendall(data)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def test_frames_on_the_wire_are_the_same_bytes_in_the_same_writes():
+    """The bytes and write boundaries of INTRO, DATA and ACK, as recorded before the
+    transport moved to hosts.framing (with TCP_NODELAY, writes shape the packets)."""
+    from hosts import cojob_task, framing
+    a, b = socket.socketpair()
+    with a, b:
+        recorded = RecordingSocket(a)
+        b.sendall(framing.pack_header(framing.Header(cojob_task.INTRO, 0, 0, 2)) + b"{}")
+        with pytest.raises(framing.PeerError, match="peer belongs to job None"):
+            cojob_task.exchange_intro(recorded, JOB, 0, "wk0")
+
+        def receive():
+            assert framing.recv_header(b) == (cojob_task.INTRO, 0, 0, 42)
+            framing.recv_body(b, 42)
+            assert framing.recv_header(b) == (cojob_task.DATA, 17, 2, 1_300_000)
+            framing.recv_discard(b, 1_300_000, memoryview(bytearray(cojob_task.CHUNK)))
+            assert framing.recv_header(b) == (cojob_task.ACK, 17, 2, 1_300_000)
+        reader = threading.Thread(target=receive)
+        reader.start()
+        cojob_task.send_data(recorded, 17, 2, 1_300_000, memoryview(bytearray(cojob_task.CHUNK)))
+        cojob_task.send_ack(recorded, 17, 2, 1_300_000)
+        reader.join()
+    intro = b'{"job": "c0j3", "index": 0, "host": "wk0"}'
+    assert recorded.writes[0] == bytes.fromhex("01" "00000000" "00000000" "000000000000002a") + intro
+    assert recorded.writes[1] == bytes.fromhex("02" "00000011" "00000002" "000000000013d620")
+    assert [len(w) for w in recorded.writes[2:5]] == [524_288, 524_288, 251_424]
+    assert recorded.writes[5] == bytes.fromhex("03" "00000011" "00000002" "000000000013d620")
+    assert len(recorded.writes) == 6

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+import numpy as np
 
 from fake_driver import FakeDriver
 
@@ -152,3 +156,66 @@ def test_training_is_the_same_whatever_the_timing(tmp_path):
             events.of("iteration_end"), key=lambda e: (e["task"], e["iteration"]))],
             sorted((e["flow"], e["bytes"]) for e in events.of("flow_start"))))
     assert runs[0] == runs[1]
+
+
+class FakeTask:
+    def __init__(self, task_id: str, host: str):
+        self.task_id, self.host, self.events = task_id, host, []
+
+    def emit(self, kind: str, **fields) -> None:
+        self.events.append((kind, fields))
+
+
+class RecordingSocket:
+    """A socket whose writes are kept: each write is one sendall, as the program made it."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock, self.writes = sock, []
+
+    def sendall(self, data) -> None:
+        self.writes.append(bytes(data))
+        self.sock.sendall(data)
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+def test_frames_on_the_wire_are_the_same_bytes_in_the_same_writes():
+    """The bytes and write boundaries of an introduction and two frames, as recorded
+    before the transport moved to hosts.framing (with TCP_NODELAY, writes shape the
+    packets); the receiver gets the arrays back and reports the flow's end."""
+    from hosts import framing
+    from hosts.gnn import wire
+    sender, receiver = FakeTask("sampler0", "h1"), FakeTask("worker0", "h2")
+    with framing.listen(("127.0.0.1", 0), 1, 5) as listener:
+        a = RecordingSocket(framing.connect(listener.getsockname(), 5))
+        b, _ = framing.accept(listener, 5)
+    introduced = []
+    intro = threading.Thread(target=lambda: introduced.append(wire._intro(b, receiver)))
+    intro.start()
+    assert wire._intro(a, sender) == {"task": "worker0", "host": "h2"}
+    intro.join()
+    out, into = wire.Link(a, sender, "worker0", "h2"), wire.Link(b, receiver, "sampler0", "h1")
+    feat, label = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([1, 2, 3], dtype=np.int64)
+    got = []
+    reader = threading.Thread(target=lambda: got.extend([into.recv(), into.recv()]))
+    reader.start()
+    total = out.send(5, 9, {"feat": feat, "label": label, "empty": np.zeros(0, np.int64)}, phase="minibatch",
+                     sizes=[[3, 2]])
+    out.send(7, 9)
+    reader.join()
+    out.close()
+    into.close()
+    meta = (b'{"arrays":[["feat","<f4",[3,4]],["label","<i8",[3]],["empty","<i8",[0]]],'
+            b'"flow":"sampler0->worker0/i9/minibatch","sizes":[[3,2]]}')
+    assert a.writes == [
+        bytes.fromhex("00" "00000000" "00000022" "0000000000000000") + b'{"task": "sampler0", "host": "h1"}',
+        bytes.fromhex("05" "00000009" "00000081" "0000000000000048") + meta,
+        feat.tobytes(), label.tobytes(),
+        bytes.fromhex("07" "00000009" "00000019" "0000000000000000") + b'{"arrays":[],"flow":null}']
+    assert total == 17 + len(meta) + 72
+    (kind, iteration, scalars, arrays), second = got
+    assert (kind, iteration, scalars) == (5, 9, {"sizes": [[3, 2]]}) and second == (7, 9, {}, {})
+    assert np.array_equal(arrays["feat"], feat) and np.array_equal(arrays["label"], label)
+    assert arrays["empty"].shape == (0,)
+    assert receiver.events == [("flow_end", {"flow": "sampler0->worker0/i9/minibatch", "bytes": total})]

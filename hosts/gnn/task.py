@@ -54,6 +54,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402  # after the thread count is fixed
 
 from hosts.channel import Task, spawn
+from hosts.framing import PeerClosed, PeerError
 from hosts.gnn import wire
 
 SAMPLE_REQ, SAMPLE_REP, FEAT_REQ, FEAT_REP, MINIBATCH, EVALBATCH, CREDIT, GRAD, PARAM, INIT, RING = range(1, 12)
@@ -108,7 +109,7 @@ class Reader:
         while True:
             try:
                 frame = self.link.recv()
-            except (wire.PeerError, OSError) as err:
+            except (PeerError, OSError) as err:
                 self.frames.put(err)
                 if self.on_close is not None:
                     self.on_close(self.link, err)
@@ -119,13 +120,13 @@ class Reader:
         try:
             frame = self.frames.get(timeout=timeout_s)
         except queue.Empty:
-            raise wire.PeerError(f"nothing from {self.link.peer_task} within {timeout_s:g} s") from None
+            raise PeerError(f"nothing from {self.link.peer_task} within {timeout_s:g} s") from None
         if isinstance(frame, Exception):
-            raise wire.PeerError(f"{self.link.peer_task}: {frame}")
+            raise PeerError(f"{self.link.peer_task}: {frame}")
         got_kind, got_iteration, meta, arrays = frame
         if (got_kind, got_iteration) != (kind, iteration):
-            raise wire.PeerError(f"{self.link.peer_task}: expected frame {kind} of iteration {iteration}, "
-                                 f"got {got_kind} of {got_iteration}")
+            raise PeerError(f"{self.link.peer_task}: expected frame {kind} of iteration {iteration}, "
+                            f"got {got_kind} of {got_iteration}")
         return {**meta, **arrays}
 
 
@@ -139,7 +140,7 @@ def run_store(job: Job, task: Task) -> None:
     start, end = job.node_ranges[part]
     global_ids = graph.ndata[dgl.NID].numpy()
     if not np.array_equal(global_ids[:end - start], np.arange(start, end)):
-        raise wire.PeerError(f"partition {part}: inner nodes are not the first local nodes in id order")
+        raise PeerError(f"partition {part}: inner nodes are not the first local nodes in id order")
     local_of = np.full(job.num_nodes, -1, dtype=np.int64)
     local_of[global_ids] = np.arange(len(global_ids))
     features = node_feats["_N/feat"].numpy()
@@ -166,14 +167,12 @@ def run_store(job: Job, task: Task) -> None:
         while True:
             try:
                 kind, iteration, meta, arrays = link.recv()
-            except wire.PeerError as err:
-                if "after 0 of" not in str(err):
-                    raise
+            except PeerClosed:
                 break  # the sampler closed between requests: it is done
             started = time.perf_counter()
             nodes = arrays["nodes"]
             if nodes.size and (nodes.min() < start or nodes.max() >= end):
-                raise wire.PeerError(f"{link.peer_task} asked for nodes outside partition {part}")
+                raise PeerError(f"{link.peer_task} asked for nodes outside partition {part}")
             if kind == SAMPLE_REQ:
                 # One seed per request: the same samples whatever the timing (DGL takes an int32).
                 seed = zlib.crc32(f"{job.seed}/{iteration}/{link.peer_task}/{meta['reply_phase']}".encode())
@@ -183,7 +182,7 @@ def run_store(job: Job, task: Task) -> None:
                 rows = nodes - start
                 reply = (FEAT_REP, {"feat": features[rows], "label": labels[rows]}, meta["reply_phase"])
             else:
-                raise wire.PeerError(f"{link.peer_task}: unexpected frame kind {kind}")
+                raise PeerError(f"{link.peer_task}: unexpected frame kind {kind}")
             compute_s = time.perf_counter() - started
             link.send(reply[0], iteration, reply[1], phase=reply[2])
             task.emit("compute", iteration=iteration, seconds=round(compute_s, 6), peer=link.peer_task,
@@ -239,11 +238,11 @@ class Sampler:
         while True:
             try:
                 self.to_worker.recv(expect=CREDIT)
-            except wire.PeerError as err:
+            except PeerError as err:
                 if consumed == self.job.iterations:
                     return  # the worker closed after its last iteration: it is done
-                raise wire.PeerError(f"worker{self.worker} closed after {consumed} of {self.job.iterations} "
-                                     f"mini-batches ({err})") from None
+                raise PeerError(f"worker{self.worker} closed after {consumed} of {self.job.iterations} "
+                                f"mini-batches ({err})") from None
             consumed += 1
             self.credits.release()
 
@@ -312,7 +311,7 @@ class Sampler:
     def run(self) -> None:
         for iteration in range(self.job.iterations):
             if not self.credits.acquire(timeout=self.job.timeout_s):
-                raise wire.PeerError(f"worker{self.worker} took no mini-batch within {self.job.timeout_s:g} s")
+                raise PeerError(f"worker{self.worker} took no mini-batch within {self.job.timeout_s:g} s")
             batch, compute_s = self.sample(iteration, self.seeds())
             self.to_worker.send(MINIBATCH, iteration, batch["arrays"], phase="minibatch", sizes=batch["sizes"])
             if self.evaluates and self.job.is_eval(iteration):
@@ -507,7 +506,7 @@ def run_ps(job: Job, task: Task) -> None:
     for reader in readers:  # exit once every worker closed (see Sampler.run)
         try:
             reader.get(GRAD, job.iterations, job.timeout_s)
-        except wire.PeerError:
+        except PeerError:
             pass
     task.finish()
 

@@ -19,38 +19,24 @@ that pair on two machines.
 Requests (a sampler asking a store for neighbours or features) are not reported
 either: the paper ignores their volume (§III-B), though the fabric still counts them.
 
-A frame: ``HEADER`` (kind, iteration, meta length, payload length), a JSON meta
-object (``arrays``: [name, dtype, shape] in payload order, plus the sender's
-scalars), then the arrays' raw bytes. Every wait is bounded by the connection's
-timeout.
+A frame (``hosts.framing``): the header (kind, iteration, word = meta length,
+length = payload length), a JSON meta object (``arrays``: [name, dtype, shape] in
+payload order, plus the sender's scalars), then the arrays' raw bytes. Every wait
+is bounded by the connection's timeout.
 """
 from __future__ import annotations
 
 import json
 import socket
-import struct
 import threading
-import time
 
 import numpy as np
 
-HEADER = struct.Struct("!BIIQ")  # kind, iteration, meta length, payload length
+from hosts import framing
+from hosts.framing import HEADER, Header, PeerError
+
 INTRO = 0
-CHUNK = 1 << 20
 REPORT_LOCAL = False  # set once at start-up by a profiling task
-
-
-class PeerError(Exception):
-    """A peer closed or broke the protocol; one line."""
-
-
-def _recv_exact(sock: socket.socket, view: memoryview) -> None:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:], min(len(view) - got, CHUNK))
-        if n == 0:
-            raise PeerError(f"peer closed after {got} of {len(view)} bytes")
-        got += n
 
 
 class Link:
@@ -78,7 +64,7 @@ class Link:
                 self.task.emit("flow_start", flow=flow, src=self.task.host, dst=self.peer_host,
                                src_task=self.task.task_id, dst_task=self.peer_task, bytes=total, phase=phase,
                                iteration=iteration, src_port=self.local_port, dst_port=self.peer_port)
-            self.sock.sendall(HEADER.pack(kind, iteration, len(meta), payload) + meta)
+            framing.send_frame(self.sock, Header(kind, iteration, len(meta), payload), meta)
             for a in arrays.values():
                 if a.nbytes:
                     self.sock.sendall(memoryview(a).cast("B"))
@@ -87,15 +73,11 @@ class Link:
     def recv(self, expect: int | None = None) -> tuple[int, int, dict, dict]:
         """(kind, iteration, scalars, arrays) of the next frame; reports a flow's end."""
         with self._recv_lock:
-            header = bytearray(HEADER.size)
-            _recv_exact(self.sock, memoryview(header))
-            kind, iteration, meta_len, payload_len = HEADER.unpack(header)
+            kind, iteration, meta_len, payload_len = framing.recv_header(self.sock)
             if expect is not None and kind != expect:
                 raise PeerError(f"{self.peer_task}: expected frame kind {expect}, got {kind}")
-            meta_raw = bytearray(meta_len)
-            _recv_exact(self.sock, memoryview(meta_raw))
-            payload = bytearray(payload_len)
-            _recv_exact(self.sock, memoryview(payload))
+            meta_raw = framing.recv_body(self.sock, meta_len)
+            payload = framing.recv_body(self.sock, payload_len)
         meta = json.loads(meta_raw)
         if meta.get("flow"):
             self.task.emit("flow_end", flow=meta["flow"], bytes=HEADER.size + meta_len + payload_len)
@@ -118,33 +100,16 @@ class Link:
 
 def _intro(sock: socket.socket, task) -> dict:
     mine = json.dumps({"task": task.task_id, "host": task.host}).encode()
-    sock.sendall(HEADER.pack(INTRO, 0, len(mine), 0) + mine)
-    header = bytearray(HEADER.size)
-    _recv_exact(sock, memoryview(header))
-    kind, _, meta_len, payload_len = HEADER.unpack(header)
+    framing.send_frame(sock, Header(INTRO, 0, len(mine), 0), mine)
+    kind, _, meta_len, payload_len = framing.recv_header(sock)
     if kind != INTRO or payload_len:
         raise PeerError(f"expected an introduction, got frame kind {kind}")
-    theirs = bytearray(meta_len)
-    _recv_exact(sock, memoryview(theirs))
-    return json.loads(theirs)
+    return json.loads(framing.recv_body(sock, meta_len))
 
 
-def connect(task, address: tuple[str, int], peer_task: str, timeout_s: float, retry_s: float = 0.1) -> Link:
+def connect(task, address: tuple[str, int], peer_task: str, timeout_s: float) -> Link:
     """Connect to ``peer_task`` at ``address``, retrying while it is not listening yet."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.settimeout(timeout_s)
-        try:
-            sock.connect(address)
-            break
-        except (ConnectionRefusedError, ConnectionResetError, TimeoutError) as err:
-            sock.close()
-            if time.monotonic() >= deadline:
-                raise PeerError(f"{peer_task} at {address[0]}:{address[1]} not listening within "
-                                f"{timeout_s:g} s ({err})") from None
-            time.sleep(retry_s)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock = framing.connect(address, timeout_s, peer=peer_task)
     peer = _intro(sock, task)
     if peer.get("task") != peer_task:
         raise PeerError(f"{address[0]}:{address[1]} is {peer.get('task')!r}, expected {peer_task!r}")
@@ -155,23 +120,14 @@ class Listener:
     """A task's one listening socket; ``accept`` returns introduced links."""
 
     def __init__(self, address: tuple[str, int], timeout_s: float):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self.sock.bind(address)
-        except OSError as err:
-            raise PeerError(f"cannot listen on {address[0]}:{address[1]}: {err}") from None
-        self.sock.listen(128)
+        self.sock = framing.listen(address, 128, timeout_s)
         self.timeout_s = timeout_s
 
     def accept(self, task) -> Link:
-        self.sock.settimeout(self.timeout_s)
         try:
-            sock, _ = self.sock.accept()
+            sock, _ = framing.accept(self.sock, self.timeout_s)
         except TimeoutError:
             raise PeerError(f"no peer connected within {self.timeout_s:g} s") from None
-        sock.settimeout(self.timeout_s)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = _intro(sock, task)
         return Link(sock, task, peer["task"], peer["host"])
 
