@@ -1,13 +1,17 @@
 """The cojob driver's planning logic without a fabric: port plan, flows, stage loads, decisions."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
 
+from experiments.channel import DriverError
 from experiments.cojob import spec as cojob_spec
+from experiments.cojob.coordinator import Decision, FlowKey
 from experiments.cojob.driver import EPHEMERAL_START, CojobDriver
 from experiments.emulation.spec import fabric_of
+from experiments.platform.policysync import flow_match
 from experiments.runner import read_spec
 
 
@@ -86,6 +90,33 @@ def test_a_decision_marks_each_flow_with_the_receivers_queue_and_queues_it_by_th
     assert queues_used <= {(q, h) for q in (1, 2) for h in (1, 2)} and (1, 1) in queues_used
     d.carry_out(d.coordinator.tick(0.0))  # nothing changed: nothing sent
     assert len(d.em.client.batches) == 1
+
+
+def test_a_later_decision_changes_what_changed_and_removes_the_flows_it_no_longer_names(driver):
+    d = driver("grouper")
+    job = next(iter(d.jobs))
+    push, pull = FlowKey(job, 0, 0, "push"), FlowKey(job, 0, 0, "pull")
+    given = {key: (1, 1) for key in sorted([push, pull], key=d.flow_tuple, reverse=True)}
+    d.apply(Decision(("c0/s0",), given))
+    pull_id = d.policies.ids[d.flow_tuple(pull)]
+    d.apply(Decision(("c0/s0",), {push: (2, 1)}))
+    first, second = d.em.client.batches
+    assert [change["set"] for change in first] == [  # in 5-tuple order, not the decision's
+        {**flow_match(d.flow_tuple(key)), "queue": 1, "host_queue": 1} for key in reversed(given)]
+    assert second == [{"set": {**flow_match(d.flow_tuple(push)), "queue": 2, "host_queue": 1}}, {"remove": pull_id}]
+    record = [json.loads(line) for line in (d.run_dir / "decisions.jsonl").read_text().splitlines()][1]
+    assert record["set"] == [[*d.flow_tuple(push), 2, 1]] and record["removed"] == [list(d.flow_tuple(pull))]
+
+
+def test_a_task_exit_fails_the_run_unless_its_job_was_stopped(driver):
+    d = driver("grouper")
+    job = next(iter(d.jobs.values()))
+    host = d.workload.placements[job.plan.key].workers[0]
+    d.processes[job.tasks[0]], d.hosts[job.tasks[0]] = SimpleNamespace(poll=lambda: 1), host
+    with pytest.raises(DriverError, match=f"^task {job.tasks[0]} on {host} exited with 1; see tasks.log$"):
+        d.check_processes()
+    job.stopped = True
+    d.check_processes()
 
 
 def test_fair_share_installs_nothing(driver):

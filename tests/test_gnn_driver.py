@@ -1,20 +1,36 @@
 """The OES side of the GNN driver (experiments.gnn.driver.OesRates) on hand-made
-events, without a fabric: which flows are active, pending or not network flows."""
+events, without a fabric: which flows are active, pending or not network flows, and
+the policy batches its decisions send; and the GNN run's verdict."""
 from __future__ import annotations
 
 import io
+import json
+from types import SimpleNamespace
 
 import pytest
 
 from controller.schedulers import oes
+from experiments import store
 from experiments.channel import DriverError
+from experiments.cpu import CpuMonitor
+from experiments.emulation.spec import FIDELITY_DEFAULTS
+from experiments.gnn import runner
 from experiments.gnn.driver import OesRates
 
 MACHINES = [oes.Machine("tbh1", 100, 100), oes.Machine("tbh2", 100, 100), oes.Machine("tbh3", 20, 20)]
 
 
+class FakeClient:
+    def __init__(self):
+        self.batches = []
+
+    def apply(self, changes):
+        self.batches.append(changes)
+        return list(range(100 + sum(len(b) for b in self.batches[:-1]), 100 + sum(len(b) for b in self.batches)))
+
+
 def rates() -> OesRates:
-    return OesRates(None, MACHINES, io.StringIO(), io.StringIO())
+    return OesRates(SimpleNamespace(client=FakeClient()), MACHINES, io.StringIO(), io.StringIO())
 
 
 def start(flow, iteration=0, src="tbh1", dst="tbh2", src_task="store0", dst_task="sampler1", t=1.0):
@@ -57,3 +73,52 @@ def test_an_end_of_a_pending_flow_is_a_clear_error():
     r.on_flow_event(start("a/i1", 1))
     with pytest.raises(DriverError, match="a/i1 ended while pending"):
         r.on_flow_event(end("a/i1"))
+
+
+def _rate_policy(event: dict, mbps: float) -> dict:
+    return {"set": {"src": event["src"], "dst": event["dst"], "proto": "tcp", "src_port": event["src_port"],
+                    "dst_port": event["dst_port"], "rate_mbps": mbps, "rate_mechanism": "host"}}
+
+
+def test_a_decision_sends_the_changed_rates_and_keeps_the_policies_of_ended_flows(monkeypatch):
+    r = rates()
+    read_back = []
+    monkeypatch.setattr(r, "read_back", lambda hosts=None: read_back.append(hosts))
+    a0, b0 = start("a/i0", 0), start("b/i0", 0, src="tbh3", src_task="store2", t=1.5)
+    r.on_flow_event(b0)
+    r.on_flow_event(a0)
+    r.decide()
+    batches = r.em.client.batches
+    assert batches == [[_rate_policy(a0, 50.0), _rate_policy(b0, 20.0)]]  # in flow id order
+    [record] = [json.loads(line) for line in r.decisions_out.getvalue().splitlines()]
+    assert record["set"] == [["tbh1", "tbh2", "tcp", 40000, 21000, 50.0, 100],
+                             ["tbh3", "tbh2", "tcp", 40000, 21000, 20.0, 101]]
+    assert len(record["latency_s"]) == 2 and r.pending_triggers == []
+    assert read_back == [{"tbh1", "tbh3"}]  # the first decision's hosts are read back
+    r.on_flow_event(end("b/i0"))
+    r.decide()  # a alone: its rate changes; b's policy stays installed, unchanged
+    assert batches[1] == [_rate_policy(a0, 100.0)]
+    host_rate = {"rate_mechanism": "host"}
+    assert r.policies.installed == {("tbh1", "tbh2", "tcp", 40000, 21000): {"rate_mbps": 100.0, **host_rate},
+                                    ("tbh3", "tbh2", "tcp", 40000, 21000): {"rate_mbps": 20.0, **host_rate}}
+    a1 = start("a/i1", 1, t=3.0)  # the pair's next flow, on the same connection, at the same rate
+    r.on_flow_event(end("a/i0"))
+    r.on_flow_event(a1)
+    r.decide()
+    assert len(batches) == 2 and r.decisions == 2 and r.pending_triggers == []
+    assert read_back == [{"tbh1", "tbh3"}]  # the next read-back is READBACK_EVERY decisions later
+
+
+def test_the_gnn_verdict_is_every_kinds_with_its_read_back_and_the_switch_loss(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    store.write_json(raw / "switch_packets.json", {"tbl1": {"received": 1000, "transmitted": 990}})
+    store.write_json(raw / "queue_counters.json", {"tbl1-eth1": {"7": {"bytes": 0, "packets": 0, "dropped": 4}}})
+    store.write_json(raw / "driver.json", {"readback_max_rel_error": 0.09, "readbacks": 3, "edge_cut_share": 0.2,
+                                           "placement": {}})
+    spec = {"workload": {"target_accuracy": None, "profile": False}, "fidelity": FIDELITY_DEFAULTS}
+    summary = runner.analyse(spec, tmp_path, CpuMonitor(0.0), [{"start_s": 5.0, "end_s": 6.0}])
+    assert summary["switch_loss_share"] == 6 / 1000
+    assert summary["fidelity"]["untrustworthy_reasons"] == ["controller outage at 5.0 s",
+                                                            "an installed rate is 9.0% off its OES target"]
+    assert summary["trustworthy"] is False and summary["rate_readbacks"] == 3

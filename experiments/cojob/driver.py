@@ -9,7 +9,9 @@ sends them their stages, and turns each decision into one batch of flow policies
 local priority and the sender NIC queue of the sender's (Fig. 8).
 
 Everything the driver hears and decides goes, in order, to ``events.jsonl`` and
-``decisions.jsonl`` of the run directory; metrics are computed from those files.
+``decisions.jsonl`` of the run directory; metrics are computed from those files. The
+event loop, the task processes and the close are ``experiments.platform.driver``'s,
+the policy batches ``experiments.platform.policysync``'s.
 
 Port plan (``hosts.cojob_task``): jobs take ports in workload order; a job with W
 workers and S PSs (its placement's, so a trace's jobs may differ) has PS p
@@ -22,15 +24,16 @@ before it starts.
 from __future__ import annotations
 
 import json
-import queue
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.channel import DriverError, EventServer
+from experiments.channel import DriverError
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
+from experiments.platform.driver import Driver
+from experiments.platform.policysync import PolicySync, flow_match
 from experiments.workloads import cojob as cojob_mod
 from hosts.messages import command
 
@@ -40,8 +43,6 @@ EPHEMERAL_START = 32768
 # A task's longest wait without progress. Strict priority may starve a job for as long as
 # higher stages keep its ports busy (a 120 s bound failed a testbed run), so it is generous.
 TASK_TIMEOUT_S = 900.0
-STOP_GRACE_S = 15.0
-PROCESS_POLL_S = 1.0
 
 
 @dataclass
@@ -55,22 +56,19 @@ class JobState:
     stopped: bool = False
 
 
-class CojobDriver:
+class CojobDriver(Driver):
     """The emulation backend of ``CojobCoordinator``: its actions become task processes,
     commands on the management channel and flow policies; the tasks' events become
-    its inputs."""
+    its inputs. The run ends when the coordinator says every cojob ended."""
 
     def __init__(self, em, spec: dict, workload: cojob_mod.Workload, run_dir: Path, events_path: str,
                  progress=print):
-        self.em, self.spec, self.workload, self.run_dir = em, spec, workload, run_dir
+        self.spec, self.workload = spec, workload
         self.scheduler = spec["scheduler"]["name"]
         self.period_s = spec["scheduler"]["period_s"]
         self.progress = progress
         self.scaling = cojob_spec.build_scaling(spec)
         self.coordinator = CojobCoordinator(workload, self.scaling, self.scheduler, self.period_s)
-        self.server = EventServer(events_path)
-        self.events_out = open(run_dir / "events.jsonl", "w")
-        self.decisions_out = open(run_dir / "decisions.jsonl", "w")
         self.jobs: dict[str, JobState] = {}
         self.hello: dict[int, set[str]] = {plan.cojob_id: set() for plan in workload.cojobs}
         # Each job's placement says how many workers and PSs it has (a trace's jobs differ);
@@ -87,10 +85,12 @@ class CojobDriver:
         if WORKER_PORT_BASE + worker_next > PS_PORT_BASE or PS_PORT_BASE + ps_next > EPHEMERAL_START:
             raise DriverError(f"workload: {len(self.jobs)} jobs do not fit the port plan")
         self.task_of_job = {task: key for key, job in self.jobs.items() for task in job.tasks}
-        self.installed: dict[tuple, tuple[int, int]] = {}  # flow 5-tuple -> (queue, host_queue)
-        self.policy_ids: dict[tuple, int] = {}
-        self.processes: dict[str, object] = {}  # task id -> its process
+        super().__init__(em, run_dir, events_path, spec["time_limit_s"])
+        self.policies = PolicySync(em.client)  # flow 5-tuple -> {queue, host_queue}
         self.started_t: dict[int, float] = {}  # cojob -> its running stage's start, for progress lines
+        self.run_t0 = 0.0  # time.monotonic() when the loop started: timed arrivals count from it
+        self.timed: list[tuple[float, int]] = []  # (s from run_t0, cojob id) of the arrivals still to come
+        self.next_tick = 0.0  # time.monotonic() of the scheduler's next period
 
     # --- ports and flows -----------------------------------------------------------
     def ps_port(self, job: JobState, p: int) -> int:
@@ -111,18 +111,9 @@ class CojobDriver:
     def flows_of(self, job: JobState) -> list[dict]:
         """Every network flow of a job (5-tuple and hosts); same-host pairs cross no port."""
         placement = self.workload.placements[job.plan.key]
-        return [_flow(self.flow_tuple(FlowKey(job.plan.key, w, p, phase)))
+        return [flow_match(self.flow_tuple(FlowKey(job.plan.key, w, p, phase)))
                 for w, w_host in enumerate(placement.workers) for p, p_host in enumerate(placement.ps)
                 if w_host != p_host for phase in (cojob_mod.PUSH, cojob_mod.PULL)]
-
-    # --- logging -------------------------------------------------------------------
-    def log(self, message: dict) -> None:
-        self.events_out.write(json.dumps(message, separators=(",", ":")) + "\n")
-
-    def note(self, kind: str, **fields) -> dict:
-        message = {"kind": kind, "t": time.time(), **fields}
-        self.log(message)
-        return message
 
     # --- the coordinator's actions -------------------------------------------------
     def carry_out(self, actions: list) -> None:
@@ -166,28 +157,19 @@ class CojobDriver:
             for p, host in enumerate(placement.ps):
                 ip = self.em.fabric.host(host).ip
                 ps_addrs.append(f"{ip}:{self.ps_port(job, p)}")
-                self._spawn(f"{job.plan.key}/p{p}", host, common + ["--role", "ps", "--index", str(p),
-                                                                    "--host", host, "--listen", ps_addrs[-1]])
+                self.spawn(f"{job.plan.key}/p{p}", host, common + ["--role", "ps", "--index", str(p),
+                                                                   "--host", host, "--listen", ps_addrs[-1]])
             for w, host in enumerate(placement.workers):
-                self._spawn(f"{job.plan.key}/w{w}", host, common + [
+                self.spawn(f"{job.plan.key}/w{w}", host, common + [
                     "--role", "worker", "--index", str(w), "--host", host, "--compute-s", f"{iteration.compute_s:.6f}",
                     "--ps-addrs", ",".join(ps_addrs), "--worker-port-base", str(self.worker_base(job, w))])
 
-    def _spawn(self, task: str, host: str, args: list[str]) -> None:
-        with open(self.run_dir / "tasks.log", "ab") as log:
-            self.processes[task] = self.em.popen(host, args, stdout=log, stderr=log)
-
     def stop_job(self, job: JobState) -> None:
         job.stopped = True
-        for task in job.tasks:
-            try:
-                self.server.send(task, command("stop"))
-            except DriverError:
-                pass  # already gone: a stopped job's tasks may exit first
+        self.send_stop(job.tasks)  # a stopped job's tasks may exit first
 
     # --- events --------------------------------------------------------------------
     def handle(self, message: dict) -> None:
-        self.log(message)
         kind, task = message.get("kind"), message.get("task", "")
         job_key = self.task_of_job.get(task)
         if kind == "error":
@@ -210,85 +192,46 @@ class CojobDriver:
 
     # --- scheduling ----------------------------------------------------------------
     def apply(self, decision: Decision) -> None:
-        """One decision as one batch of the changed flow policies."""
+        """One decision as one batch of the changed flow policies (in 5-tuple order),
+        then the removals of the flows it no longer names."""
         started = time.monotonic()
-        desired = {self.flow_tuple(key): pair for key, pair in decision.queues.items()}
-        changes, keys = [], []
-        for key, (queue_, host_queue) in sorted(desired.items()):
-            if self.installed.get(key) != (queue_, host_queue):
-                changes.append({"set": {**_flow(key), "queue": queue_, "host_queue": host_queue}})
-                keys.append(key)
-        gone = sorted(set(self.installed) - set(desired))
-        for key in gone:
-            changes.append({"remove": self.policy_ids[key]})
-        if changes:
-            ids = self.em.client.apply(changes)
-            for key, policy_id in zip(keys, ids):
-                self.installed[key], self.policy_ids[key] = desired[key], policy_id
-            for key in gone:
-                del self.installed[key], self.policy_ids[key]
+        pairs = {self.flow_tuple(key): pair for key, pair in decision.queues.items()}  # (queue, host_queue)
+        batch = self.policies.sync({key: {"queue": queue, "host_queue": host_queue}
+                                    for key, (queue, host_queue) in sorted(pairs.items())})
         order = list(decision.order)
         record = {"t": time.time(), "scheduler": self.scheduler, "order": order,
                   "apply_s": round(time.monotonic() - started, 4),
-                  "set": [[*key, *desired[key]] for key in keys], "removed": [list(key) for key in gone]}
+                  "set": [[*key, *pairs[key]] for key in batch.ids], "removed": [list(key) for key in batch.removed]}
         self.decisions_out.write(json.dumps(record, separators=(",", ":")) + "\n")
         self.decisions_out.flush()
-        self.note("decision", scheduler=self.scheduler, order=order, changed=len(changes))
+        self.note("decision", scheduler=self.scheduler, order=order, changed=len(batch.changes))
 
     # --- the loop ------------------------------------------------------------------
     def run(self) -> None:
-        t0 = time.monotonic()
-        deadline = t0 + self.spec["time_limit_s"]
-        timed = self.coordinator.timed_arrivals()
-        next_tick = t0 + self.period_s
-        next_poll = t0
-        while not self.coordinator.finished:
-            now = time.monotonic()
-            while timed and t0 + timed[0][0] <= now:
-                self.carry_out(self.coordinator.arrive(timed.pop(0)[1], time.time()))
-            if now >= next_tick:
-                self.carry_out(self.coordinator.tick(time.time()))
-                next_tick = now + self.period_s
-            if now > deadline:
-                raise DriverError(f"time_limit_s: the workload did not finish within {self.spec['time_limit_s']:g} s")
-            wake = min([next_tick, deadline] + ([t0 + timed[0][0]] if timed else []))
-            try:
-                message = self.server.inbox.get(timeout=max(0.0, wake - time.monotonic()))
-            except queue.Empty:
-                continue
-            self.handle(message)
-            if time.monotonic() >= next_poll:  # not per event: thousands of events, ~100 processes
-                self._failed_processes()
-                next_poll = time.monotonic() + PROCESS_POLL_S
+        self.run_t0 = time.monotonic()
+        self.timed = self.coordinator.timed_arrivals()
+        self.next_tick = self.run_t0 + self.period_s
+        super().run()
 
-    def _failed_processes(self) -> None:
-        for task, proc in self.processes.items():
-            code = proc.poll()
-            if code not in (None, 0) and not self.jobs[self.task_of_job[task]].stopped:
-                raise DriverError(f"task {task} exited with {code}; see tasks.log")
+    def done(self) -> bool:
+        return self.coordinator.finished
 
-    def close(self) -> None:
-        """Stop every task still running, then close the channel and the logs."""
-        for cojob, c in self.coordinator.cojobs.items():
+    def due(self, now: float) -> float:
+        """The arrivals due by ``now``, then the scheduler's period if it came."""
+        while self.timed and self.run_t0 + self.timed[0][0] <= now:
+            self.carry_out(self.coordinator.arrive(self.timed.pop(0)[1], time.time()))
+        if now >= self.next_tick:
+            self.carry_out(self.coordinator.tick(time.time()))
+            self.next_tick = now + self.period_s
+        return min([self.next_tick] + ([self.run_t0 + self.timed[0][0]] if self.timed else []))
+
+    def task_exited(self, task: str, exit_code: int) -> bool:
+        """A failure unless it exited cleanly or its job was stopped."""
+        return exit_code != 0 and not self.jobs[self.task_of_job[task]].stopped
+
+    def stop_running(self) -> None:
+        """Stop every job of an arrived cojob that is not stopped yet."""
+        for c in self.coordinator.cojobs.values():
             for job in c.plan.jobs:
                 if not self.jobs[job.key].stopped and c.arrived_t is not None:
                     self.stop_job(self.jobs[job.key])
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 - the emulation's tear-down kills what is left
-                pass
-        while not self.server.inbox.empty():
-            self.log(self.server.inbox.get())
-        self.server.close()
-        self.events_out.close()
-        self.decisions_out.close()
-
-
-def _key(flow: dict) -> tuple:
-    return (flow["src"], flow["dst"], flow["proto"], flow["src_port"], flow["dst_port"])
-
-
-def _flow(key: tuple) -> dict:
-    return dict(zip(("src", "dst", "proto", "src_port", "dst_port"), key))

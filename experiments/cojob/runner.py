@@ -23,9 +23,9 @@ from experiments.cojob import conformance, simulated
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.cpu import CpuMonitor
-from experiments.emulation import metrics as emulation_metrics
 from experiments.emulation import spec as emulation_spec
 from experiments.emulation.net import Emulation
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
 from experiments.workloads.run import run_workload
 from topologies import queues
 from topologies.fabric import host_interface
@@ -120,11 +120,14 @@ class CojobWorkload:
         _stop_captures(self.captures)
 
     def collect(self, em: Emulation) -> None:
-        store.write_json(self.run_dir / "raw" / "host_queue_counters.json", _host_queue_counters(em))
-        store.write_json(self.run_dir / "raw" / "queue_counters.json", em.port_counters())
-        store.write_json(self.run_dir / "raw" / "tcp_counters.json", _host_tcp_counters(em))
-        store.write_json(self.run_dir / "raw" / "switch_packets.json", em.switch_packet_balance())
-        store.write_json(self.run_dir / "raw" / "ovs_reports.json", em.ovs_reports())
+        """Every counter file, or an error naming the fabric counters that could not be read."""
+        raw = self.run_dir / "raw"
+        store.write_json(raw / "host_queue_counters.json", _host_queue_counters(em))
+        unread = collect_fabric_counters(em, raw)
+        store.write_json(raw / "tcp_counters.json", _host_tcp_counters(em))
+        store.write_json(raw / "ovs_reports.json", em.ovs_reports())
+        if unread:
+            raise RuntimeError(f"fabric counters not collected: {'; '.join(unread)}")
 
     def summary_fields(self) -> dict:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"]}
@@ -144,21 +147,13 @@ def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: lis
     fabric = emulation_spec.fabric_of(spec)
     check = conformance.check(fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))
-    cpu_fields = cpu.summary()
-    reasons = cpu.reasons(spec["fidelity"])
-    reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
     tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
-    switch_loss = emulation_metrics.switch_loss_share(json.loads((run / "raw" / "switch_packets.json").read_text()),
-                                                      json.loads((run / "raw" / "queue_counters.json").read_text()))
     model_sct = simulated.model_avg_sct_s(spec)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
             "model_avg_sct_s": model_sct,
             "sct_over_model": measured / model_sct if measured and model_sct else None,
             "tcp": tcp, "tcp_timeouts": tcp["timeouts"], "tcp_retransmitted_share": tcp["retransmitted_share"],
-            "switch_loss_share": switch_loss,
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
-            "conformance": check, **cpu_fields, "controller_outages": outages,
-            "fidelity": {**cpu_fields, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
-            "trustworthy": not reasons}
+            "conformance": check, **fidelity_fields(cpu, spec["fidelity"], outages, run / "raw")}
 

@@ -7,7 +7,6 @@ analysis step turns raw data into ``summary.json`` and plots.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from experiments.emulation import metrics, plots
 from experiments.emulation import spec as spec_mod
 from experiments.emulation.net import Emulation
 from experiments.errors import one_line
+from experiments.platform.fidelity import collect_fabric_counters, read_switch_loss_share
 from experiments.workloads.run import run_workload
 from hosts import traffic
 
@@ -107,16 +107,16 @@ class TimetableWorkload:
 
     def collect(self, em: Emulation) -> None:
         """Raw data kept from the live fabric; each part independently of the others."""
-        for name, fetch in (("queue_counters.json", em.port_counters), ("policies.json", em.client.policies),
-                            ("switch_packets.json", em.switch_packet_balance)):
-            try:
-                data = fetch()
-            except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
-                self.played.setdefault("collect_errors", []).append(f"{name}: {one_line(err)}")
-                continue
-            store.write_json(self.raw / name, data)
-            if name == "policies.json":
-                self.played["policies"] = data
+        errors = collect_fabric_counters(em, self.raw)
+        try:
+            policies = em.client.policies()
+        except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
+            errors.append(f"policies.json: {one_line(err)}")
+        else:
+            store.write_json(self.raw / "policies.json", policies)
+            self.played["policies"] = policies
+        if errors:
+            self.played.setdefault("collect_errors", []).extend(errors)
 
     def summary_fields(self) -> dict:
         return {"collect_errors": self.played["collect_errors"]} if self.played.get("collect_errors") else {}
@@ -230,10 +230,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
     summary["fidelity"]["trustworthy"] = not reasons
     summary["trustworthy"] = not reasons
     summary.update(cpu)
-    balance_path, counters_path = run / "raw" / "switch_packets.json", run / "raw" / "queue_counters.json"
-    summary["switch_loss_share"] = (metrics.switch_loss_share(json.loads(balance_path.read_text()),
-                                                              json.loads(counters_path.read_text()))
-                                    if balance_path.exists() and counters_path.exists() else None)
+    summary["switch_loss_share"] = read_switch_loss_share(run / "raw")
     plots.flow_goodput(series, spec, run / "goodput.png")
     return summary
 

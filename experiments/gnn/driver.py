@@ -23,12 +23,13 @@ The run ends when every task finished, when worker 0 reported the target validat
 accuracy (all tasks are then stopped), or with an error naming the failed task and
 its machine. Everything heard goes to ``events.jsonl``, every OES decision (targets,
 installed ids, apply time, which events it answered) to ``decisions.jsonl``, and the
-read-back of the installed rates to ``rate_readback.jsonl``.
+read-back of the installed rates to ``rate_readback.jsonl``. The event loop, the task
+processes and the close are ``experiments.platform.driver``'s, the policy batches
+``experiments.platform.policysync``'s.
 """
 from __future__ import annotations
 
 import json
-import queue
 import subprocess
 import sys
 import time
@@ -36,21 +37,25 @@ from pathlib import Path
 
 from controller.hostnet import netns_cmd
 from controller.schedulers import oes
-from experiments.channel import DriverError, EventServer
+from experiments.channel import DriverError
 from experiments.gnn import job as job_mod
-from hosts.messages import command
+from experiments.platform.driver import Driver
+from experiments.platform.policysync import PolicySync
 from topologies import queues
 from topologies.fabric import host_interface
 
-STOP_GRACE_S = 15.0
-PROCESS_POLL_S = 1.0
 READBACK_EVERY = 10  # decisions between read-backs of the installed rates
 ROOT_CAUSE_WAIT_S = 1.0  # after a failure, how long to look for a killed task behind it
 
 
-class GnnDriver:
+class GnnDriver(Driver):
+    """DGL tasks on their machines, and OES (or nothing) scheduling their flows. The
+    run ends when every task finished (said bye, or exited cleanly or while stopping)."""
+
+    work_name = "training"
+
     def __init__(self, em, spec: dict, run_dir: Path, events_path: str, progress=print):
-        self.em, self.spec, self.run_dir, self.progress = em, spec, run_dir, progress
+        self.spec, self.progress = spec, progress
         self.workload = spec["workload"]
         self.scheduler = spec["scheduler"]["name"]
         self.fabric = em.fabric
@@ -60,13 +65,10 @@ class GnnDriver:
         self.tasks = dict(self.workload["placement"]["tasks"])
         self.config = job_mod.prepare(self.workload, self.tasks, {h.name: h.ip for h in self.fabric.hosts},
                                       self.machines, spec["seed"], run_dir / "job")
-        self.server = EventServer(events_path)
-        self.events_out = open(run_dir / "events.jsonl", "w")
-        self.decisions_out = open(run_dir / "decisions.jsonl", "w")
+        super().__init__(em, run_dir, events_path, spec["time_limit_s"])
         self.readback_out = open(run_dir / "rate_readback.jsonl", "w")
         self.oes = OesRates(em, self.oes_machines, self.decisions_out, self.readback_out) \
             if self.scheduler == "oes" else None
-        self.processes: dict[str, subprocess.Popen] = {}
         self.finished: set[str] = set()
         self.stopping = False
         self.reached_t: float | None = None  # when worker 0 reported the target accuracy
@@ -74,60 +76,39 @@ class GnnDriver:
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
         for task, host in self.tasks.items():
-            with open(self.run_dir / "tasks.log", "ab") as log:
-                self.processes[task] = self.em.popen(
-                    host, [sys.executable, "-m", "hosts.gnn.task", "--config",
-                           str(self.run_dir / "job" / "config.json"), "--task", task, "--events", self.server.path],
-                    stdout=log, stderr=log)
+            self.spawn(task, host, [sys.executable, "-m", "hosts.gnn.task", "--config",
+                                    str(self.run_dir / "job" / "config.json"), "--task", task,
+                                    "--events", self.server.path])
         self.note("tasks_started", tasks=self.tasks)
         self.progress(f"{len(self.tasks)} tasks started on {len(set(self.tasks.values()))} machines "
                       f"({self.scheduler} scheduling)")
 
     def stop_all(self) -> None:
         self.stopping = True
-        for task in self.tasks:
-            if task not in self.finished:
-                try:
-                    self.server.send(task, command("stop"))
-                except DriverError:
-                    pass  # not connected or already gone
+        self.send_stop(task for task in self.tasks if task not in self.finished)
 
     def run(self) -> None:
         self.start()
-        deadline = time.monotonic() + self.spec["time_limit_s"]
-        next_poll = time.monotonic() + PROCESS_POLL_S
-        while len(self.finished) < len(self.tasks):
-            now = time.monotonic()
-            if now > deadline:
-                raise DriverError(f"time_limit_s: training did not finish within {self.spec['time_limit_s']:g} s")
-            try:
-                message = self.server.inbox.get(timeout=min(PROCESS_POLL_S, max(0.0, deadline - now)))
-            except queue.Empty:
-                message = None
-            changed = False
-            while message is not None:  # everything queued now: one decision answers it all
-                changed |= self.handle(message)
-                try:
-                    message = self.server.inbox.get_nowait()
-                except queue.Empty:
-                    message = None
-            if changed and not self.stopping:
-                self.oes.decide()
-            if time.monotonic() >= next_poll:
-                self._check_processes()
-                next_poll = time.monotonic() + PROCESS_POLL_S
+        super().run()
 
-    def _check_processes(self) -> None:
-        for task, proc in self.processes.items():
-            code = proc.poll()
-            if code is None or task in self.finished:
-                continue
-            if code == 0 or self.stopping:
-                self.finished.add(task)
-            else:
-                raise DriverError(self._root_cause(f"task {task} on {self.tasks[task]} exited with {code}"))
+    def done(self) -> bool:
+        return len(self.finished) >= len(self.tasks)
 
-    def _root_cause(self, first_report: str) -> str:
+    def caught_up(self) -> None:
+        """Every event queued so far is handled: one OES decision answers them all."""
+        if self.oes is not None and self.oes.pending_triggers and not self.stopping:
+            self.oes.decide()
+
+    def task_exited(self, task: str, exit_code: int) -> bool:
+        """A clean exit, or any exit once the tasks are being stopped, finishes the task."""
+        if task in self.finished:
+            return False
+        if exit_code == 0 or self.stopping:
+            self.finished.add(task)
+            return False
+        return True
+
+    def failure(self, report: str) -> str:
         """The first failure heard may be a peer's: a task killed by a signal says
         nothing, its peers report the closed connection. Name the killed one first."""
         deadline = time.monotonic() + ROOT_CAUSE_WAIT_S
@@ -138,51 +119,35 @@ class GnnDriver:
                 break
             time.sleep(0.05)
         causes = [f"task {task} on {self.tasks[task]} was killed (signal {signal})" for task, signal in killed
-                  if f"task {task} " not in first_report]
-        return "; ".join(causes + [first_report]) + "; see tasks.log"
+                  if f"task {task} " not in report]
+        return super().failure("; ".join(causes + [report]))
 
-    def close(self) -> None:
-        """Stop every task still running, then close the channel and the logs."""
+    def stop_running(self) -> None:
         if len(self.finished) < len(self.tasks):
             self.stop_all()
-        deadline = time.monotonic() + STOP_GRACE_S
-        for proc in self.processes.values():
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        while not self.server.inbox.empty():
-            self.log(self.server.inbox.get())
-        if self.oes is not None and self.oes.installed:
-            self.oes.read_back()  # every installed rate, once more, before the fabric goes
-        self.server.close()
-        for out in (self.events_out, self.decisions_out, self.readback_out):
-            out.close()
+
+    def close(self) -> None:
+        """The driver's close, then every installed rate read back once more, before
+        the fabric goes."""
+        super().close()
+        if self.oes is not None and self.oes.policies.installed:
+            self.oes.read_back()
+        self.readback_out.close()
 
     # --- events --------------------------------------------------------------------
-    def log(self, message: dict) -> None:
-        self.events_out.write(json.dumps(message, separators=(",", ":")) + "\n")
-
-    def note(self, kind: str, **fields) -> None:
-        self.log({"kind": kind, "t": time.time(), **fields})
-
-    def handle(self, message: dict) -> bool:
-        """Take one event; True if the set of active flows changed."""
-        self.log(message)
+    def handle(self, message: dict) -> None:
         kind, task = message.get("kind"), message.get("task", "?")
         if kind == "error":
             if self.stopping:
-                return False  # peers of stopped tasks see their connections close
-            raise DriverError(self._root_cause(f"task {task} on {message.get('host', '?')} failed: "
-                                               f"{message.get('error')}"))
+                return  # peers of stopped tasks see their connections close
+            raise DriverError(self.failure(f"task {task} on {message.get('host', '?')} failed: "
+                                           f"{message.get('error')}"))
         if kind == "bye":
             self.finished.add(task)
         elif kind in ("flow_start", "flow_end") and self.oes is not None:
-            return self.oes.on_flow_event(message)
+            self.oes.on_flow_event(message)
         elif kind == "iteration_end" and task == "worker0":
             self._progress_of(message)
-        return False
 
     def _progress_of(self, message: dict) -> None:
         accuracy, target = message.get("val_accuracy"), self.workload["target_accuracy"]
@@ -198,7 +163,9 @@ class GnnDriver:
 
 class OesRates:
     """OES in the fabric: the active inter-machine flows, the rate each got, and the
-    policies installed for them (one per flow 5-tuple; policy id = host class slot)."""
+    policies installed for them (``policies``: one per flow 5-tuple, {rate_mbps,
+    rate_mechanism}; policy id = host class slot). A policy stays installed when its
+    flow ends."""
 
     def __init__(self, em, machines: list[oes.Machine], decisions_out, readback_out):
         self.em, self.machines = em, machines
@@ -207,8 +174,10 @@ class OesRates:
         self.started: dict[str, dict] = {}  # flow id -> its flow_start event, while active or pending
         self.ended_early: set[str] = set()  # flow_end heard before its flow_start
         self.local: set[str] = set()  # same-machine transfers in flight (profiling runs report them)
-        self.installed: dict[tuple, tuple[int, float]] = {}  # 5-tuple -> (policy id, Mbit/s)
-        self.pending_triggers: list[float] = []  # event times the next decision answers
+        self.policies = PolicySync(em.client)
+        # Event times the next decision answers: not empty exactly when the active flows
+        # changed since the last decision.
+        self.pending_triggers: list[float] = []
         self.decisions = 0
         self.readback_errors: list[float] = []
 
@@ -250,42 +219,38 @@ class OesRates:
         return True
 
     def decide(self) -> None:
-        """OES rates of the active flows, installed as one batch of changed policies."""
+        """OES rates of the active flows, installed as one batch of changed policies
+        (in flow id order); the policies of flows no longer active stay as they are."""
         started = time.monotonic()
         flows = self.pipeline.active
         rates = oes.oes_rates(self.machines, flows)
-        changes, keys = [], []
+        desired = {}
         for fid, mbps in sorted(rates.items()):
             f = self.started[fid]
-            key = (f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])
-            mbps = round(mbps, 3)
-            if self.installed.get(key, (None, None))[1] != mbps:
-                changes.append({"set": {"src": key[0], "dst": key[1], "proto": "tcp", "src_port": key[3],
-                                        "dst_port": key[4], "rate_mbps": mbps, "rate_mechanism": "host"}})
-                keys.append((key, mbps))
+            desired[(f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])] = {
+                "rate_mbps": round(mbps, 3), "rate_mechanism": "host"}
         triggers, self.pending_triggers = self.pending_triggers, []
-        if not changes:
+        batch = self.policies.sync(desired, remove_unlisted=False)
+        if not batch.changes:
             return
-        ids = self.em.client.apply(changes)
         done = time.time()
-        for (key, mbps), policy_id in zip(keys, ids):
-            self.installed[key] = (policy_id, mbps)
         self.decisions += 1
         record = {"t": done, "apply_s": round(time.monotonic() - started, 5),
                   "active": [[f.src, f.dst] for f in flows],  # enough to recompute every rate
                   "pending": len(self.pipeline.pending),
                   "latency_s": [round(done - t, 5) for t in triggers],
-                  "set": [[*key, mbps, policy_id] for (key, mbps), policy_id in zip(keys, ids)]}
+                  "set": [[*key, desired[key]["rate_mbps"], policy_id] for key, policy_id in batch.ids.items()]}
         self.decisions_out.write(json.dumps(record, separators=(",", ":")) + "\n")
         if self.decisions % READBACK_EVERY == 1:
-            self.read_back({key[0] for key, _ in keys})
+            self.read_back({key[0] for key in batch.ids})
 
     def read_back(self, hosts: set[str] | None = None) -> None:
         """Compare each host's installed per-flow rate classes with their targets."""
         by_host: dict[str, dict[int, float]] = {}
-        for (src, *_), (policy_id, mbps) in self.installed.items():
+        for key, fields in self.policies.installed.items():
+            src = key[0]
             if hosts is None or src in hosts:
-                by_host.setdefault(src, {})[policy_id] = mbps
+                by_host.setdefault(src, {})[self.policies.ids[key]] = fields["rate_mbps"]
         for host, targets in sorted(by_host.items()):
             cmd = netns_cmd(self.em.host(host).pid, ["tc", "class", "show", "dev", host_interface(host)])
             installed = queues.host_flow_rates(subprocess.run(cmd, capture_output=True, text=True).stdout)

@@ -1,15 +1,17 @@
 """``trainbed run`` for the ``gnn`` workload kind (through ``experiments.workloads.run``).
 
 Count the bytes every host hands to its switch, run the driver (DGL tasks, OES or
-default scheduling) until training ends, read back the installed rates, then
-analyse from the data files (``experiments.gnn.metrics``). Any fault still leaves ``summary.json`` with
-``"completed": false`` and the error (a failed task is named with its machine), the
-events heard so far, and nothing running.
+default scheduling) until training ends, read back the installed rates, collect the
+fabric counters, then analyse from the data files (``experiments.gnn.metrics``; the
+verdict and ``switch_loss_share`` as every kind's, ``experiments.platform.fidelity``).
+Any fault still leaves ``summary.json`` with ``"completed": false`` and the error (a
+failed task is named with its machine), the events heard so far, and nothing running.
 
 Files: ``events.jsonl``, ``decisions.jsonl`` (OES), ``rate_readback.jsonl``,
 ``flows.csv`` (per transfer: bytes, duration, achieved and target Mbit/s),
 ``tasks.log`` (the tasks' stderr), ``job/`` (graph partitions and the task config),
-``raw/fabric_bytes.json``, ``cpu.csv``, ``profile.json`` (profiling runs).
+``raw/fabric_bytes.json``, ``raw/queue_counters.json``, ``raw/switch_packets.json``,
+``cpu.csv``, ``profile.json`` (profiling runs).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from experiments.cpu import CpuMonitor
 from experiments.emulation.net import Emulation
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
 from experiments.workloads.run import run_workload
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
@@ -37,7 +40,8 @@ def host_bytes_into_fabric(em: Emulation) -> dict[str, int]:
 
 
 class GnnWorkload:
-    """DGL tasks with their driver (OES or default), and the bytes hosts sent into the fabric."""
+    """DGL tasks with their driver (OES or default), the bytes hosts sent into the fabric,
+    and the fabric's counters."""
 
     def __init__(self, spec: dict, run: Path, progress=print):
         self.spec, self.run_dir, self.progress = spec, run, progress
@@ -57,15 +61,18 @@ class GnnWorkload:
             self.driver.close()
 
     def collect(self, em: Emulation) -> None:
+        """Every counter file, or an error naming the fabric counters that could not be read."""
         raw = self.run_dir / "raw"
         store.write_json(raw / "fabric_bytes.json", {"before": self.bytes_before, "after": host_bytes_into_fabric(em)})
-        if self.driver is None:
-            return
-        readbacks = self.driver.oes.readback_errors if self.driver.oes is not None else []
-        store.write_json(raw / "driver.json", {"readback_max_rel_error": max(readbacks, default=None),
-                                               "readbacks": len(readbacks),
-                                               "edge_cut_share": self.driver.config["edge_cut_share"],
-                                               "placement": self.driver.tasks})
+        unread = collect_fabric_counters(em, raw)
+        if self.driver is not None:
+            readbacks = self.driver.oes.readback_errors if self.driver.oes is not None else []
+            store.write_json(raw / "driver.json", {"readback_max_rel_error": max(readbacks, default=None),
+                                                   "readbacks": len(readbacks),
+                                                   "edge_cut_share": self.driver.config["edge_cut_share"],
+                                                   "placement": self.driver.tasks})
+        if unread:
+            raise RuntimeError(f"fabric counters not collected: {'; '.join(unread)}")
 
     def summary_fields(self) -> dict:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"],
@@ -100,11 +107,8 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
         counted = sum(fabric["after"][h] - fabric["before"][h] for h in fabric["before"])
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
     rel_error = state.get("readback_max_rel_error")
-    cpu_fields = cpu.summary()
-    reasons = cpu.reasons(spec["fidelity"])
-    reasons += [f"controller outage at {o['start_s']:.1f} s" for o in outages]
-    if rel_error is not None and rel_error > MAX_READBACK_ERROR:
-        reasons.append(f"an installed rate is {rel_error:.1%} off its OES target")
+    readback_reasons = ([f"an installed rate is {rel_error:.1%} off its OES target"]
+                        if rel_error is not None and rel_error > MAX_READBACK_ERROR else [])
     ratios = [f["achieved_mbps"] / f["target_mbps"] for f in transfers
               if f["target_mbps"] and f["achieved_mbps"] and f["bytes"] >= 100_000]
     return {**train, "reported_transfer_bytes": sum(f["bytes"] for f in transfers),
@@ -113,9 +117,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
             "achieved_over_target_median": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None,
             "rate_updates": metrics.rate_updates(decisions), "compute_s_per_iteration": metrics.compute_by_task(events),
             "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"),
-            **cpu_fields, "controller_outages": outages,
-            "fidelity": {**cpu_fields, "untrustworthy_reasons": reasons, "trustworthy": not reasons},
-            "trustworthy": not reasons}
+            **fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons)}
 
 
 def _write_flows(path: Path, rows: list[dict]) -> None:

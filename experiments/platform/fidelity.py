@@ -1,0 +1,65 @@
+"""Whether a run can be trusted, and the fabric counters every kind keeps for it.
+
+The fabric counters are read while the fabric is still up, after the workload's
+traffic stopped (``collect_fabric_counters``), into the run's ``raw/``; the verdict
+is computed afterwards from them, the CPU monitor and the controller's outages
+(``fidelity_fields``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from experiments import store
+from experiments.cpu import CpuMonitor
+from experiments.emulation import metrics as emulation_metrics
+from experiments.errors import one_line
+
+QUEUE_COUNTERS = "queue_counters.json"  # per switch port, per queue: bytes/packets/dropped
+SWITCH_PACKETS = "switch_packets.json"  # per switch: packets its ports received and transmitted
+
+
+def collect_fabric_counters(em, raw: Path) -> list[str]:
+    """Write ``QUEUE_COUNTERS`` (``em.port_counters``) and ``SWITCH_PACKETS``
+    (``em.switch_packet_balance``) into ``raw``, each on its own: one that cannot be
+    read is not written and is named in the returned list (``file: error``, one line
+    each), the other still is."""
+    unread = []
+    for name, read in ((QUEUE_COUNTERS, em.port_counters), (SWITCH_PACKETS, em.switch_packet_balance)):
+        try:
+            counters = read()
+        except Exception as err:  # noqa: BLE001 - a missing part must not lose the other
+            unread.append(f"{name}: {one_line(err)}")
+            continue
+        store.write_json(raw / name, counters)
+    return unread
+
+
+def read_switch_loss_share(raw: Path) -> float | None:
+    """``emulation.metrics.switch_loss_share`` of the counters in ``raw``; None when
+    either file is missing (a run that failed before they were collected)."""
+    balance, counters = raw / SWITCH_PACKETS, raw / QUEUE_COUNTERS
+    if not (balance.exists() and counters.exists()):
+        return None
+    return emulation_metrics.switch_loss_share(json.loads(balance.read_text()), json.loads(counters.read_text()))
+
+
+def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Path,
+                    reasons: Sequence[str] = ()) -> dict:
+    """The summary fields that say whether a run can be trusted: the CPU shares
+    (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` (from ``raw``),
+    ``fidelity`` (the CPU shares, ``untrustworthy_reasons``, ``trustworthy``) and
+    ``trustworthy``.
+
+    The reasons, in order: the CPU's against the spec's fidelity ``limits``
+    (``cpu.reasons``), one per controller outage (no policy could change while it
+    lasted), then the kind's own ``reasons``. The run is trustworthy exactly when
+    there is none; the switch loss share is reported, not judged.
+    """
+    cpu_shares = cpu.summary()
+    untrustworthy = cpu.reasons(limits) + [f"controller outage at {o['start_s']:.1f} s" for o in outages]
+    untrustworthy += reasons
+    return {**cpu_shares, "controller_outages": outages, "switch_loss_share": read_switch_loss_share(raw),
+            "fidelity": {**cpu_shares, "untrustworthy_reasons": untrustworthy, "trustworthy": not untrustworthy},
+            "trustworthy": not untrustworthy}

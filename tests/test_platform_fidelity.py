@@ -1,0 +1,84 @@
+"""experiments.platform.fidelity: the fabric counters every kind collects, and the
+verdict every kind's summary gives (CPU, controller outages, the kind's own reasons)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.cpu import BoxTimes, CpuMonitor, CpuSample
+from experiments.emulation.spec import FIDELITY_DEFAULTS
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, read_switch_loss_share
+
+PORTS = {"tbl1-eth1": {1: {"bytes": 1500, "packets": 1, "dropped": 0}, 7: {"bytes": 0, "packets": 0, "dropped": 10}}}
+BALANCE = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
+
+
+class FakeEmulation:
+    def __init__(self, ports=PORTS, balance=BALANCE):
+        self.ports, self.balance = ports, balance
+
+    def port_counters(self):
+        if isinstance(self.ports, Exception):
+            raise self.ports
+        return self.ports
+
+    def switch_packet_balance(self):
+        if isinstance(self.balance, Exception):
+            raise self.balance
+        return self.balance
+
+
+def monitor(idle: float, stolen: float = 0.0) -> CpuMonitor:
+    """A CPU monitor that saw the box ``idle`` and ``stolen`` shares of the time."""
+    cpu = CpuMonitor(0.0)
+    cpu.samples = [(1.0, idle, stolen, 0.0)]
+    cpu.first = CpuSample(0.0, BoxTimes(idle=0.0, steal=0.0, total=0.0), 0.0)
+    cpu.last = CpuSample(10.0, BoxTimes(idle=idle * 1000, steal=stolen * 1000, total=1000.0), 0.0)
+    return cpu
+
+
+def test_both_counter_files_are_written_and_give_the_switch_loss_share(tmp_path):
+    assert collect_fabric_counters(FakeEmulation(), tmp_path) == []
+    assert json.loads((tmp_path / "switch_packets.json").read_text()) == BALANCE
+    assert json.loads((tmp_path / "queue_counters.json").read_text())["tbl1-eth1"]["7"]["dropped"] == 10
+    assert read_switch_loss_share(tmp_path) == 20 / 2000  # a queue's drops are no switch loss
+
+
+def test_a_counter_that_cannot_be_read_is_named_and_the_other_still_written(tmp_path):
+    unread = collect_fabric_counters(FakeEmulation(balance=OSError("ip: not found")), tmp_path)
+    assert unread == ["switch_packets.json: OSError: ip: not found"]
+    assert (tmp_path / "queue_counters.json").exists() and not (tmp_path / "switch_packets.json").exists()
+    assert read_switch_loss_share(tmp_path) is None
+    (tmp_path / "other").mkdir()
+    unread = collect_fabric_counters(FakeEmulation(ports=RuntimeError("tc failed")), tmp_path / "other")
+    assert unread == ["queue_counters.json: RuntimeError: tc failed"]
+    assert (tmp_path / "other" / "switch_packets.json").exists()
+
+
+def test_a_run_with_cpu_to_spare_and_no_outage_is_trustworthy_and_reports_its_switch_loss(tmp_path):
+    collect_fabric_counters(FakeEmulation(), tmp_path)
+    fields = fidelity_fields(monitor(idle=0.5), FIDELITY_DEFAULTS, [], tmp_path)
+    shares = {"cpu_idle_share": 0.5, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
+    assert fields == {**shares, "controller_outages": [], "switch_loss_share": 20 / 2000,
+                      "fidelity": {**shares, "untrustworthy_reasons": [], "trustworthy": True},
+                      "trustworthy": True}
+
+
+def test_reasons_come_from_the_cpu_then_every_outage_then_the_kind(tmp_path):
+    outages = [{"start_s": 12.34, "end_s": 15.0}, {"start_s": 40.0, "end_s": None}]
+    fields = fidelity_fields(monitor(idle=0.01, stolen=0.2), FIDELITY_DEFAULTS, outages, tmp_path,
+                             ["an installed rate is 9.0% off its OES target"])
+    reasons = fields["fidelity"]["untrustworthy_reasons"]
+    assert reasons[0] == "CPU idle share 0.01 < 0.05" and reasons[1].startswith("the box took 0.20")
+    assert reasons[2:] == ["controller outage at 12.3 s", "controller outage at 40.0 s",
+                           "an installed rate is 9.0% off its OES target"]
+    assert fields["trustworthy"] is False and fields["fidelity"]["trustworthy"] is False
+    assert fields["controller_outages"] == outages and fields["switch_loss_share"] is None  # nothing collected
+
+
+@pytest.mark.parametrize("reasons", [["a kind's reason"], ()])
+def test_the_kinds_reasons_alone_decide_when_the_cpu_and_controller_were_fine(tmp_path, reasons):
+    fields = fidelity_fields(monitor(idle=0.9), FIDELITY_DEFAULTS, [], tmp_path, reasons)
+    assert fields["fidelity"]["untrustworthy_reasons"] == list(reasons)
+    assert fields["trustworthy"] is (not reasons)
