@@ -314,10 +314,10 @@ class CojobSimulation:
 
 def simulate(spec: dict, variant: Variant = VARIANTS["iterations+compute"]) -> Result:
     """A validated cojob spec, run to the end on the simulator."""
-    return _simulation(spec, variant).run()
+    return build_simulation(spec, variant).run()
 
 
-def _simulation(spec: dict, variant: Variant) -> CojobSimulation:
+def build_simulation(spec: dict, variant: Variant) -> CojobSimulation:
     with simulated_rates():  # the workload's placement, the scaling and the fabric read the link rates
         return CojobSimulation(cojob_spec.build_workload(spec), cojob_spec.build_scaling(spec),
                                spec["scheduler"]["name"], spec["scheduler"]["period_s"], fabric_of(spec), variant)
@@ -326,7 +326,7 @@ def _simulation(spec: dict, variant: Variant) -> CojobSimulation:
 def model_avg_sct_s(spec: dict) -> float:
     """The average SCT the simulator gives a spec's workload and scheduler (the
     emulated run's ``model_avg_sct_s``: the same decisions, no TCP, no CPU)."""
-    simulation = _simulation(spec, VARIANTS["iterations+compute"])
+    simulation = build_simulation(spec, VARIANTS["iterations+compute"])
     result = simulation.run()
     return grouper_metrics.summarise(result.events, simulation.coordinator.workload.to_dict())["avg_sct_s"]
 
@@ -343,7 +343,7 @@ def simulate_spec(spec: dict, out: str | None = None) -> Path:
 
 
 def _simulate_into(spec: dict, run: Path) -> dict:
-    simulation = _simulation(spec, VARIANTS["iterations+compute"])
+    simulation = build_simulation(spec, VARIANTS["iterations+compute"])
     workload = simulation.coordinator.workload
     store.write_json(run / "workload.json", workload.to_dict())
     result = simulation.run()
@@ -376,7 +376,7 @@ def table_rows(path: str | Path, seeds: Sequence[int], schedulers: Sequence[str]
         seeded = {**spec, "seed": seed}
         for variant in variants:
             for scheduler in schedulers:
-                simulation = _simulation({**seeded, "scheduler": {**spec["scheduler"], "name": scheduler}},
+                simulation = build_simulation({**seeded, "scheduler": {**spec["scheduler"], "name": scheduler}},
                                          VARIANTS[variant])
                 result = simulation.run()
                 metrics = grouper_metrics.summarise(result.events, simulation.coordinator.workload.to_dict())
