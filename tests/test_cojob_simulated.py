@@ -85,10 +85,13 @@ def test_a_leaf_spine_flow_crosses_the_uplinks_and_ecmp_collisions_share_them():
     assert paths.ports("tbh1", "tbh3", key) == ("tbh1/out", "tbl1>tbs1", "tbs1>tbl2", "tbh3/in")
     assert paths.ports("tbh1", "tbh2", key) == ("tbh1/out", "tbh2/in")
     # with two spines, the flows of a job spread over both (a stable hash per flow)
-    wide = simulated.Paths(fabric_mod.leaf_spine(spines=2, leaves=2, hosts_per_leaf=2))
+    wide = simulated.Paths(fabric_mod.leaf_spine(spines=2, leaves=2, hosts_per_leaf=2, fabric_mbps=50))
     spines = {wide.ports("tbh1", "tbh3", simulated.FlowKey("c0j0", w, p, "push"))[1]
               for w in range(4) for p in range(4)}
     assert spines == {"tbl1>tbs1", "tbl1>tbs2"}
+    # a fabric link as fast as its leaf's hosts together can never fill: not modelled
+    fast = simulated.Paths(fabric_mod.leaf_spine(spines=2, leaves=2, hosts_per_leaf=2, fabric_mbps=200))
+    assert fast.ports("tbh1", "tbh3", key) == ("tbh1/out", "tbh3/in")
 
 
 # The iteration-level model this backend replaced (itersim: host ports only, the

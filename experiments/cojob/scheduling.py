@@ -1,8 +1,6 @@
 """What the cojob coordinator decides, as pure functions of what it knows.
 
-The emulation's driver (``driver.py``) and the iteration-level simulator
-(``itersim.py``) both call these, so a scheduler orders and queues the same stages
-in both: the remaining stages of a running cojob (online: every live job assumed to
+The coordinator (``coordinator.py``), which both backends drive, calls these: the remaining stages of a running cojob (online: every live job assumed to
 run all remaining stages; offline: only the real survivors), the scheduler's order
 of the running stages, their queues per machine (Fig. 7), and a flow's queues
 (Fig. 8).

@@ -1,0 +1,1 @@
+"""Fast flow-level simulation building blocks (pure, no emulation)."""
