@@ -190,7 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="trainbed-bench-") as tmp:
         workdir = Path(tmp)
-        steps = [lambda: bench_grouper.pda_timings(), lambda: bench_grouper.simulator_timings(), lambda: bench_bring_up_and_policies(workdir),
+        steps = [lambda: bench_grouper.pda_timings(), lambda: bench_grouper.simulator_timings(),
+                 lambda: bench_grouper.simulated_vs_emulated(workdir, emulate_smoke=not args.quick), lambda: bench_bring_up_and_policies(workdir),
                  lambda: bench_capacity(workdir, args.quick), lambda: bench_priority_and_rate_limits(workdir)]
         steps.append(lambda: bench_gnn.rate_update_latency(workdir))
         if not args.quick:

@@ -1,4 +1,7 @@
-"""PDA's running time on seeded random instances (a figure for ``make bench``).
+"""Grouper's figures for ``make bench``: PDA's running time, the simulator's at the
+paper's scale, and the simulator against the emulation.
+
+PDA's running time on seeded random instances:
 
 An instance: cojobs of four stages on a 240-machine fabric (480 ports), each stage
 loading 2 to 6 random ports. The target is the paper's use: rerun every period,
@@ -48,12 +51,15 @@ TRACE_FULL = "experiments/specs/grouper-trace-full.yaml"
 SIM_60 = "experiments/specs/grouper-sim-60.yaml"
 
 
-def _simulated_s(path: str, scheduler: str) -> tuple[float, dict]:
+def _simulated_s(path: str, scheduler: str, seed: int | None = None) -> tuple[float, dict]:
+    """(wall seconds, the run's Grouper metrics and flow count) of one simulation."""
     from experiments import grouper_metrics
     from experiments.cojob import simulated
     from experiments.validation import read_yaml
     spec = simulated.validate(read_yaml(path))
     spec["scheduler"]["name"] = scheduler
+    if seed is not None:
+        spec["seed"] = seed
     start = time.perf_counter()
     simulation = simulated.build_simulation(spec, simulated.VARIANTS["iterations+compute"])
     result = simulation.run()
@@ -74,4 +80,45 @@ def simulator_timings() -> list[dict]:
     wall, summary = _simulated_s(SIM_60, "grouper")
     rows += [row("sim_60hosts_12cojobs_grouper_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
              row("sim_60hosts_12cojobs_grouper_flows", summary["flows"], "flows")]
+    return rows
+
+
+TESTBED = "experiments/specs/grouper-testbed.yaml"
+SMOKE = "experiments/specs/grouper-smoke.yaml"
+# The testbed's emulated cells, seeds 1-3 (measurements/grouper-2026-11-23b/README.md).
+TESTBED_EMULATED = ("measurements/grouper-2026-11-23b/tb-fix/results.csv",
+                    "measurements/grouper-2026-11-23b/tb-fix-seed2/results.csv",
+                    "measurements/grouper-2026-11-23b/tb-fix-seed3/results.csv")
+
+
+def simulated_vs_emulated(workdir, emulate_smoke: bool = True) -> list[dict]:
+    """Simulated over emulated average SCT per scheduler: the testbed against its
+    recorded emulated cells (seeds 1-3, mean of the per-seed ratios), the smoke spec
+    (seed 1) emulated here beside its simulation."""
+    import csv
+    import json
+    from pathlib import Path
+
+    rows = []
+    emulated: dict[tuple[str, int], float] = {}
+    for name in TESTBED_EMULATED:
+        with open(name) as f:
+            for cell in csv.DictReader(f):
+                if cell["completed"] == "true":
+                    emulated[(cell["scheduler"], int(cell["seed"]))] = float(cell["avg_sct_s"])
+    for scheduler in ("fs", "baraat", "sincronia", "grouper"):
+        ratios = [_simulated_s(TESTBED, scheduler, seed)[1]["avg_sct_s"] / emulated[(scheduler, seed)]
+                  for seed in (1, 2, 3) if (scheduler, seed) in emulated]
+        rows.append(row(f"sim_over_emulated_testbed_{scheduler}", sum(ratios) / len(ratios) if ratios else None,
+                        "ratio"))
+    if emulate_smoke:
+        from experiments.runner import run_any_spec
+        from experiments.validation import read_yaml
+        for scheduler in ("fs", "grouper"):
+            raw = read_yaml(SMOKE)
+            raw.update(name=f"bench-smoke-{scheduler}", scheduler={**raw["scheduler"], "name": scheduler})
+            run = run_any_spec(raw, out=str(Path(workdir) / raw["name"]))
+            measured = json.loads((run / "summary.json").read_text())["avg_sct_s"]
+            rows.append(row(f"sim_over_emulated_smoke_{scheduler}",
+                            _simulated_s(SMOKE, scheduler, raw["seed"])[1]["avg_sct_s"] / measured, "ratio"))
     return rows
