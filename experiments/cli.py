@@ -14,6 +14,23 @@ def _run(args) -> int:
     return 0
 
 
+def _simulate(args) -> int:
+    from experiments.runner import read_spec, simulate_any_spec
+    run = simulate_any_spec(read_spec(args.spec), out=args.out)
+    _print_headline(run)
+    return 0
+
+
+def _print_headline(run) -> None:
+    import json
+    summary = json.loads((run / "summary.json").read_text())
+    shown = {key: summary[key] for key in ("avg_sct_s", "avg_cojct_s", "avg_jct_s", "decisions", "flows",
+                                          "simulated_s", "wall_s") if summary.get(key) is not None}
+    print(", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+                    for key, value in shown.items()))
+    print(f"run directory: {run}")
+
+
 def _clean(args) -> int:
     from experiments.emulation.records import clean_all
     report = clean_all()
@@ -52,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("spec")
     run.add_argument("--out", help="run directory (default: results/<stamp>-<spec>)")
     run.set_defaults(func=_run)
+    simulate = sub.add_parser("simulate", help="run a spec's workload and scheduler on the flow-level simulator")
+    simulate.add_argument("spec")
+    simulate.add_argument("--out", help="run directory (default: results/<stamp>-run-<spec>)")
+    simulate.set_defaults(func=_simulate)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
     clean.set_defaults(func=_clean)
     colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")
@@ -72,12 +93,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What a command may raise for bad input or a refused request, shown as one line
+# (``trainbed: error: <field>: <problem>``) with exit status 2; anything else is a
+# bug and keeps its traceback. A new subcommand raises SpecError for bad input.
+USER_ERRORS = (SpecError, FileExistsError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
+               RuntimeError)
+
+
+def error_line(err: BaseException) -> str:
+    """An error as the one line the command line prints (a SpecError is one line:
+    ``field: problem``; of any other, its first line)."""
+    lines = str(err).splitlines()
+    return f"trainbed: error: {lines[0] if lines else type(err).__name__}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SpecError, FileExistsError, FileNotFoundError, RuntimeError) as err:
-        print(f"trainbed: error: {err}", file=sys.stderr)
+    except USER_ERRORS as err:
+        print(error_line(err), file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:
         print(f"trainbed: stopped: {err or 'interrupted'}", file=sys.stderr)

@@ -4,6 +4,7 @@ A sweep file::
 
     name: grouper-testbed
     spec: specs/grouper-testbed.yaml       # the base spec, relative to this file
+    backend: emulated                      # or simulated: every cell on the kind's simulator
     schedulers: [fs, baraat, sincronia, grouper]   # each sets the spec's scheduler.name
     seeds: [1, 2, 3]                       # each sets the spec's seed
     grid:                                  # optional: dotted spec field -> values
@@ -37,10 +38,11 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
-from experiments.runner import is_colocation, run_any_spec
-from experiments.validation import at, describe, error, integer, items, mapping, string, word
+from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind
+from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
 
-SWEEP_FIELDS = ("name", "description", "spec", "grid", "schedulers", "seeds", "report")
+SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report")
+BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
 ID_PREFIX = {SCHEDULER_FIELD: "sched", SEED_FIELD: "seed"}
 HEADLINE = ("avg_sct_s", "avg_cojct_s")
@@ -68,10 +70,12 @@ class Sweep:
     seeds: list | None
     report: list
     cells: tuple[Cell, ...]
+    backend: str = "emulated"
 
     def resolved(self) -> dict:
         """What ``DIR/sweep.yaml`` keeps: the sweep, its base spec and every cell."""
         return {"name": self.name, "description": self.description, "spec": str(self.spec_path),
+                "backend": self.backend,
                 "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid, "report": self.report,
                 "base_spec": self.base_spec,
                 "cells": [{"id": cell.id, "overrides": cell.overrides} for cell in self.cells]}
@@ -87,14 +91,13 @@ class SweepResult:
         return [row["cell"] for row in self.rows if row["completed"] is not True]
 
 
-def _read_yaml(path: Path, what: str, field_name: str):
-    if not path.is_file():
-        raise SpecError(field_name, f"no such {what}: {path}")
+def _spec_path(sweep_path: Path, value) -> Path:
+    """The base spec's path, relative to the sweep file unless absolute."""
+    path = sweep_path.parent / string("spec", value, what="a path to the base spec")
     try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise SpecError(field_name, f"{path} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+        return path.resolve()
+    except (OSError, RuntimeError, ValueError):  # a name too long, a loop, a NUL: read_yaml names it
+        return path
 
 
 def _scalar(path: str, value):
@@ -141,10 +144,10 @@ def parse(raw, sweep_path: Path) -> Sweep:
     sweep = mapping("", raw, allowed=SWEEP_FIELDS, required=("name", "spec"))
     name = word("name", sweep["name"])
     description = string("description", sweep.get("description", ""), non_empty=False)
-    spec_path = (sweep_path.parent / string("spec", sweep["spec"], what="a path to the base spec")).resolve()
-    base = _read_yaml(spec_path, "base spec", "spec")
+    spec_path = _spec_path(sweep_path, sweep["spec"])
+    base = read_yaml(spec_path, "spec", "base spec")
     if not isinstance(base, dict):
-        raise error("spec", f"{spec_path} must hold a mapping, got {describe(base)}")
+        raise error("spec", f"{shown_path(spec_path)} must hold a mapping, got {describe(base)}")
     schedulers = None
     if sweep.get("schedulers") is not None and is_colocation(base):
         raise error("schedulers", "a co-location spec has no scheduler: its methods are compared within each cell")
@@ -156,14 +159,19 @@ def parse(raw, sweep_path: Path) -> Sweep:
         seeds = _distinct("seeds", [integer(p, v, minimum=0)
                                     for p, v in items("seeds", sweep["seeds"], non_empty=True)])
     report = [_dotted(p, v) for p, v in items("report", sweep.get("report"), optional=True)]
+    backend = sweep.get("backend", "emulated")
+    if not (isinstance(backend, str) and backend in BACKENDS):
+        raise error("backend", f"must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
+    if backend == "simulated":
+        simulated_kind(base)  # a kind without a simulator stops the sweep here, naming the field
     grid = _grid(sweep.get("grid"))
     cells = _cells(base, schedulers, seeds, grid)
-    return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, cells)
+    return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, cells, backend)
 
 
 def load(path: str | Path) -> Sweep:
     path = Path(path)
-    return parse(_read_yaml(path, "sweep file", "sweep"), path)
+    return parse(read_yaml(path, "sweep", "sweep file"), path)
 
 
 def _slug(value) -> str:
@@ -221,6 +229,11 @@ def _cells(base: dict, schedulers, seeds, grid: dict) -> tuple[Cell, ...]:
 def run_with_runner(spec: dict, out_dir: Path) -> Path:
     """The default cell runner: the project's runner for any spec family."""
     return run_any_spec(spec, out=str(out_dir))
+
+
+def simulate_with_runner(spec: dict, out_dir: Path) -> Path:
+    """The cell runner of ``backend: simulated``: the kind's simulator."""
+    return simulate_any_spec(spec, out=str(out_dir))
 
 
 def _lookup(data, dotted: str):
@@ -307,8 +320,8 @@ def _prepare(sweep: Sweep, directory: Path) -> None:
     whose cells would be mixed with this one's under the same ids."""
     resolved = directory / "sweep.yaml"
     if resolved.exists():
-        previous = yaml.safe_load(resolved.read_text()) or {}
-        if previous.get("base_spec") != sweep.base_spec:
+        previous = read_yaml(resolved, "--out", "sweep record")
+        if not isinstance(previous, dict) or previous.get("base_spec") != sweep.base_spec:
             raise SpecError("--out", f"{directory} holds a sweep of a different base spec; choose a new directory")
     directory.mkdir(parents=True, exist_ok=True)
     resolved.write_text(yaml.safe_dump(sweep.resolved(), sort_keys=False))
@@ -338,7 +351,7 @@ def _run_cell(cell: Cell, directory: Path, run_cell: RunCell) -> tuple[dict | No
 def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = None) -> SweepResult:
     """Run every cell not yet completed in ``directory`` with ``run_cell(spec, cell
     directory)`` (default ``run_with_runner``); see the module docstring."""
-    run_cell = run_cell or run_with_runner
+    run_cell = run_cell or (simulate_with_runner if sweep.backend == "simulated" else run_with_runner)
     directory = Path(directory)
     _prepare(sweep, directory)
     print(f"sweep directory: {directory} ({len(sweep.cells)} cells)", flush=True)

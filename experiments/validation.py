@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -31,25 +32,73 @@ from experiments.errors import SpecError
 
 ROOT = ""
 _PLAIN_KEY = re.compile(r"[\w-]+")
+MAX_KEY_SHOWN = 80
 
 
-def read_yaml(path) -> object:
-    """A spec file's parsed YAML, or a one-line error naming the file (and the line)."""
-    path = Path(path)
-    if not path.is_file():
-        raise SpecError("spec", f"no such file: {path}")
+def shown_path(path) -> str:
+    """A file path as a message shows it: as it is, unless it holds characters that
+    would break the line (then quoted) or is too long to read (then shortened)."""
+    text = str(path)
+    if not text.isprintable():
+        text = repr(text)
+    return text if len(text) <= 200 else f"{text[:120]}...{text[-60:]} ({len(text)} characters)"
+
+
+def read_yaml(path, field: str = "spec", what: str = "file") -> object:
+    """A YAML file's contents, or a one-line ``field: problem`` error naming the file
+    (and the line): missing, a directory or not a regular file, unreadable, a name
+    too long, not UTF-8 text, not valid YAML or nested too deeply. ``what`` names the
+    file in the message (``no such base spec: ...``)."""
+    shown = shown_path(path)
     try:
-        return yaml.safe_load(path.read_text())
+        path = Path(path)
+        mode = path.stat().st_mode
+        if stat.S_ISREG(mode):  # not a pipe or a device, whose reading could block forever
+            data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, ValueError):  # ValueError: a NUL in the name
+        raise SpecError(field, f"no such {what}: {shown}") from None
+    except OSError as err:  # permission denied, a name too long, ...
+        raise SpecError(field, f"cannot read {shown}: {err.strerror or type(err).__name__}") from None
+    if stat.S_ISDIR(mode):
+        raise SpecError(field, f"{shown} is a directory, not a {what}")
+    if not stat.S_ISREG(mode):
+        raise SpecError(field, f"{shown} is not a regular file")
+    try:
+        return yaml.safe_load(data)
+    except yaml.reader.ReaderError as err:
+        problem = "holds a control character" if err.encoding == "unicode" else f"is not {err.encoding} text"
+        raise SpecError(field, f"{shown} {problem} (at position {err.position})") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        raise SpecError("spec", f"{path} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+        raise SpecError(field, f"{shown} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+    except RecursionError:
+        raise SpecError(field, f"{shown} is nested too deeply") from None
+
+
+def existing_file(path: str, value, *, base: Path) -> Path:
+    """A spec field naming a file that must exist (``workload.trace``), relative to
+    ``base`` unless absolute: its resolved path, or a one-line error for a name that
+    is not a string, is too long, holds a NUL, or names no regular file."""
+    candidate = Path(string(path, value))
+    candidate = candidate if candidate.is_absolute() else base / candidate
+    try:
+        candidate = candidate.resolve()
+        is_file = candidate.is_file()
+    except (OSError, RuntimeError, ValueError):  # a name too long, a symlink loop, a NUL
+        is_file = False
+    if not is_file:
+        raise error(path, f"no such file: {shown_path(candidate)}")
+    return candidate
 
 
 def at(path: str, key: str | int) -> str:
     """The path of a list's item (``a[2]``) or a mapping's field (``a.b``); a field
-    name that is not a plain word is quoted (``a['b c']``) so a path stays one line."""
+    name that is not a plain word is quoted (``a['b c']``) so a path stays one line,
+    and one longer than ``MAX_KEY_SHOWN`` characters is cut (``a['xxx'...]``)."""
     if isinstance(key, int) and not isinstance(key, bool):
         return f"{path}[{key}]"
+    if len(key) > MAX_KEY_SHOWN:  # a field name pasted by mistake: its start is enough to find it
+        return f"{path}[{key[:MAX_KEY_SHOWN - 20]!r}...]"
     if not _PLAIN_KEY.fullmatch(key):
         return f"{path}[{key!r}]"
     return f"{path}.{key}" if path else key

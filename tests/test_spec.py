@@ -1,4 +1,5 @@
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ import yaml
 
 from experiments.emulation import spec as spec_mod
 from experiments.errors import SpecError
+from experiments.validation import read_yaml, shown_path
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "experiments" / "specs" / "priority-demo.yaml"
@@ -28,9 +30,9 @@ def test_demo_spec_resolves_with_defaults():
 
 
 def test_the_timetable_is_a_workload_kind_spelled_or_implied():
-    from experiments.runner import WORKLOAD_KINDS, _kind, validate_any
+    from experiments.runner import KINDS, kind_of, validate_any
     spelled = dict(demo(), workload={"kind": "timetable"})
-    assert _kind(spelled) == _kind(demo()) == "timetable" and "timetable" in WORKLOAD_KINDS
+    assert kind_of(spelled) is kind_of(demo()) is KINDS["timetable"]
     assert validate_any(spelled) == validate_any(demo())
     with pytest.raises(SpecError) as err:
         spec_mod.validate(dict(demo(), workload={"kind": "timetable", "flows": 3}))
@@ -109,3 +111,60 @@ def test_missing_and_malformed_files_are_named(tmp_path):
     broken.write_text("name: [unclosed\n")
     with pytest.raises(SpecError, match=r"^spec: .*broken.yaml is not valid YAML at line \d"):
         spec_mod.load(broken)
+
+
+def _read_error(path) -> str:
+    with pytest.raises(SpecError) as err:
+        read_yaml(path)
+    message = str(err.value)
+    assert "\n" not in message and len(message) < 400, message
+    return message
+
+
+def test_read_yaml_names_each_way_a_file_cannot_be_read(tmp_path, monkeypatch):
+    assert _read_error(tmp_path) == f"spec: {tmp_path} is a directory, not a file"
+    huge = _read_error(tmp_path / ("x" * 100_000))
+    assert huge.startswith(f"spec: cannot read {tmp_path}/xxx") and huge.endswith(" characters): File name too long")
+    for odd in ("a\x00b", "a\nb"):
+        assert _read_error(tmp_path / odd) == f"spec: no such file: {str(tmp_path / odd)!r}"
+    assert _read_error(tmp_path / "none" / "x.yaml") == f"spec: no such file: {tmp_path / 'none' / 'x.yaml'}"
+    (tmp_path / "file").write_text("a: 1\n")
+    assert _read_error(tmp_path / "file" / "x.yaml").startswith("spec: no such file: ")
+    os.mkfifo(tmp_path / "fifo")
+    assert _read_error(tmp_path / "fifo") == f"spec: {tmp_path / 'fifo'} is not a regular file"
+    (tmp_path / "latin1.yaml").write_bytes("name: caf\u00e9\n".encode("latin-1"))
+    assert _read_error(tmp_path / "latin1.yaml") == f"spec: {tmp_path / 'latin1.yaml'} is not utf-8 text (at position 9)"
+    (tmp_path / "control.yaml").write_bytes(b"name: a\x01b\n")
+    assert _read_error(tmp_path / "control.yaml") == \
+        f"spec: {tmp_path / 'control.yaml'} holds a control character (at position 7)"
+    (tmp_path / "deep.yaml").write_text("[" * 20_000 + "]" * 20_000)
+    assert _read_error(tmp_path / "deep.yaml") == f"spec: {tmp_path / 'deep.yaml'} is nested too deeply"
+    (tmp_path / "locked.yaml").write_text("name: x\n")
+    (tmp_path / "locked.yaml").chmod(0)
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied", str(self))
+    monkeypatch.setattr(Path, "read_bytes", denied)  # root reads any file: refuse as a user's read would be
+    assert _read_error(tmp_path / "locked.yaml") == f"spec: cannot read {tmp_path / 'locked.yaml'}: Permission denied"
+
+
+def test_read_yaml_names_its_field_and_what_the_file_is(tmp_path):
+    with pytest.raises(SpecError, match=r"^sweep: no such sweep file: .*none.yaml$"):
+        read_yaml(tmp_path / "none.yaml", "sweep", "sweep file")
+    (tmp_path / "ok.yaml").write_text("a: [1, 2]\n")
+    assert read_yaml(tmp_path / "ok.yaml") == {"a": [1, 2]} and read_yaml(str(tmp_path / "ok.yaml")) == {"a": [1, 2]}
+
+
+def test_shown_paths_stay_short_and_on_one_line():
+    assert shown_path("/a/b.yaml") == "/a/b.yaml"
+    assert shown_path("/a/b\nc") == "'/a/b\\nc'"
+    long = shown_path("/" + "y" * 5000)
+    assert len(long) < 220 and long.endswith("y (5001 characters)")
+
+
+@pytest.mark.parametrize("args", [["run", "DIR"], ["run", "DIR/" + "y" * 5000], ["run", "DIR/none.yaml"]])
+def test_cli_run_of_a_path_that_is_no_spec_is_one_line(tmp_path, capsys, args):
+    from experiments.cli import main
+    assert main([arg.replace("DIR", str(tmp_path)) for arg in args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainbed: error: spec: ") and err.count("\n") == 1, err

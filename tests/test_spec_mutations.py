@@ -1,45 +1,57 @@
-"""Malformed specs end in one-line SpecErrors that start with a field path, never in
-another exception: every shipped spec, mutated at random (wrong types, deleted and
-unknown fields, out-of-range numbers, unknown names), is either accepted or refused
-that way. Plus the helpers of ``experiments.validation`` and the cases that used to
-escape as TypeErrors."""
+"""Malformed specs and sweeps end in one-line SpecErrors that start with a field path,
+never in another exception: every shipped spec (experiments/specs/*.yaml) and sweep
+(experiments/sweeps/*.yaml), mutated at random at any depth, is either accepted or
+refused that way. A mutation replaces a value by one of a wrong type, deletes a field
+or item, adds an unknown field (of an odd name too), swaps a list for a mapping or a
+mapping for a list, puts a huge string (100,000 characters) at a scalar, or gives a
+scalar another type. Validation only: nothing is run. Plus the helpers of
+``experiments.validation`` and the cases that used to escape as TypeErrors."""
 import copy
+import functools
 import re
+import traceback
 from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
+from experiments import sweep as sweep_mod
 from experiments import validation as v
+from experiments.cojob.spec import build_workload
 from experiments.colocation.spec import resolve as resolve_colocation
 from experiments.emulation import spec as emulation
-from experiments.cojob.spec import build_workload
-from experiments.cojob.spec import validate as validate_cojob
 from experiments.errors import SpecError
-from experiments.runner import validate_any
+from experiments.runner import KINDS, kind_of, validate_any
+from topologies import fabric as fabric_mod
 from topologies.fabric import leaf_spine
 
-SPECS = sorted((Path(__file__).resolve().parent.parent / "experiments" / "specs").glob("*.yaml"))
+REPO = Path(__file__).resolve().parent.parent
+EXPERIMENTS = REPO / "experiments"
+SPECS = sorted((EXPERIMENTS / "specs").glob("*.yaml"))
+SWEEPS = sorted((EXPERIMENTS / "sweeps").glob("*.yaml"))
 RAW = {path.stem: yaml.safe_load(path.read_text()) for path in SPECS}
-COLOCATION = sorted(name for name, raw in RAW.items() if raw.get("kind") in ("training", "inference"))
-GNN = sorted(name for name, raw in RAW.items() if (raw.get("workload") or {}).get("kind") == "gnn")
-COJOB = sorted(name for name, raw in RAW.items() if "workload" in raw and name not in GNN)
-EMULATION = sorted(name for name in RAW if name not in COLOCATION and name not in COJOB and name not in GNN)
+SWEEP_RAW = {path.stem: yaml.safe_load(path.read_text()) for path in SWEEPS}
 # A field path: a name, then .field, [index] or ['odd key'] steps; `spec` is the root itself.
-FIELD_PATH = re.compile(r"^([\w-]+|\[.+?\])(\.[\w-]+|\[.+?\])*$")
+FIELD_PATH = re.compile(r"^([\w-]+|\[.+?\])(\.[\w-]+|\[.+?\])*$", re.DOTALL)
+EXAMPLES = 200  # per file: about 30 files in under half a minute on two idle cores
+MAX_CELLS = 24  # a sweep's cells whose specs are validated too
 
-WRONG_VALUES = st.one_of(
-    st.sampled_from([{"x": 1}, {}, [1, 2], [], ["cora"], "text", "", "tbh99", "tbh0", "GCN", True, False, None,
-                     1.5, -3, 0, float("nan"), float("inf"), 10**12, 10**400]),
-    st.integers(min_value=-10**6, max_value=10**6),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8),
-)
-UNKNOWN_KEYS = st.one_of(st.from_regex(r"[a-z_]{1,10}", fullmatch=True), st.integers(0, 3), st.text(max_size=6))
+HUGE = "x" * 100_000
+HUGE_LINES = "a: b\n- c\n" * 12_000  # 108,000 characters on 24,000 lines
+# Values and field names are picked from these by index (so that a failing case's
+# report shows the index, not 100,000 characters), or else drawn.
+WRONG_VALUES = [{"x": 1}, {}, [1, 2], [], ["cora"], [[]], [{}], {"a": {"b": [1]}}, "text", "", " ", "tbh99", "tbh0",
+                "GCN", "cojob", "a\nb", "\x00", True, False, None, 1.5, -3, 0, -0.0, float("nan"), float("inf"),
+                -float("inf"), 10**12, 10**400, HUGE, HUGE_LINES]
+DRAWN_VALUES = st.one_of(st.integers(min_value=-10**6, max_value=10**6), st.floats(allow_nan=True, allow_infinity=True),
+                         st.text(max_size=8))
+UNKNOWN_KEYS = ["a: b\nc", "x y", "", HUGE, True, None, 1.5, 0, -1, "kind", "workload"]
+DRAWN_KEYS = st.one_of(st.from_regex(r"[a-z_]{1,10}", fullmatch=True), st.text(max_size=6))
+OPERATIONS = ("replace", "delete", "add", "swap", "huge", "retype")
 
 
 def paths(node, prefix=()) -> list[tuple]:
@@ -60,64 +72,196 @@ def node_at(raw, path: tuple):
     return raw
 
 
-@st.composite
-def mutants(draw, names: list[str]):
-    """A shipped spec with 1-3 mutations: a value replaced, a field or item deleted,
-    an unknown field added. Drawn values are copied: later mutations edit them."""
-    raw = copy.deepcopy(RAW[draw(st.sampled_from(names))])
+def swapped(node, choice: int):
+    """A list as a mapping, a mapping as a list (of its values, keys or one-field mappings)."""
+    if isinstance(node, list):
+        return [{i: item for i, item in enumerate(node)}, {str(i): item for i, item in enumerate(node)},
+                {"items": node}][choice % 3]
+    return [list(node.values()), list(node), [{key: value} for key, value in node.items()], [node]][choice % 4]
+
+
+def retyped(value) -> list:
+    """The same value as other types: ``"5"`` for 5, ``5`` for ``"5"``, ``[v]``, ``{v: v}``..."""
+    others = [str(value), [value], {"value": value}, None]
+    if isinstance(value, bool):
+        others += [int(value), "yes" if value else "no", "true"]
+    elif isinstance(value, (int, float)):
+        others += [-value, value * 10**6, not value, f"{value} s", float(value) if abs(value) < 10**300 else "1e400"]
+        if isinstance(value, float) and value == value and abs(value) != float("inf"):
+            others += [int(value), round(value, 1) + 0.5]
+    elif isinstance(value, str):
+        others += [value.upper(), f" {value}", f"{value}\n", value * 3, 1, 1.0, True, value.split("-")]
+    else:
+        others += [0, "null", "~", False]
+    return others
+
+
+def huge(value) -> list:
+    text = str(value) or "x"
+    return [HUGE, HUGE_LINES, (text * (100_000 // len(text) + 1))[:100_000], "9" * 100_000]
+
+
+def pick(draw, options: list, drawn=None):
+    """One of ``options`` by its index, or (for the last few indices) a ``drawn`` value."""
+    i = draw(st.integers(0, len(options) - 1 + (3 if drawn is not None else 0)))
+    return copy.deepcopy(options[i]) if i < len(options) else draw(drawn)
+
+
+def mutated(draw, raw):
+    """``raw`` with 1-3 mutations. Drawn values are copied: later mutations edit them."""
+    raw = copy.deepcopy(raw)
     for _ in range(draw(st.integers(1, 3))):
-        path = draw(st.sampled_from(paths(raw)))
+        operation = draw(st.sampled_from(OPERATIONS))
+        everywhere = paths(raw)
+        candidates = {
+            "delete": [p for p in everywhere if p],
+            "add": [p for p in everywhere if isinstance(node_at(raw, p), (dict, list))],
+            "swap": [p for p in everywhere if isinstance(node_at(raw, p), (dict, list))],
+            "huge": [p for p in everywhere if not isinstance(node_at(raw, p), (dict, list))],
+            "retype": [p for p in everywhere if not isinstance(node_at(raw, p), (dict, list))],
+        }.get(operation) or everywhere
+        path = draw(st.sampled_from(candidates))
         node = node_at(raw, path)
-        operation = draw(st.sampled_from(["replace", "replace", "delete", "add"]))
-        wrong = copy.deepcopy(draw(WRONG_VALUES))
-        if operation == "add" and isinstance(node, dict):
-            node[draw(UNKNOWN_KEYS)] = wrong
-        elif operation == "delete" and path:
+        if operation == "delete" and path:
             del node_at(raw, path[:-1])[path[-1]]
-        elif path:
-            node_at(raw, path[:-1])[path[-1]] = wrong
+            continue
+        if operation == "add" and isinstance(node, dict):
+            node[pick(draw, UNKNOWN_KEYS, DRAWN_KEYS)] = pick(draw, WRONG_VALUES, DRAWN_VALUES)
+            continue
+        if operation == "add" and isinstance(node, list):
+            node.insert(draw(st.integers(0, len(node))), pick(draw, WRONG_VALUES, DRAWN_VALUES))
+            continue
+        if operation == "swap" and isinstance(node, (dict, list)):
+            new = swapped(node, draw(st.integers(0, 11)))
+        elif operation == "huge":
+            new = pick(draw, huge(node))
+        elif operation == "retype":
+            new = pick(draw, retyped(node))
         else:
-            raw = wrong
+            new = pick(draw, WRONG_VALUES, DRAWN_VALUES)
+        new = copy.deepcopy(new)
+        if path:
+            node_at(raw, path[:-1])[path[-1]] = new
+        else:
+            raw = new
     return raw
 
 
 def assert_accepted_or_one_line_error(validate, raw) -> None:
+    problem = None
     try:
         validate(raw)
     except SpecError as err:
         message = str(err)
-        assert "\n" not in message, message
-        assert message.startswith(f"{err.field}: ") and err.problem, message
-        assert FIELD_PATH.match(err.field), message
+        assert "\n" not in message, message[:500]
+        assert message.startswith(f"{err.field}: ") and err.problem, message[:500]
+        assert FIELD_PATH.match(err.field), message[:500]
+    except Exception as err:  # noqa: BLE001 - reported short: its message may hold a 100,000-character value
+        frame = [f for f in traceback.extract_tb(err.__traceback__) if str(REPO) in f.filename][-1]
+        problem = (f"{type(err).__name__} instead of a SpecError, at {Path(frame.filename).relative_to(REPO)}:"
+                   f"{frame.lineno}: {str(err)[:300]}")
+    if problem:  # outside the handler: no chained traceback repeating the long message
+        raise AssertionError(problem)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
-@given(mutants(EMULATION))
-def test_mutated_emulation_specs_fail_only_with_one_line_spec_errors(raw):
-    assert_accepted_or_one_line_error(lambda spec: emulation.fabric_of(emulation.validate(spec)), raw)
+def check_spec(raw) -> None:
+    """What a run checks before it starts anything: the spec, then the fabric or the
+    workload built from it. (Not a co-location queue's tasks: nothing bounds their
+    count, so a mutant could take hours to build them.)"""
+    spec = validate_any(raw)
+    name = kind_of(raw).name
+    if name == "timetable":
+        emulation.fabric_of(spec)
+    elif name == "cojob":
+        build_workload(spec)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
-@given(mutants(COLOCATION))
-def test_mutated_colocation_specs_fail_only_with_one_line_spec_errors(raw):
-    assert_accepted_or_one_line_error(resolve_colocation, raw)
+def simulator_only(raw) -> bool:
+    """A shipped spec written for the simulator: it validates only with the simulator's link rates."""
+    rates = getattr(fabric_mod, "simulated_rates", None)
+    if rates is None:
+        return False
+    try:
+        check_spec(raw)
+        return False
+    except SpecError:
+        pass
+    with rates():
+        try:
+            check_spec(raw)
+        except SpecError:
+            return False
+    return True
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
-@given(mutants(COJOB))
-def test_mutated_cojob_specs_fail_only_with_one_line_spec_errors(raw):
-    assert_accepted_or_one_line_error(lambda spec: build_workload(validate_cojob(spec)), raw)
+@functools.cache
+def checker(name: str):
+    """How a shipped spec's mutants are checked: as for an emulated run, or with the
+    simulator's rates for a spec written for it (its kind's ``validate_simulated``
+    once the kind has a simulator)."""
+    if not simulator_only(RAW[name]):
+        return check_spec
+    rates = fabric_mod.simulated_rates
+
+    def check(raw):
+        kind = kind_of(raw)
+        if kind.simulate is not None:
+            return validate_any(raw, simulated=True)
+        with rates():
+            return check_spec(raw)
+    return check
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
-@given(mutants(GNN))
-def test_mutated_gnn_specs_fail_only_with_one_line_spec_errors(raw):
-    assert_accepted_or_one_line_error(validate_any, raw)  # a mutated workload.kind goes to the cojob validator
+def check_sweep(path: Path, raw) -> None:
+    """A sweep as ``trainbed sweep`` loads it, then the spec of each of its cells."""
+    sweep = sweep_mod.parse(raw, path)
+    for cell in sweep.cells[:MAX_CELLS]:
+        check_spec(cell.spec)
 
 
-def test_every_family_is_mutated():
-    assert "priority-demo" in EMULATION and "colocate-smoke" in COLOCATION and "grouper-smoke" in COJOB
-    assert "gnn-oes-smoke" in GNN
+MUTATION_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+@MUTATION_SETTINGS
+@given(data=st.data())
+def test_mutated_specs_fail_only_with_one_line_spec_errors(name, data):
+    raw = mutated(data.draw, RAW[name])
+    assert_accepted_or_one_line_error(checker(name), raw)
+
+
+@pytest.mark.parametrize("name", sorted(SWEEP_RAW))
+@MUTATION_SETTINGS
+@given(data=st.data())
+def test_mutated_sweeps_fail_only_with_one_line_spec_errors(name, data):
+    path = EXPERIMENTS / "sweeps" / f"{name}.yaml"
+    raw = mutated(data.draw, SWEEP_RAW[name])
+    assert_accepted_or_one_line_error(lambda sweep: check_sweep(path, sweep), raw)
+
+
+@pytest.mark.parametrize("name", sorted(RAW))
+def test_shipped_specs_are_accepted(name):
+    checker(name)(copy.deepcopy(RAW[name]))
+
+
+@pytest.mark.parametrize("name", sorted(SWEEP_RAW))
+def test_shipped_sweeps_are_accepted(name):
+    check_sweep(EXPERIMENTS / "sweeps" / f"{name}.yaml", copy.deepcopy(SWEEP_RAW[name]))
+
+
+def test_every_file_and_kind_is_mutated():
+    assert len(SPECS) >= 20 and len(SWEEPS) >= 6
+    assert {kind_of(raw).name for raw in RAW.values()} == set(KINDS)
+    assert "priority-demo" in RAW and "grouper-testbed" in SWEEP_RAW
+
+
+def test_mutations_swap_containers_and_retype_scalars():
+    assert swapped([1, 2], 0) == {0: 1, 1: 2} and swapped([1, 2], 1) == {"0": 1, "1": 2}
+    assert swapped({"a": 1, "b": [2]}, 0) == [1, [2]] and swapped({"a": 1}, 2) == [{"a": 1}]
+    assert "5" in retyped(5) and 5.0 in retyped(5) and 1 in retyped("tbh1") and "true" in retyped(True)
+    assert all(len(text) >= 100_000 for text in huge("tbh1"))
+    assert paths({"a": [{"b": 1}]}) == [(), ("a",), ("a", 0), ("a", 0, "b")]
 
 
 def _error(validate, raw) -> str:

@@ -134,7 +134,7 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
     ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),
     ({"seeds": [1, True]}, r"seeds\[1\]: must be an integer >= 0, got true"),
-    ({"colour": "red"}, r"colour: unknown field \(allowed: description, grid, name, report, schedulers, seeds, spec\)"),
+    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, report, schedulers, seeds, spec\)"),
     ({"spec": "specs/missing.yaml"}, r"spec: no such base spec: .*specs/missing.yaml"),
     ({"name": "a b"}, r"name: must be a non-empty word"),
     ({"report": ["ok", 3]}, r"report\[1\]: must be a dotted spec field name"),
@@ -158,3 +158,64 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
     assert main(["sweep", str(tmp_path / "bad.yaml")]) == 2
     error = capsys.readouterr().err.strip()
     assert error == f"trainbed: error: sweep: {tmp_path / 'bad.yaml'} is not valid YAML at line 1"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("x" * 100_000, r"spec: cannot read .*xxx\.\.\.xxx+ \(\d+ characters\): File name too long"),
+    ("a\0b.yaml", r"spec: no such base spec: '.*/a\\x00b.yaml'"),
+    ("a\nb.yaml", r"spec: no such base spec: '.*/a\\nb.yaml'"),
+    ("specs", r"spec: .*/specs is a directory, not a base spec"),
+    (".", r"spec: .* is a directory, not a base spec"),
+    ("", r"spec: must be a path to the base spec \(string\), got ''"),
+    (["specs/base.yaml"], r"spec: must be a path to the base spec \(string\), got a list of 1 item"),
+])
+def test_a_base_spec_path_that_is_no_spec_is_one_line(tmp_path, spec, message):
+    with pytest.raises(SpecError, match="^" + message + "$") as err:
+        sweep_mod.load(write(tmp_path, {"spec": spec}))
+    assert "\n" not in str(err.value) and len(str(err.value)) < 400
+
+
+def test_cli_sweep_of_a_very_long_spec_path_is_one_line(tmp_path, capsys):
+    from experiments.cli import main
+    path = write(tmp_path, {"spec": "x" * 100_000})
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainbed: error: spec: cannot read ") and err.endswith(": File name too long\n")
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+    assert main(["sweep", str(tmp_path / "specs")]) == 2
+    assert capsys.readouterr().err == f"trainbed: error: sweep: {tmp_path / 'specs'} is a directory, not a sweep file\n"
+
+
+def test_a_sweep_directory_whose_record_is_not_a_sweep_is_refused(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.yaml").write_text("- a list\n")
+    with pytest.raises(SpecError, match=r"^--out: .* holds a sweep of a different base spec"):
+        sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
+    (out / "sweep.yaml").write_text("name: [\n")
+    with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not valid YAML at line 2$"):
+        sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
+
+
+def test_a_simulated_sweep_runs_every_cell_on_the_simulator(tmp_path):
+    smoke = yaml.safe_load(open("experiments/specs/grouper-smoke.yaml"))
+    path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "grouper"], "seeds": [1, 2]}, smoke)
+    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"))
+    assert result.failed == [] and len(result.rows) == 4
+    by_cell = {row["cell"]: row for row in result.rows}
+    for seed in (1, 2):  # the smoke workload is one where Grouper must beat fair share
+        assert float(by_cell[f"sched-grouper_seed-{seed}"]["avg_sct_s"]) < float(by_cell[f"sched-fs_seed-{seed}"]["avg_sct_s"])
+    summary = json.loads((tmp_path / "out" / "cells" / "sched-grouper_seed-1" / "summary.json").read_text())
+    assert summary["backend"] == "simulated" and summary["seed"] == 1
+    assert yaml.safe_load((tmp_path / "out" / "sweep.yaml").read_text())["backend"] == "simulated"
+
+
+@pytest.mark.parametrize("backend, base, message", [
+    ("fast", None, r"^backend: must be one of emulated, simulated, got 'fast'$"),
+    ("simulated", "experiments/specs/gnn-oes-smoke.yaml",
+     r"^backend: simulated is not available for workload kind 'gnn' \(available: cojob\)$"),
+])
+def test_a_backend_the_spec_cannot_have_is_one_line(tmp_path, backend, base, message):
+    spec = yaml.safe_load(open(base)) if base else BASE
+    with pytest.raises(SpecError, match=message):
+        sweep_mod.load(write(tmp_path, {"backend": backend}, spec))

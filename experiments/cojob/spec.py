@@ -29,12 +29,11 @@ testbed's comm/comp ratio at 1 Gbit/s is kept at the emulated host rate.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from experiments.emulation import spec as emulation_spec
 from experiments.store import REPO_ROOT
 from experiments.errors import SpecError
-from experiments.validation import ROOT, choice, integer, items, mapping, number, string
+from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number, string
 from experiments.workloads import cojob as cojob_mod
 
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
@@ -66,10 +65,7 @@ def validate(raw) -> dict:
     if workload.get("only_cojob") is not None:
         resolved_workload["only_cojob"] = integer("workload.only_cojob", workload["only_cojob"], minimum=0)
     if workload.get("trace") is not None:
-        trace = Path(string("workload.trace", workload["trace"]))
-        trace = trace if trace.is_absolute() else (REPO_ROOT / trace).resolve()  # relative to the checkout
-        if not trace.is_file():
-            raise SpecError("workload.trace", f"no such file: {trace}")
+        trace = existing_file("workload.trace", workload["trace"], base=REPO_ROOT)  # relative to the checkout
         resolved_workload["trace"] = str(trace)
         if workload.get("cojobs") is not None:
             resolved_workload["cojobs"] = integer("workload.cojobs", workload["cojobs"], minimum=1,

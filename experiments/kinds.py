@@ -1,0 +1,161 @@
+"""The workload kinds a spec can be, each with how it is checked, run and (later)
+simulated. ``KINDS`` is the registry, ``kind_of(raw)`` decides a spec's kind:
+
+* a spec with a top-level ``kind: training|inference`` is a co-location queue
+  (``colocation``), run on one GPU (or the CPU) rather than on an emulated network;
+* otherwise ``workload.kind`` names the kind (``cojob``, ``gnn``, ``timetable``);
+* a spec without a ``workload:`` section is a timetable of flows (``flows:``).
+
+A kind's callables import their modules when called, so that reading this registry
+(``trainbed run``'s dispatch, a sweep) does not load torch or the emulator:
+
+* ``validate(raw) -> spec``: the spec checked and resolved (defaults filled), or a
+  one-line ``SpecError``;
+* ``run(spec, out) -> run directory``: runs a resolved spec;
+* ``simulate(spec, out) -> run directory``: the same workload without an emulated
+  network (``backend: simulated``); None where the kind has no simulator yet;
+* ``validate_simulated(raw) -> spec``: the spec checked for the simulator, whose
+  limits differ (links faster than this box can shape); None: ``validate``.
+
+A new kind is one more ``Kind`` in ``KINDS``: its ``validate`` must accept only its
+own ``workload.kind``, and its runner is usually built on
+``experiments.workloads.run.run_workload``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.errors import SpecError
+from experiments.validation import describe
+
+Validate = Callable[[object], dict]
+Run = Callable[[dict, "str | None"], Path]
+
+COLOCATION_KINDS = ("training", "inference")  # a co-location spec's top-level kind
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    validate: Validate
+    run: Run
+    simulate: Run | None = None
+    validate_simulated: Validate | None = None
+    summary: str = ""  # one line for listings (``trainbed --help``, docs)
+    by_workload: bool = True  # chosen by ``workload.kind`` (False: by the top-level ``kind``)
+
+
+def _validate_timetable(raw) -> dict:
+    from experiments.emulation.spec import validate
+    return validate(raw)
+
+
+def _run_timetable(spec: dict, out: str | None = None) -> Path:
+    from experiments.emulation.runner import run_spec
+    return run_spec(spec, out)
+
+
+def _validate_cojob(raw) -> dict:
+    from experiments.cojob.spec import validate
+    return validate(raw)
+
+
+def _run_cojob(spec: dict, out: str | None = None) -> Path:
+    from experiments.cojob.runner import run_cojob_spec
+    return run_cojob_spec(spec, out)
+
+
+def _validate_cojob_simulated(raw) -> dict:
+    from experiments.cojob.simulated import validate
+    return validate(raw)
+
+
+def _simulate_cojob(spec: dict, out: str | None = None) -> Path:
+    from experiments.cojob.simulated import simulate_spec
+    return simulate_spec(spec, out)
+
+
+def _validate_gnn(raw) -> dict:
+    from experiments.gnn.spec import validate
+    return validate(raw)
+
+
+def _run_gnn(spec: dict, out: str | None = None) -> Path:
+    from experiments.gnn.runner import run_gnn_spec
+    return run_gnn_spec(spec, out)
+
+
+def _validate_colocation(raw) -> dict:
+    from experiments.colocation.spec import resolve  # imports torch
+    return resolve(raw)
+
+
+def _run_colocation(spec: dict, out: str | None = None) -> Path:
+    import torch
+
+    from experiments.colocation.runner import run_colocate
+    return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out)
+
+
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (
+    Kind("timetable", _validate_timetable, _run_timetable,
+         summary="flows started and re-prioritised at set times (a spec without workload: is one)"),
+    Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
+         summary="cojobs of PS-trained jobs under one network scheduler"),
+    Kind("gnn", _validate_gnn, _run_gnn, summary="distributed GNN training (graph stores, samplers, workers)"),
+    Kind("colocation", _validate_colocation, _run_colocation, by_workload=False,
+         summary="a queue of GNN tasks co-located on one GPU (top-level kind: training or inference)"),
+)}
+
+
+def workload_kinds() -> list[str]:
+    """The names ``workload.kind`` may take."""
+    return sorted(name for name, kind in KINDS.items() if kind.by_workload)
+
+
+def is_colocation(raw) -> bool:
+    """A co-location spec: a mapping whose top-level kind is training or inference."""
+    return isinstance(raw, dict) and isinstance(raw.get("kind"), str) and raw["kind"] in COLOCATION_KINDS
+
+
+def kind_of(raw) -> Kind:
+    """The kind of a parsed spec (see the module docstring), or a one-line SpecError
+    for a top-level ``kind`` or a ``workload:`` section that names none. Anything
+    else about the spec is left to the kind's own ``validate`` (a spec that is not a
+    mapping at all is a timetable's error: ``spec: must be a mapping``)."""
+    if is_colocation(raw):
+        return KINDS["colocation"]
+    known = ", ".join(workload_kinds())
+    if isinstance(raw, dict) and "kind" in raw and "workload" not in raw:
+        raise SpecError("kind", f"must be {' or '.join(COLOCATION_KINDS)} (a co-location spec), got "
+                                f"{describe(raw['kind'])}; other kinds are set by workload.kind ({known})")
+    if not (isinstance(raw, dict) and "workload" in raw):
+        return KINDS["timetable"]
+    workload = raw["workload"]
+    if not isinstance(workload, dict):
+        raise SpecError("workload", f"must be a mapping, got {describe(workload)}")
+    if "kind" not in workload:
+        raise SpecError("workload.kind", f"is required (one of {known})")
+    name = workload["kind"]
+    if not isinstance(name, str):
+        raise SpecError("workload.kind", f"must be the name of a workload kind ({known}), got {describe(name)}")
+    kind = KINDS.get(name)
+    if kind is None:
+        raise SpecError("workload.kind", f"unknown workload kind {describe(name)} (known: {known})")
+    if not kind.by_workload:
+        raise SpecError("workload.kind", f"{name!r} is not a workload kind: a co-location spec has a top-level "
+                                         f"kind: {' or '.join(COLOCATION_KINDS)} (and no workload section)")
+    return kind
+
+
+def simulated_kind(raw) -> Kind:
+    """The kind of ``raw`` if it can be simulated (``backend: simulated``), else a
+    one-line SpecError naming the kinds that can."""
+    kind = kind_of(raw)
+    if kind.simulate is None:
+        available = ", ".join(name for name, k in KINDS.items() if k.simulate is not None) or "none yet"
+        raise SpecError("backend", f"simulated is not available for workload kind {kind.name!r} "
+                                   f"(available: {available})")
+    return kind

@@ -1,0 +1,189 @@
+"""The registry of workload kinds: which kind a spec is, the one-line errors for a
+spec that names none, and dispatch to a kind's validate, run and simulate."""
+import copy
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import kinds, runner
+from experiments.errors import SpecError
+from experiments.kinds import KINDS, kind_of
+from topologies import fabric
+
+REPO = Path(__file__).resolve().parent.parent
+SPECS = sorted((REPO / "experiments" / "specs").glob("*.yaml"))
+
+
+def spec(name: str) -> dict:
+    return yaml.safe_load((REPO / "experiments" / "specs" / f"{name}.yaml").read_text())
+
+
+def expected_kind(raw: dict) -> str:
+    if raw.get("kind") in ("training", "inference"):
+        return "colocation"
+    return (raw.get("workload") or {}).get("kind", "timetable")
+
+
+def test_the_registry_holds_every_kind_with_callables():
+    assert set(KINDS) == {"timetable", "cojob", "gnn", "colocation"}
+    for name, kind in KINDS.items():
+        assert kind.name == name and callable(kind.validate) and callable(kind.run) and kind.summary
+        assert kind.simulate is None or callable(kind.simulate)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            kind.name = "other"
+    assert kinds.workload_kinds() == ["cojob", "gnn", "timetable"]
+
+
+def simulator_only(raw) -> bool:
+    """A spec written for the simulator: it validates only with the simulator's link rates."""
+    rates = getattr(fabric, "simulated_rates", None)
+    if rates is None:
+        return False
+    with rates():
+        try:
+            runner.kind_of(raw).validate(raw)
+        except SpecError:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_every_shipped_spec_has_its_kind_and_validates(path):
+    raw = yaml.safe_load(path.read_text())
+    kind = kind_of(raw)
+    assert kind.name == expected_kind(raw)
+    try:
+        assert isinstance(runner.validate_any(raw), dict)
+    except SpecError:
+        if not simulator_only(raw):
+            raise
+        assert isinstance(runner.validate_any(raw, simulated=True), dict)
+
+
+def test_a_spec_without_a_workload_section_is_a_timetable_and_so_is_one_spelled_so():
+    raw = spec("priority-demo")
+    spelled = dict(raw, workload={"kind": "timetable"})
+    assert kind_of(raw) is kind_of(spelled) is KINDS["timetable"]
+    assert runner.validate_any(spelled) == runner.validate_any(raw)
+    assert kind_of(["not", "a", "mapping"]) is KINDS["timetable"]  # whose validator names the root
+    with pytest.raises(SpecError, match=r"^spec: must be a mapping, got a list of 3 items$"):
+        runner.validate_any(["not", "a", "mapping"])
+
+
+def test_colocation_is_recognised_by_its_top_level_kind():
+    for name in ("colocate-smoke", "colocate-smoke-inference"):
+        raw = spec(name)
+        assert runner.is_colocation(raw) and kind_of(raw) is KINDS["colocation"]
+    assert not runner.is_colocation(spec("grouper-smoke")) and not runner.is_colocation({"kind": ["training"]})
+
+
+GNN_SMOKE = "gnn-oes-smoke"
+
+
+@pytest.mark.parametrize("workload, message", [
+    ({"kind": "GNN"}, "workload.kind: unknown workload kind 'GNN' (known: cojob, gnn, timetable)"),
+    ({"kind": {"name": "gnn"}}, "workload.kind: must be the name of a workload kind (cojob, gnn, timetable), "
+                                "got a mapping"),
+    ({"kind": ["gnn"]}, "workload.kind: must be the name of a workload kind (cojob, gnn, timetable), "
+                        "got a list of 1 item"),
+    ({"kind": None}, "workload.kind: must be the name of a workload kind (cojob, gnn, timetable), got null"),
+    ({"kind": "x" * 100_000}, "workload.kind: unknown workload kind 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+                              "xxxxxxxxx... (known: cojob, gnn, timetable)"),
+    ({"graph": "cora"}, "workload.kind: is required (one of cojob, gnn, timetable)"),
+    (["gnn"], "workload: must be a mapping, got a list of 1 item"),
+    (None, "workload: must be a mapping, got null"),
+    ({"kind": "colocation"}, "workload.kind: 'colocation' is not a workload kind: a co-location spec has a "
+                             "top-level kind: training or inference (and no workload section)"),
+])
+def test_a_workload_that_names_no_kind_is_one_line_naming_the_field(workload, message):
+    raw = spec(GNN_SMOKE)
+    raw["workload"] = workload
+    with pytest.raises(SpecError) as err:
+        kind_of(raw)
+    assert str(err.value) == message
+    with pytest.raises(SpecError) as err:
+        runner.validate_any(raw)
+    assert str(err.value) == message
+
+
+def test_a_top_level_kind_that_is_not_colocation_is_named():
+    raw = spec("colocate-smoke")
+    raw["kind"] = "train"
+    with pytest.raises(SpecError, match=r"^kind: must be training or inference \(a co-location spec\), got 'train'; "
+                                        r"other kinds are set by workload.kind \(cojob, gnn, timetable\)$"):
+        runner.validate_any(raw)
+    raw["kind"] = {"a": 1}
+    with pytest.raises(SpecError, match=r"^kind: must be training or inference .* got a mapping;"):
+        runner.validate_any(raw)
+
+
+def test_a_kind_validates_only_its_own_workload_kind():
+    raw = spec(GNN_SMOKE)
+    raw["workload"] = {"kind": "gnn"}
+    with pytest.raises(SpecError, match=r"^workload.graph: is required$"):
+        runner.validate_any(raw)
+
+
+def test_run_any_spec_runs_the_validated_spec_with_its_kind(monkeypatch, tmp_path):
+    calls = []
+    for name in KINDS:
+        monkeypatch.setitem(KINDS, name, dataclasses.replace(
+            KINDS[name], run=lambda resolved, out, name=name: calls.append((name, resolved, out)) or Path(out)))
+    assert runner.run_any_spec(spec("grouper-smoke"), str(tmp_path)) == tmp_path
+    assert runner.run_any_spec(spec("priority-demo"), "o") == Path("o")
+    name, resolved, out = calls[0]
+    assert name == "cojob" and resolved == runner.validate_any(spec("grouper-smoke")) and out == str(tmp_path)
+    assert calls[1][0] == "timetable" and calls[1][1]["fidelity"]  # resolved: defaults filled
+    with pytest.raises(SpecError, match=r"^workload.kind: unknown workload kind 'nope'"):
+        runner.run_any_spec(dict(spec("grouper-smoke"), workload={"kind": "nope"}))
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("name", ["gnn-oes-smoke", "priority-demo", "colocate-smoke"])
+def test_simulating_a_kind_without_a_simulator_is_one_line(name):
+    raw = spec(name)
+    kind = kind_of(raw)
+    available = ", ".join(n for n, k in KINDS.items() if k.simulate is not None) or "none yet"
+    with pytest.raises(SpecError) as err:
+        runner.simulate_any_spec(raw)
+    assert str(err.value) == f"backend: simulated is not available for workload kind '{kind.name}' " \
+                             f"(available: {available})"
+
+
+def test_simulate_any_spec_simulates_the_spec_validated_for_the_simulator(monkeypatch):
+    calls = []
+    monkeypatch.setitem(KINDS, "gnn", dataclasses.replace(KINDS["gnn"], simulate=lambda s, out: calls.append(s)
+                                                          or Path("sim")))
+    assert runner.simulate_any_spec(spec(GNN_SMOKE), "x") == Path("sim")
+    assert calls == [runner.validate_any(spec(GNN_SMOKE))]  # without validate_simulated: validate
+    monkeypatch.setitem(KINDS, "gnn", dataclasses.replace(KINDS["gnn"], validate_simulated=lambda raw: {"sim": 1}))
+    assert runner.validate_any(spec(GNN_SMOKE), simulated=True) == {"sim": 1}
+    assert runner.simulate_any_spec(spec(GNN_SMOKE), "x") == Path("sim") and calls[-1] == {"sim": 1}
+    with pytest.raises(SpecError, match=r"^backend: simulated is not available for workload kind 'timetable' "
+                                        r"\(available: cojob, gnn\)$"):
+        runner.simulate_any_spec(spec("priority-demo"))
+
+
+def test_reading_the_registry_imports_no_runner_nor_torch():
+    code = ("import sys, experiments.runner, experiments.sweep; "
+            "heavy = [m for m in ('torch', 'experiments.emulation.net', 'experiments.cojob.runner', "
+            "'experiments.gnn.runner', 'experiments.colocation.runner') if m in sys.modules]; "
+            "assert not heavy, heavy")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.parametrize("kind_value, got", [({"a": 1}, "a mapping"), (["cojob"], "a list of 1 item")])
+def test_cli_run_of_a_workload_kind_that_is_a_mapping_or_list_is_one_line(tmp_path, capsys, kind_value, got):
+    from experiments.cli import main
+    raw = copy.deepcopy(spec("grouper-smoke"))
+    raw["workload"]["kind"] = kind_value
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == "trainbed: error: workload.kind: must be the name of a workload kind " \
+                                      f"(cojob, gnn, timetable), got {got}\n"
+    assert not (tmp_path / "o").exists()
