@@ -20,12 +20,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from experiments import bench_gnn, bench_grouper, cpu, store
+from experiments import store
 from experiments.benchrows import row, show
-from experiments.emulation import spec as spec_mod
-from experiments.emulation.metrics import per_second
-from experiments.emulation.net import Emulation, EmulationOptions
-from experiments.emulation.runner import run_spec
+from experiments.cojob import bench as bench_grouper
+from experiments.gnn import bench as bench_gnn
+from experiments.platform import cpu
+from experiments.platform.net import Emulation, EmulationOptions
+from experiments.timetable import spec as spec_mod
+from experiments.timetable.metrics import per_second
+from experiments.timetable.runner import run_spec
 from hosts import mesh
 from hosts.traffic import receiver_series
 from topologies.fabric import leaf_spine

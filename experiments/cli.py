@@ -32,7 +32,7 @@ def _print_headline(run) -> None:
 
 
 def _clean(args) -> int:
-    from experiments.emulation.records import clean_all
+    from experiments.platform.records import clean_all
     report = clean_all()
     print(report)
     return 0
@@ -56,7 +56,7 @@ def _sweep(args) -> int:
 
 
 def _figures(args) -> int:
-    from experiments.figures import grouper_figures
+    from experiments.cojob.figures import grouper_figures
     for path in grouper_figures(args.dir, solo_runs=args.solo):
         print(path)
     return 0

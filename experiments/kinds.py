@@ -19,7 +19,7 @@ A kind's callables import their modules when called, so that reading this regist
 
 A new kind is one more ``Kind`` in ``KINDS``: its ``validate`` must accept only its
 own ``workload.kind``, and its runner is usually built on
-``experiments.workloads.run.run_workload``.
+``experiments.platform.run.run_workload``.
 """
 from __future__ import annotations
 
@@ -48,12 +48,12 @@ class Kind:
 
 
 def _validate_timetable(raw) -> dict:
-    from experiments.emulation.spec import validate
+    from experiments.timetable.spec import validate
     return validate(raw)
 
 
 def _run_timetable(spec: dict, out: str | None = None) -> Path:
-    from experiments.emulation.runner import run_spec
+    from experiments.timetable.runner import run_spec
     return run_spec(spec, out)
 
 

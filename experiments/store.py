@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from experiments import cpu
+from experiments.platform import cpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "matplotlib", "PyYAML")

@@ -1,5 +1,5 @@
 """One task of a PS-trained job on an emulated host, moving real TCP bytes: a worker
-or a parameter server (PS) of the Grouper cojob workload (experiments/workloads/cojob.py).
+or a parameter server (PS) of the Grouper cojob workload (experiments/cojob/workload.py).
 
 One iteration of a job of W workers and S PSs: every worker pushes ``--bytes`` to
 every PS; a PS sends ``--bytes`` back to every worker (pull) once all W pushes of that

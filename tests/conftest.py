@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from experiments import cpu
+from experiments.platform import cpu
 
 _SESSION_START = {}
 

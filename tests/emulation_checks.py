@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from experiments.emulation.net import alive
+from experiments.platform.net import alive
 
-
-CPU_LOST = "the box took"  # how experiments.cpu.cpu_reasons starts its steal/throttling reason
+CPU_LOST = "the box took"  # how experiments.platform.cpu.cpu_reasons starts its steal/throttling reason
 
 
 def cpu_was_taken(summary: dict) -> str | None:

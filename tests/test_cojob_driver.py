@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from experiments.channel import DriverError
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.coordinator import Decision, FlowKey
 from experiments.cojob.driver import EPHEMERAL_START, CojobDriver
-from experiments.emulation.spec import fabric_of
+from experiments.platform.channel import DriverError
 from experiments.platform.policysync import flow_match
+from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec
 
 

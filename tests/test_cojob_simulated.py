@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from experiments import grouper_metrics
+from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import simulated
 from experiments.cojob import spec as cojob_spec
+from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
 from experiments.runner import read_spec
-from experiments.workloads import cojob as cojob_mod
 from topologies import fabric as fabric_mod
 
 SMOKE = "experiments/specs/grouper-smoke.yaml"

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.cojob import workload as cj
 from experiments.errors import SpecError
-from experiments.workloads import cojob as cj
 
 TRACE = Path(__file__).resolve().parents[2] / "shared" / "data" / "grouper-trace.json"
 HOSTS = [f"tbh{i}" for i in range(1, 10)]

@@ -1,4 +1,4 @@
-"""experiments.cpu: what the box took away from a run (steal, quota throttling) and
+"""experiments.platform.cpu: what the box took away from a run (steal, quota throttling) and
 the CPU pinning that keeps a quota from freezing it."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import cpu
+from experiments.platform import cpu
 
 
 def _proc(tmp_path: Path, mountinfo: str, cgroup: str, stat: str = "cpu 10 0 10 70 5 0 0 5 0 0\n") -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from controller.hostnet import netns_cmd
-from experiments.emulation.net import Emulation, EmulationOptions
+from experiments.platform.net import Emulation, EmulationOptions
 from topologies import queues
 from topologies.fabric import host_interface, leaf_spine
 

@@ -13,8 +13,9 @@ import pytest
 import yaml
 from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes, processes_mentioning
 
-from experiments.emulation import spec as spec_mod
-from experiments.emulation.runner import run_spec
+from experiments.platform import spec as platform_spec
+from experiments.timetable import spec as spec_mod
+from experiments.timetable.runner import run_spec
 
 pytestmark = pytest.mark.root
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +61,7 @@ def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, pri
     for name in ("spec.yaml", "environment.json", "flows.csv", "cpu.csv", "controller.log"):
         assert (run / name).exists(), name
     assert (Path(os.environ["TRAINBED_RESULTS"]) / "latest").resolve() == run.resolve()
-    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 
 
 def test_sigkilled_run_is_removed_by_clean(tmp_path, private_state):
@@ -79,7 +80,7 @@ def test_sigkilled_run_is_removed_by_clean(tmp_path, private_state):
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait()
-    fabric = spec_mod.fabric_of(spec)
+    fabric = platform_spec.fabric_of(spec)
     present = {p.name for p in Path("/sys/class/net").iterdir()}
     assert present & set(fabric.interface_names()), "the kill should have left links behind"
     assert processes_mentioning(str(private_state))

@@ -17,12 +17,13 @@ import yaml
 from emulation_checks import assert_nothing_left, netns_inodes
 
 from controller.client import ControllerClient
-from experiments.emulation import runner
-from experiments.emulation import spec as spec_mod
-from experiments.emulation.net import Emulation
-from experiments.emulation.ovs import ovs_env
-from experiments.emulation.runner import run_spec
-from experiments.workloads.run import RunError
+from experiments.platform import spec as platform_spec
+from experiments.platform.net import Emulation
+from experiments.platform.ovs import ovs_env
+from experiments.platform.run import RunError
+from experiments.timetable import runner
+from experiments.timetable import spec as spec_mod
+from experiments.timetable.runner import run_spec
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -104,7 +105,7 @@ def test_controller_killed_mid_run_is_restarted_with_every_policy(tmp_path, priv
     assert {p["rate_mbps"] for p in json.loads((run / "raw" / "policies.json").read_text())} == {None, 40.0}
     touched = [r for r in summary["fidelity"]["untrustworthy_reasons"] if r.startswith("controller outage")]
     assert bool(touched) == (outage["start_s"] < 11)  # the recovery window (6-11 s) is a measured interval
-    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 
 
 @pytest.mark.root
@@ -127,7 +128,7 @@ def test_killed_iperf3_is_a_failed_flow_not_a_crash(tmp_path, private_state):
     assert summary["failed_flows"]["high"]["exit_code"] == -signal.SIGKILL
     assert any(r.startswith("flow high failed") for r in summary["fidelity"]["untrustworthy_reasons"])
     assert summary["flows"]["low"]["mean_goodput_mbps"] > 30  # the other flow is still analysed
-    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 
 
 @pytest.mark.root
@@ -155,7 +156,7 @@ def test_crash_mid_run_and_failing_teardown_step_leave_a_usable_run_dir(tmp_path
     assert (run / "raw" / "low.server.json").exists() and (run / "cpu.csv").exists()
     assert summary["failed_flows"]["low"]["exit_code"] != 0  # stopped by the crash, recorded as such
     monkeypatch.undo()
-    assert_nothing_left(spec_mod.fabric_of(spec), private_state, run, namespaces)
+    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 
 
 def test_policy_call_to_a_dead_controller_fails_within_its_bound(tmp_path):

@@ -4,9 +4,9 @@ import json
 import pytest
 import yaml
 
-from experiments import figures
+from experiments.cojob import figures
+from experiments.cojob.workload import MODELS, Arrival, CojobPlan, JobPlan, LearningCurve
 from experiments.errors import SpecError
-from experiments.workloads.cojob import MODELS, Arrival, CojobPlan, JobPlan, LearningCurve
 
 # One cojob of one job and one stage; its learning curve reaches 90% after 3 iterations.
 PLAN = CojobPlan(0, MODELS["deepspeech2"], (10,), (JobPlan(0, 0, 1, LearningCurve(0.8, 1.0)),), Arrival(at_s=0.0))

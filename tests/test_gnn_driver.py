@@ -11,11 +11,11 @@ import pytest
 
 from controller.schedulers import oes
 from experiments import store
-from experiments.channel import DriverError
-from experiments.cpu import CpuMonitor
-from experiments.emulation.spec import FIDELITY_DEFAULTS
 from experiments.gnn import runner
 from experiments.gnn.driver import OesRates
+from experiments.platform.channel import DriverError
+from experiments.platform.cpu import CpuMonitor
+from experiments.platform.spec import FIDELITY_DEFAULTS
 
 MACHINES = [oes.Machine("tbh1", 100, 100), oes.Machine("tbh2", 100, 100), oes.Machine("tbh3", 20, 20)]
 

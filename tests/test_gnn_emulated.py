@@ -13,7 +13,7 @@ import pytest
 from emulation_checks import assert_nothing_left, netns_inodes, processes_mentioning
 
 from controller.schedulers import oes
-from experiments.emulation.spec import fabric_of
+from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec, validate_any
 
 pytestmark = pytest.mark.root

@@ -11,7 +11,7 @@ import pytest
 from emulation_checks import CPU_LOST, assert_nothing_left, netns_inodes
 
 from experiments.cojob import spec as cojob_spec
-from experiments.emulation.spec import fabric_of
+from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec
 
 pytestmark = pytest.mark.root

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from experiments import grouper_metrics as gm
+from experiments.cojob import metrics as gm
+from experiments.cojob.workload import MODELS, Arrival, CojobPlan, JobPlan, LearningCurve
 from experiments.errors import SpecError
-from experiments.workloads.cojob import MODELS, Arrival, CojobPlan, JobPlan, LearningCurve
 
 # c0j0 reaches 90% of its a_final after ceil(10 ln 10) = 24 iterations, i.e. at the
 # iteration_end of iteration 23; c0j1 (tau 50) needs 116 and c1j0 (tau 1000) 2303.
@@ -134,7 +134,7 @@ def test_tcp_summary_totals_the_hosts_counters():
 
 
 def test_switch_loss_share_is_what_the_switches_received_and_never_sent():
-    from experiments.emulation.metrics import switch_loss_share
+    from experiments.platform.fidelity import switch_loss_share
     balance = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
     queues = {"tbl1-eth1": {"1": {"dropped": 0}, "7": {"dropped": 10}}, "tbs1-eth1": {"7": {"dropped": 0}}}
     assert switch_loss_share(balance, {}) == 30 / 2000

@@ -17,7 +17,7 @@ from controller.schedulers.grouper import (
     stage_machines,
     to_queues,
 )
-from experiments.bench_grouper import pda_timings
+from experiments.cojob.bench import pda_timings
 from topologies.queues import CONTROL_QUEUE, LOWEST_QUEUE
 
 # Fig. 3: two cojobs on one bottleneck link of one unit per time step. The caption

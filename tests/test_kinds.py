@@ -170,7 +170,7 @@ def test_simulate_any_spec_simulates_the_spec_validated_for_the_simulator(monkey
 
 def test_reading_the_registry_imports_no_runner_nor_torch():
     code = ("import sys, experiments.runner, experiments.sweep; "
-            "heavy = [m for m in ('torch', 'experiments.emulation.net', 'experiments.cojob.runner', "
+            "heavy = [m for m in ('torch', 'experiments.platform.net', 'experiments.cojob.runner', "
             "'experiments.gnn.runner', 'experiments.colocation.runner') if m in sys.modules]; "
             "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)

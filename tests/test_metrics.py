@@ -1,6 +1,6 @@
 import pytest
 
-from experiments.emulation import metrics
+from experiments.timetable import metrics
 
 LOW = [(t / 2, 95.0) for t in range(1, 15)] + [(7.5, 1.0), (8.0, 1.0), (8.5, 1.0), (9.0, 1.0), (9.5, 1.0),
                                                 (10.0, 1.0), (10.5, 50.0), (11.0, 94.0), (11.5, 95.0)]

@@ -6,12 +6,11 @@ import json
 import socket
 import subprocess
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from experiments.channel import DriverError
 from experiments.platform import driver as driver_mod
+from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
 from hosts.messages import decode, encode, event
 

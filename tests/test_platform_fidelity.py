@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from experiments.cpu import BoxTimes, CpuMonitor, CpuSample
-from experiments.emulation.spec import FIDELITY_DEFAULTS
+from experiments.platform.cpu import BoxTimes, CpuMonitor, CpuSample
 from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, read_switch_loss_share
+from experiments.platform.spec import FIDELITY_DEFAULTS
 
 PORTS = {"tbl1-eth1": {1: {"bytes": 1500, "packets": 1, "dropped": 0}, 7: {"bytes": 0, "packets": 0, "dropped": 10}}}
 BALANCE = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.emulation import spec as spec_mod
 from experiments.errors import SpecError
+from experiments.platform import spec as platform_spec
+from experiments.timetable import spec as spec_mod
 from experiments.validation import read_yaml, shown_path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,8 +26,8 @@ def test_demo_spec_resolves_with_defaults():
     assert spec["flows"][1] == {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 8.0, "duration_s": 8.0,
                                 "queue": 1}
     assert spec["policy_changes"][0]["rate_mbps"] == 40.0
-    assert spec["fidelity"] == spec_mod.FIDELITY_DEFAULTS
-    assert len(spec_mod.fabric_of(spec).hosts) == 6
+    assert spec["fidelity"] == platform_spec.FIDELITY_DEFAULTS
+    assert len(platform_spec.fabric_of(spec).hosts) == 6
 
 
 def test_the_timetable_is_a_workload_kind_spelled_or_implied():

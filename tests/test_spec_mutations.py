@@ -23,9 +23,10 @@ from experiments import sweep as sweep_mod
 from experiments import validation as v
 from experiments.cojob.spec import build_workload
 from experiments.colocation.spec import resolve as resolve_colocation
-from experiments.emulation import spec as emulation
 from experiments.errors import SpecError
+from experiments.platform import spec as platform_spec
 from experiments.runner import KINDS, kind_of, validate_any
+from experiments.timetable import spec as emulation
 from topologies import fabric as fabric_mod
 from topologies.fabric import leaf_spine
 
@@ -171,7 +172,7 @@ def check_spec(raw) -> None:
     spec = validate_any(raw)
     name = kind_of(raw).name
     if name == "timetable":
-        emulation.fabric_of(spec)
+        platform_spec.fabric_of(spec)
     elif name == "cojob":
         build_workload(spec)
 

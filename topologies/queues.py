@@ -85,7 +85,7 @@ SKB_OVERHEAD = 2
 def switch_send_buffer_bytes(n_ports: int) -> int:
     """Send buffer for a userspace switch process whose ``n_ports`` ports it feeds
     through one socket: every queue of every port full at once, so that only the
-    queues drop (``experiments.emulation.ovs``)."""
+    queues drop (``experiments.platform.ovs``)."""
     return n_ports * N_QUEUES * LEAF_LIMIT_BYTES * SKB_OVERHEAD
 
 

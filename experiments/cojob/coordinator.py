@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from experiments.cojob import scheduling
-from experiments.workloads import cojob as cojob_mod
+from experiments.cojob import workload as cojob_mod
 
 
 class FlowKey(NamedTuple):

@@ -29,12 +29,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.channel import DriverError
 from experiments.cojob import spec as cojob_spec
+from experiments.cojob import workload as cojob_mod
 from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
+from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
 from experiments.platform.policysync import PolicySync, flow_match
-from experiments.workloads import cojob as cojob_mod
 from hosts.messages import command
 
 PS_PORT_BASE = 20000

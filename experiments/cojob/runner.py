@@ -1,9 +1,9 @@
-"""``trainbed run`` for the cojob workload kind (through ``experiments.workloads.run``).
+"""``trainbed run`` for the cojob workload kind (through ``experiments.platform.run``).
 
 Start the background monitors (CPU, a sampled packet capture
 on every host link), run the driver until every cojob ended, collect the queue
 counters, tear down, then analyse: Grouper's metrics from ``events.jsonl``
-(``experiments.grouper_metrics``), the conformance of the packets to the
+(``experiments.cojob.metrics``), the conformance of the packets to the
 decisions (``conformance``), and what the simulator backend (``simulated``)
 predicts for the same workload and scheduler on the same fabric
 (``model_avg_sct_s``, ``sct_over_model``: how much the emulation adds). Like the
@@ -18,15 +18,16 @@ import subprocess
 from pathlib import Path
 
 from controller.hostnet import netns_cmd
-from experiments import grouper_metrics, store
+from experiments import store
 from experiments.cojob import conformance, simulated
+from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
-from experiments.cpu import CpuMonitor
-from experiments.emulation import spec as emulation_spec
-from experiments.emulation.net import Emulation
+from experiments.platform import spec as emulation_spec
+from experiments.platform.cpu import CpuMonitor
 from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
-from experiments.workloads.run import run_workload
+from experiments.platform.net import Emulation
+from experiments.platform.run import run_workload
 from topologies import queues
 from topologies.fabric import host_interface
 

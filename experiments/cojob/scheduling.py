@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
-from experiments.workloads import cojob as cojob_mod
+from experiments.cojob import workload as cojob_mod
 
 # Schedulers the coordinator reruns on its period; grouper-immediate reruns on every
 # stage start and end instead, fs never runs.

@@ -49,16 +49,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments import grouper_metrics, store
+from experiments import store
+from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import spec as cojob_spec
-from experiments.cojob.coordinator import (CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob,
-                                           StopJob)
-from experiments.emulation.spec import fabric_of
+from experiments.cojob import workload as cojob_mod
+from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
 from experiments.errors import SpecError
+from experiments.platform.run import simulate_workload
+from experiments.platform.spec import fabric_of
 from experiments.sim.network import FluidNetwork
 from experiments.validation import read_yaml
-from experiments.workloads import cojob as cojob_mod
-from experiments.workloads.run import simulate_workload
 from topologies.fabric import Fabric, simulated_rates
 from topologies.queues import LOWEST_QUEUE
 

@@ -23,18 +23,18 @@ Format (README, "Cojob specs")::
     fidelity: {...}
     emulation: {...}
 
-Compute time per iteration follows ``experiments.workloads.cojob.Scaling``: the
+Compute time per iteration follows ``experiments.cojob.workload.Scaling``: the
 testbed's comm/comp ratio at 1 Gbit/s is kept at the emulated host rate.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from experiments.emulation import spec as emulation_spec
-from experiments.store import REPO_ROOT
+from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
-from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number, string
-from experiments.workloads import cojob as cojob_mod
+from experiments.platform import spec as emulation_spec
+from experiments.store import REPO_ROOT
+from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number
 
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}

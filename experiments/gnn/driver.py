@@ -37,8 +37,8 @@ from pathlib import Path
 
 from controller.hostnet import netns_cmd
 from controller.schedulers import oes
-from experiments.channel import DriverError
 from experiments.gnn import job as job_mod
+from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
 from experiments.platform.policysync import PolicySync
 from topologies import queues

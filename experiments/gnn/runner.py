@@ -1,4 +1,4 @@
-"""``trainbed run`` for the ``gnn`` workload kind (through ``experiments.workloads.run``).
+"""``trainbed run`` for the ``gnn`` workload kind (through ``experiments.platform.run``).
 
 Count the bytes every host hands to its switch, run the driver (DGL tasks, OES or
 default scheduling) until training ends, read back the installed rates, collect the
@@ -20,12 +20,12 @@ import json
 from pathlib import Path
 
 from experiments import store
-from experiments.cpu import CpuMonitor
-from experiments.emulation.net import Emulation
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
+from experiments.platform.cpu import CpuMonitor
 from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
-from experiments.workloads.run import run_workload
+from experiments.platform.net import Emulation
+from experiments.platform.run import run_workload
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
 

@@ -43,9 +43,9 @@ every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
 
-from experiments.emulation import spec as emulation_spec
 from experiments.errors import SpecError
 from experiments.gnn import placement as placement_mod
+from experiments.platform import spec as emulation_spec
 from experiments.validation import ROOT, at, boolean, choice, describe, integer, items, mapping, number
 from hosts.gnn.graphs import SHAPES, DatasetShape
 

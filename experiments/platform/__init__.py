@@ -1,1 +1,3 @@
-"""What every workload kind's driver and runner share: the driver loop, policy sync, the fidelity verdict."""
+"""The kind-agnostic platform: the emulated fabric (net, ovs, records), the management
+channel, the spec fields every kind shares, the one run lifecycle, the driver base,
+the policy sync, the fidelity verdict and CPU accounting."""

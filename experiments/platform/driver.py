@@ -1,7 +1,7 @@
 """The skeleton of every workload kind's driver: task processes, the event loop, the close.
 
 A driver starts its tasks' processes in their hosts' namespaces (``spawn``), hears
-their events on the management channel (``experiments.channel``) and answers them
+their events on the management channel (``experiments.platform.channel``) and answers them
 (``handle``) until its kind says it is done; ``close`` stops what is still running.
 Each kind keeps its own logic (what an event means, when a task's exit is a
 failure, what to stop) in its subclass.
@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Iterable
 
-from experiments.channel import DriverError, EventServer
+from experiments.platform.channel import DriverError, EventServer
 from hosts.messages import command
 
 STOP_GRACE_S = 15.0  # at close, how long stopped tasks get to exit before they are killed

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Sequence
 
 from experiments import store
-from experiments.cpu import CpuMonitor
-from experiments.emulation import metrics as emulation_metrics
 from experiments.errors import one_line
+from experiments.platform.cpu import CpuMonitor
 
 QUEUE_COUNTERS = "queue_counters.json"  # per switch port, per queue: bytes/packets/dropped
 SWITCH_PACKETS = "switch_packets.json"  # per switch: packets its ports received and transmitted
@@ -36,13 +35,24 @@ def collect_fabric_counters(em, raw: Path) -> list[str]:
     return unread
 
 
+def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -> float | None:
+    """Share of the packets the switches received that they neither sent on nor
+    dropped in a queue (after the run, so nothing is in flight): losses inside the
+    userspace switches, which no queue counter shows. ``port_counters``: the switch
+    ports' queue counters (``Emulation.port_counters``)."""
+    received = sum(s["received"] for s in balance.values())
+    transmitted = sum(s["transmitted"] for s in balance.values())
+    queue_drops = sum(q["dropped"] for port in port_counters.values() for q in port.values())
+    return max(received - transmitted - queue_drops, 0) / received if received else None
+
+
 def read_switch_loss_share(raw: Path) -> float | None:
-    """``emulation.metrics.switch_loss_share`` of the counters in ``raw``; None when
+    """``switch_loss_share`` of the counters in ``raw``; None when
     either file is missing (a run that failed before they were collected)."""
     balance, counters = raw / SWITCH_PACKETS, raw / QUEUE_COUNTERS
     if not (balance.exists() and counters.exists()):
         return None
-    return emulation_metrics.switch_loss_share(json.loads(balance.read_text()), json.loads(counters.read_text()))
+    return switch_loss_share(json.loads(balance.read_text()), json.loads(counters.read_text()))
 
 
 def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Path,

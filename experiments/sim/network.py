@@ -75,6 +75,7 @@ TOLERANCE = 1e-9
 # few ulps of its own bytes, not of the group's whole history.
 _REBASE = 8.0
 _INF = math.inf
+_DEAD = -2  # _gport row 0 of a free slot: the level 0 (rate 0)
 
 Hops = tuple[tuple[str, int], ...]
 
@@ -119,20 +120,33 @@ class FluidNetwork:
         self._sent = np.zeros(0)
         self._rate = np.zeros(0)
         self._inv = np.zeros(0)  # 1/rate, inf where the rate is 0
-        self._topf = np.zeros(0)  # finish point of the group's top member (inf: empty)
-        self._topthr = np.zeros(0)  # that finish point less TOLERANCE of its size
-        self._end = np.zeros(0)  # absolute time the top is delivered at the current rate
-        self._endtol = np.zeros(0)  # absolute time the top is within TOLERANCE
+        # _tops rows: finish point of the group's top member (inf: empty), and that finish
+        # point less TOLERANCE of its size; _ends rows: the absolute times the top is
+        # delivered and is within TOLERANCE at the current rate (one 2-row op for both)
+        self._tops = np.zeros((2, 0))
+        self._ends = np.zeros((2, 0))
+        self._topf, self._topthr = self._tops
+        self._end, self._endtol = self._ends
         self._tmp = np.zeros(0)
+        self._tmp2 = np.zeros((2, 0))
         self._live = np.zeros(0, dtype=bool)
         # _gport[j, g]: index of the j-th port of group g, -1 past its last hop (one row
-        # per hop position: column-wise np.minimum is far faster than min(axis=1))
+        # per hop position: column-wise np.minimum is far faster than min(axis=1)); a
+        # free slot has _DEAD in row 0
         self._gport = np.zeros((2, 0), dtype=np.intp)
         self._next = _INF
         self._dirty_groups: set[int] = set()
         self._dirty_ports: set[int] = set()
         self._comps = None  # components of ports, see _components
         self._comp_of: list[int] = []
+        self._cut: list[tuple[int, int]] = []  # port pairs unlinked since _components
+        self._mixed_ports = 0  # ports with more than one queue
+        # fill level of every port by its component's last one-queue filling, then the
+        # levels _DEAD (0: rate 0) and -1 (inf: padding) index; while _levels_ok, every
+        # group's rate is the least level of its ports (no priority filling since the
+        # last refill of every component)
+        self._lv = [0.0, _INF]
+        self._levels_ok = True
         self._stale = False  # rates or end times need a recompute
 
     # --- public interface ------------------------------------------------------------
@@ -286,6 +300,7 @@ class FluidNetwork:
             self._deg.append(0)
             self._pair.append({})
             self._multi.append(set())
+            self._lv.insert(-2, _INF)
             self._comps = None
         return pid
 
@@ -312,8 +327,9 @@ class FluidNetwork:
             wide = np.full((len(ghops), self._gport.shape[1]), -1, dtype=np.intp)
             wide[:len(self._gport)] = self._gport
             self._gport = wide
-        self._gport[:, g] = -1
-        self._gport[:len(ghops), g] = [pid for pid, _ in ghops]
+        gport = self._gport
+        for j, (pid, _) in enumerate(ghops):
+            gport[j, g] = pid
         self._live[g] = True
         for pid, q in ghops:
             self._users[pid].add(g)
@@ -322,7 +338,8 @@ class FluidNetwork:
                 pq[q].add(g)
             else:
                 pq[q] = {g}
-                self._comps = None
+                if len(pq) == 2:
+                    self._mixed_ports += 1
             if len(ghops) > 2:
                 self._multi[pid].add(g)
                 self._comps = None
@@ -336,7 +353,8 @@ class FluidNetwork:
             pq[q].discard(g)
             if not pq[q]:
                 del pq[q]
-                self._comps = None
+                if len(pq) == 1:
+                    self._mixed_ports -= 1
             if len(self._ghops[g]) > 2:
                 self._multi[pid].discard(g)
                 self._comps = None
@@ -348,7 +366,10 @@ class FluidNetwork:
         self._inv[g] = self._topf[g] = self._topthr[g] = self._end[g] = self._endtol[g] = _INF
         self._dirty_groups.discard(g)
         self._live[g] = False
-        self._gport[:, g] = -1
+        gport = self._gport
+        gport[0, g] = _DEAD
+        for j in range(1, len(gport)):
+            gport[j, g] = -1
         self._free.append(g)
 
     def _recount(self, g: int, d: int) -> None:
@@ -363,14 +384,15 @@ class FluidNetwork:
             (p, _), (q, _) = gh
             pp, pq = self._pair[p], self._pair[q]
             m = pp.get(q, 0)
-            if not m:
-                self._comps = None  # a new link between two ports
+            if not m and self._comps is not None and self._comp_of[p] != self._comp_of[q]:
+                self._comps = None  # a new link joins two components
             m += d
             if m:
                 pp[q] = pq[p] = m
             else:
                 del pp[q], pq[p]
-                self._comps = None
+                if self._comps is not None:
+                    self._cut.append((p, q))  # may split a component: see _fill
 
     def _grow(self, size: int) -> None:
         old = len(self._sent)
@@ -380,12 +402,19 @@ class FluidNetwork:
             b[:old] = a
             return b
 
-        self._sent, self._rate = grown(self._sent, 0.0), grown(self._rate, 0.0)
-        self._inv, self._topf, self._topthr = grown(self._inv, _INF), grown(self._topf, _INF), grown(self._topthr, _INF)
-        self._end, self._endtol = grown(self._end, _INF), grown(self._endtol, _INF)
-        self._tmp = np.zeros(size)
+        def grown2(a, fill):
+            b = np.full((2, size), fill)
+            b[:, :old] = a
+            return b
+
+        self._sent, self._rate, self._inv = grown(self._sent, 0.0), grown(self._rate, 0.0), grown(self._inv, _INF)
+        self._tops, self._ends = grown2(self._tops, _INF), grown2(self._ends, _INF)
+        self._topf, self._topthr = self._tops
+        self._end, self._endtol = self._ends
+        self._tmp, self._tmp2 = np.zeros(size), np.zeros((2, size))
         self._live = grown(self._live, False)
         gport = np.full((len(self._gport), size), -1, dtype=np.intp)
+        gport[0, old:] = _DEAD
         gport[:, :old] = self._gport
         self._gport = gport
 
@@ -446,13 +475,10 @@ class FluidNetwork:
             self._fill(seeds)
         with np.errstate(divide="ignore", invalid="ignore"):
             np.divide(1.0, self._rate, out=self._inv)
-            tmp = self._tmp
-            np.subtract(self._topf, self._sent, out=tmp)
+            tmp = self._tmp2
+            np.subtract(self._tops, self._sent, out=tmp)
             np.multiply(tmp, self._inv, out=tmp)
-            np.add(tmp, self.now, out=self._end)
-            np.subtract(self._topthr, self._sent, out=tmp)
-            np.multiply(tmp, self._inv, out=tmp)
-            np.add(tmp, self.now, out=self._endtol)
+            np.add(tmp, self.now, out=self._ends)
         # fmin skips the NaN of a zero-rate member with nothing left (0 * inf); its
         # tolerance time is -inf, so the next advance delivers it anyway
         self._next = float(np.fmin.reduce(self._end)) if len(self._end) else _INF
@@ -462,10 +488,11 @@ class FluidNetwork:
 
     def _components(self) -> None:
         """Split the ports into connected components (ports linked by a group crossing
-        both); cached until a port pair, a 3+ hop group, a port or a port's set of
-        queues appears or goes, which in a churn of many flows per pair is rare."""
-        pair, multi, ghops, pqueues = self._pair, self._multi, self._ghops, self._pqueues
-        N = len(self._pcap)
+        both). Cached: a new link between two components or a 3+ hop group coming or
+        going drops the cache, and an unlinked port pair is checked at the next filling
+        (``_linked``): in a churn of many flows per pair, the components rarely change."""
+        pair, multi, ghops, pcap = self._pair, self._multi, self._ghops, self._pcap
+        N = len(pcap)
         comp_of = [-1] * N
         comps = []
         for s in range(N):
@@ -474,13 +501,7 @@ class FluidNetwork:
             c = len(comps)
             comp_of[s] = c
             ports = [s]
-            mixed = False
-            i = 0
-            while i < len(ports):
-                p = ports[i]
-                i += 1
-                if len(pqueues[p]) > 1:
-                    mixed = True
+            for p in ports:  # grows while walked
                 for q in pair[p]:
                     if comp_of[q] < 0:
                         comp_of[q] = c
@@ -490,10 +511,32 @@ class FluidNetwork:
                         if comp_of[q] < 0:
                             comp_of[q] = c
                             ports.append(q)
-            inside = np.zeros(N + 1, dtype=bool)  # the last entry answers the -1 padding
-            inside[ports] = True
-            comps.append((ports, mixed, inside, max(self._pcap[p] for p in ports)))
+            comps.append((ports, max([pcap[p] for p in ports])))
         self._comp_of, self._comps = comp_of, comps
+        self._cut = []
+
+    def _linked(self, p: int, q: int) -> bool:
+        """Whether ports p and q are still in one component (a walk from p)."""
+        pair, multi, ghops = self._pair, self._multi, self._ghops
+        if q in pair[p]:
+            return True
+        seen, todo = {p}, [p]
+        while todo:
+            x = todo.pop()
+            for y in pair[x]:
+                if y not in seen:
+                    if y == q:
+                        return True
+                    seen.add(y)
+                    todo.append(y)
+            for g in multi[x]:
+                for y, _ in ghops[g]:
+                    if y not in seen:
+                        if y == q:
+                            return True
+                        seen.add(y)
+                        todo.append(y)
+        return False
 
     def _fill(self, seeds: set[int]) -> None:
         """Refill the component(s) holding the ``seeds`` ports; sets their groups' rates.
@@ -505,13 +548,26 @@ class FluidNetwork:
         ports and 1770 groups (0.36 ms). numpy stays for the per-group vectors (clock,
         next end), where one call replaces a loop over all groups.
         """
+        if self._cut:
+            if self._comps is not None and not all(self._linked(p, q) for p, q in self._cut):
+                self._comps = None
+            self._cut = []
         if self._comps is None:
             self._components()
         comp_of, comps = self._comp_of, self._comps
-        gport = self._gport
-        for c in {comp_of[p] for p in seeds}:
-            ports, mixed, inside, cmax = comps[c]
-            if mixed:
+        cs = {comp_of[p] for p in seeds}
+        mixed_ports = self._mixed_ports
+        if not mixed_ports and not self._levels_ok:
+            # no priorities left: refill every component once, so that every group's
+            # rate is the least level of its ports again (unchanged ones refill equal)
+            cs = range(len(comps))
+            self._levels_ok = True
+        pqueues = self._pqueues
+        single = []
+        for c in cs:
+            ports, cmax = comps[c]
+            if mixed_ports and any(len(pqueues[p]) > 1 for p in ports):
+                self._levels_ok = False
                 users = self._users
                 groups = list(set().union(*[users[p] for p in ports]))
                 if groups:
@@ -523,91 +579,109 @@ class FluidNetwork:
                 continue
             # one queue per port: every group rises from 0 and freezes with the first
             # of its ports to fill, so its rate is the least fill level of its ports
-            level = np.array(self._fill_single(ports, cmax))
-            r = level.take(gport[0])
+            self._fill_single(ports, cmax)
+            single.append(ports)
+        if not single:
+            return
+        level = np.array(self._lv)
+        gport = self._gport
+        if self._levels_ok:
+            # every other component's levels are those of its last filling too
+            r = self._rate
+            level.take(gport[0], out=r)
             for row in gport[1:]:
                 np.minimum(r, level.take(row), out=r)
-            np.copyto(self._rate, r, where=inside.take(gport[0]) & self._live)
+            return
+        r = level.take(gport[0])
+        for row in gport[1:]:
+            np.minimum(r, level.take(row), out=r)
+        inside = np.zeros(len(level), dtype=bool)  # False at _DEAD and -1
+        for ports in single:
+            inside[ports] = True
+        np.copyto(self._rate, r, where=inside.take(gport[0]))
 
-    def _fill_single(self, ports: list[int], cmax: float) -> list[float]:
-        """One queue on every port: the level at which each port fills (inf: never),
-        indexed by port, with a trailing inf for the -1 padding. 2-hop groups are
-        walked as port pairs, 3+ hop groups one by one; a 1-hop group only counts in
-        its port's total. Event-driven over the common level L: a port with n members
-        rising and a = residual + n*L fills at a/n; a heap of ports gives the next."""
-        pcap, deg, pair, multi, ghops, count = self._pcap, self._deg, self._pair, self._multi, self._ghops, self._count
-        N = len(pcap)
-        level = [_INF] * (N + 1)
-        n = [0] * N
-        a = [0.0] * N
-        live = [False] * N  # not frozen, with members rising
+    def _fill_single(self, ports: list[int], cmax: float) -> None:
+        """One queue on every port: the level at which each port of ``ports`` fills
+        (inf: never), into ``_lv``. 2-hop groups are walked as port pairs, 3+ hop
+        groups one by one; a 1-hop group only counts in its port's total. Event-driven
+        over the common level L: a port with n members rising and a = residual + n*L
+        fills at a/n; a heap of ports gives the next."""
+        pcap, pair, multi = self._pcap, self._pair, self._multi
+        n = list(self._deg)  # members rising at the port; 0 once it is frozen
+        a = list(pcap)
+        level = self._lv
         heap = []
         for p in ports:
-            k = n[p] = deg[p]
-            c = a[p] = pcap[p]
+            level[p] = _INF
+            k = n[p]
             if k:
-                live[p] = True
-                heap.append((c / k, p))
+                heap.append((a[p] / k, p))
         if not heap:
-            return level
+            return
         heapq.heapify(heap)
-        done: set[int] = set()  # 3+ hop groups frozen
+        done = None  # 3+ hop groups frozen
         L = 0.0
-        heappop, heappush = heapq.heappop, heapq.heappush
+        tol = TOLERANCE * cmax
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
         # With one queue a port's fill level a/n only rises ((a - mL)/(n - m) >= a/n
         # when a/n >= L), so a heap entry is a lower bound: a freeze only updates a and
-        # n of the neighbours, and a port's level is recomputed (and re-pushed if it
+        # n of the neighbours, and a port's level is recomputed (and put back if it
         # rose) when its entry comes up. Far fewer operations than eager updates.
+        # A port whose members all froze elsewhere (n = 0) never fills.
         while heap:
-            lvl, p = heappop(heap)
-            if not live[p]:
-                continue
+            lvl, p = heap[0]
             k = n[p]
             if not k:
-                live[p] = False
+                heappop(heap)
                 continue
             v = a[p] / k
             if v > lvl:
-                heappush(heap, (v, p))
+                heapreplace(heap, (v, p))
                 continue
+            heappop(heap)
             if lvl > L:
                 L = lvl
-            full = [p]
-            live[p] = False
+            n[p] = 0
+            level[p] = L
             # every other port within TOLERANCE of full freezes in the same round (as a
             # round of itersim.allocate); residual = n * (its level - L), n >= 1
-            lim = L + TOLERANCE * cmax
-            back = []
-            while heap and heap[0][0] <= lim:
-                lvl2, q = heappop(heap)
-                if not live[q]:
-                    continue
-                k = n[q]
-                if not k:
-                    live[q] = False
-                elif a[q] - k * L <= TOLERANCE * pcap[q]:
-                    full.append(q)
-                    live[q] = False
-                else:
-                    back.append((a[q] / k, q))
-            for x in back:
-                heappush(heap, x)
+            lim = L + tol
+            if heap and heap[0][0] <= lim:
+                full = [p]
+                back = []
+                while heap and heap[0][0] <= lim:
+                    q = heappop(heap)[1]
+                    k = n[q]
+                    if not k:
+                        continue
+                    if a[q] - k * L <= TOLERANCE * pcap[q]:
+                        full.append(q)
+                        n[q] = 0
+                        level[q] = L
+                    else:
+                        back.append((a[q] / k, q))
+                for x in back:
+                    heapq.heappush(heap, x)
+            else:
+                full = (p,)
             for p in full:
-                level[p] = L
-                # a pair whose other port is live was rising until now
+                # a pair whose other port is not frozen was rising until now
                 for q, m in pair[p].items():
-                    if live[q]:
+                    if n[q]:
                         n[q] -= m
                         a[q] -= m * L
-                for g in multi[p]:
-                    if g not in done:
-                        done.add(g)
-                        m = count[g]
-                        for q, _ in ghops[g]:
-                            if live[q]:
-                                n[q] -= m
-                                a[q] -= m * L
-        return level
+                if multi[p]:
+                    if done is None:
+                        done = set()
+                    count, ghops = self._count, self._ghops
+                    for g in multi[p]:
+                        if g not in done:
+                            done.add(g)
+                            m = count[g]
+                            for q, _ in ghops[g]:
+                                if n[q]:
+                                    n[q] -= m
+                                    a[q] -= m * L
 
     def _by_last_hop(self, groups: list[int]) -> tuple[list, list]:
         """(hops, port queues) of ``groups`` with every hop in the queue of the group's

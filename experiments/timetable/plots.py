@@ -8,7 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from experiments.emulation.metrics import per_second  # noqa: E402
+from experiments.timetable.metrics import per_second  # noqa: E402
 
 
 def flow_goodput(series: dict[str, list], spec: dict, path: Path) -> None:

@@ -19,7 +19,7 @@ real. Invariants:
 - Every OVS instance's one send socket holds all the queues it feeds, full
   (``size_send_buffers``): only queues drop packets, and they count them.
 - Under a cgroup CPU quota, everything the emulation starts runs on as many CPUs
-  as the quota covers (``experiments.cpu.pinned_to_quota``): spread over more, the
+  as the quota covers (``experiments.platform.cpu.pinned_to_quota``): spread over more, the
   run spends its quota early in each period and is frozen for the rest of it.
 """
 from __future__ import annotations
@@ -39,10 +39,10 @@ from pathlib import Path
 
 from controller.client import ControllerClient, ControllerError
 from controller.hostnet import netns_cmd, run_tc_batch
-from experiments.emulation.ovs import PrivateOVS, ovs_env
-from experiments.cpu import pinned_to_quota
-from experiments.emulation.records import RunRecord, clean_record
 from experiments.errors import TeardownError
+from experiments.platform.cpu import pinned_to_quota
+from experiments.platform.ovs import PrivateOVS, ovs_env
+from experiments.platform.records import RunRecord, clean_record
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
 from topologies.fabric import HOST_PREFIX_LEN, HOST_SUBNET, Fabric
@@ -254,7 +254,7 @@ class Emulation:
 
     def size_send_buffers(self, timeout_s: float = 5.0) -> None:
         """Each OVS instance's send socket as deep as the queues it feeds
-        (``experiments.emulation.ovs``); an instance that has not sent yet is made to
+        (``experiments.platform.ovs``); an instance that has not sent yet is made to
         send one frame first. Where it cannot be done the run goes on, with a warning
         and ``None`` in ``send_buffers``."""
         for instance in self.ovs:

@@ -1,11 +1,12 @@
-"""Experiment specs for ``trainbed run``: YAML in, a validated plain dict out.
+"""Timetable specs for ``trainbed run``: YAML in, a validated plain dict out.
 
 Every problem raises ``SpecError`` whose message is one line, ``field: problem``,
 with the field written as a path (``flows[1].dst``). Every field is read through
 ``experiments.validation`` before use; a flow's or policy change's policy fields
 (queue, rate) are checked by the controller's own policy validator, the topology by
 its builder, and their errors re-homed to the spec's paths. The resolved spec
-(defaults filled in) is what the run directory stores. The format is in the README.
+(defaults filled in) is what the run directory stores. The format: docs/specs.md;
+the fields every kind shares: ``experiments.platform.spec``.
 """
 from __future__ import annotations
 
@@ -13,50 +14,29 @@ from pathlib import Path
 
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
-from experiments.emulation.net import EmulationOptions
 from experiments.errors import SpecError
+from experiments.platform.spec import fabric_of, validate_common
 from experiments.validation import (
     ROOT,
     at,
     boolean,
     choice,
-    integer,
     items,
     mapping,
-    read_yaml,
     number,
+    read_yaml,
     relocate,
     string,
     word,
 )
 from topologies import fabric as fabric_mod
-from topologies import queues
 
-CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 TOP_FIELDS = {"name", "description", "topology", "duration_s", "tcp_congestion", "flows", "policy_changes",
               "analysis", "fidelity", "emulation", "workload"}
 FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "host_queue", "rate_mbps", "rate_mechanism"}
 CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
 POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
-# max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.cpu).
-FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
-EMULATION_FIELDS = {"ovs_instances", "segmentation", "tcp_rto_min_ms"}
-
-
-def emulation_options(raw) -> dict:
-    """The ``emulation:`` section: how the fabric is realised (defaults: what measured best)."""
-    section = mapping("emulation", raw, allowed=EMULATION_FIELDS, optional=True)
-    defaults = EmulationOptions()
-    instances = section.get("ovs_instances", defaults.ovs_instances)
-    if instances != "per_switch":
-        instances = integer("emulation.ovs_instances", instances, minimum=1)
-    segmentation = choice("emulation.segmentation", section.get("segmentation", defaults.segmentation),
-                          queues.SEGMENTATIONS)
-    rto_min = section.get("tcp_rto_min_ms")
-    if rto_min is not None:
-        rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
-    return {"ovs_instances": instances, "segmentation": segmentation, "tcp_rto_min_ms": rto_min}
 
 
 def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
@@ -85,18 +65,6 @@ def _policy(where: str, entry: dict, flow: dict, fab: fabric_mod.Fabric) -> dict
         if "rate_mbps" in fields:
             fields["rate_mbps"] = float(fields["rate_mbps"])
     return fields
-
-
-def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
-    """The topology section and its fabric; the builders check their own parameters."""
-    topo = mapping("topology", raw)
-    if "kind" not in topo:
-        raise SpecError("topology.kind", f"is required (one of {', '.join(fabric_mod.BUILDERS)})")
-    params = {key: value for key, value in topo.items() if key != "kind"}
-    try:
-        return {"kind": topo["kind"], **params}, fabric_mod.build(topo["kind"], **params)
-    except fabric_mod.TopologyError as err:
-        raise relocate(err, "topology", "topology") from None
 
 
 def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
@@ -170,30 +138,5 @@ def validate(raw) -> dict:
     return {**common, "duration_s": duration, "flows": flows, "policy_changes": changes, "analysis": analysis}
 
 
-def validate_common(spec: dict) -> dict:
-    """The fields every emulated workload kind shares: name, description, topology,
-    TCP congestion control, fidelity thresholds and how the fabric is realised."""
-    name = word("name", spec["name"])
-    description = string("description", spec.get("description", ""), non_empty=False)
-    topology, _fab = _topology(spec["topology"])
-    congestion = choice("tcp_congestion", spec.get("tcp_congestion", "bbr"), CONGESTION_CONTROLS)
-    fidelity = dict(FIDELITY_DEFAULTS)
-    for key, value in mapping("fidelity", spec.get("fidelity"), allowed=FIDELITY_DEFAULTS, optional=True).items():
-        fidelity[key] = number(at("fidelity", key), value, minimum=0, maximum=1)
-    return {"name": name, "description": description, "topology": topology, "tcp_congestion": congestion,
-            "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation"))}
-
-
 def load(path: str | Path) -> dict:
     return validate(read_yaml(path))
-
-
-def options_of(spec: dict) -> EmulationOptions:
-    """How to realise the fabric: the ``emulation:`` section, and the spec's TCP
-    congestion control for every host's route."""
-    return EmulationOptions(**spec["emulation"], tcp_congestion=spec["tcp_congestion"])
-
-
-def fabric_of(spec: dict) -> fabric_mod.Fabric:
-    topo = dict(spec["topology"])
-    return fabric_mod.build(topo.pop("kind"), **topo)

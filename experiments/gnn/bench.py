@@ -18,8 +18,8 @@ from pathlib import Path
 
 from controller.schedulers import oes
 from experiments.benchrows import row, show
-from experiments.emulation.net import Emulation
 from experiments.gnn.driver import OesRates
+from experiments.platform.net import Emulation
 from experiments.runner import read_spec, run_any_spec
 from topologies.fabric import star
 

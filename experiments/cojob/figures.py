@@ -38,9 +38,9 @@ from pathlib import Path
 import matplotlib
 import yaml
 
-from experiments import grouper_metrics as gm
+from experiments.cojob import metrics as gm
+from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
-from experiments.workloads.cojob import MODELS
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -53,7 +53,7 @@ SIM_60 = "experiments/specs/grouper-sim-60.yaml"
 
 def _simulated_s(path: str, scheduler: str, seed: int | None = None) -> tuple[float, dict]:
     """(wall seconds, the run's Grouper metrics and flow count) of one simulation."""
-    from experiments import grouper_metrics
+    from experiments.cojob import metrics as grouper_metrics
     from experiments.cojob import simulated
     from experiments.validation import read_yaml
     spec = simulated.validate(read_yaml(path))

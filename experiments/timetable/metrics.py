@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 
-from experiments.cpu import cpu_reasons
+from experiments.platform.cpu import cpu_reasons
 from topologies.fabric import host_interface
 
 SETTLE_S = 1.0
@@ -107,17 +107,6 @@ def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dic
     for (host, direction), values in sorted(samples.items()):
         out.setdefault(host, {})[direction] = statistics.median(values)
     return out
-
-
-def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -> float | None:
-    """Share of the packets the switches received that they neither sent on nor
-    dropped in a queue (after the run, so nothing is in flight): losses inside the
-    userspace switches, which no queue counter shows. ``port_counters``: the switch
-    ports' queue counters (``Emulation.port_counters``)."""
-    received = sum(s["received"] for s in balance.values())
-    transmitted = sum(s["transmitted"] for s in balance.values())
-    queue_drops = sum(q["dropped"] for port in port_counters.values() for q in port.values())
-    return max(received - transmitted - queue_drops, 0) / received if received else None
 
 
 def link_goodput(per_host: dict) -> dict[str, float]:

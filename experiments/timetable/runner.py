@@ -2,7 +2,7 @@
 
 Like an experiment in mininet-tests: the fabric comes up, background monitors
 (CPU) start, the timetable plays, raw data is collected, the fabric is torn down
-(always, also on SIGINT/SIGTERM: ``experiments.workloads.run``), then a separate
+(always, also on SIGINT/SIGTERM: ``experiments.platform.run``), then a separate
 analysis step turns raw data into ``summary.json`` and plots.
 """
 from __future__ import annotations
@@ -12,13 +12,14 @@ import time
 from pathlib import Path
 
 from experiments import store
-from experiments.cpu import CpuMonitor
-from experiments.emulation import metrics, plots
-from experiments.emulation import spec as spec_mod
-from experiments.emulation.net import Emulation
 from experiments.errors import one_line
+from experiments.platform import spec as platform_spec
+from experiments.platform.cpu import CpuMonitor
 from experiments.platform.fidelity import collect_fabric_counters, read_switch_loss_share
-from experiments.workloads.run import run_workload
+from experiments.platform.net import Emulation
+from experiments.platform.run import run_workload
+from experiments.timetable import metrics, plots
+from experiments.timetable import spec as spec_mod
 from hosts import traffic
 
 INTERVAL_S = 0.5
@@ -158,7 +159,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
     A failed flow is a result: it is listed under ``failed_flows`` (and makes the
     run untrustworthy) while every other flow is analysed as usual.
     """
-    fab = spec_mod.fabric_of(spec)
+    fab = platform_spec.fabric_of(spec)
     failures = flow_failures(spec, run, played)
     good = [dict(f) for f in spec["flows"] if f["name"] not in failures]
     series = {}
@@ -241,6 +242,6 @@ def by_name(flows: list[dict], name: str) -> dict:
 
 def run_spec(spec: dict, out: str | None = None) -> Path:
     """One timetable spec -> one run directory whose summary.json always exists
-    (``experiments.workloads.run``: a fault still leaves ``completed: false``, the
+    (``experiments.platform.run``: a fault still leaves ``completed: false``, the
     error and whatever could be analysed, nothing running, and raises ``RunError``)."""
     return run_workload(spec, out, TimetableWorkload)

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from experiments import store
-from experiments.cpu import CpuMonitor
-from experiments.emulation import spec as emulation_spec
-from experiments.emulation.net import Emulation
 from experiments.errors import one_line
+from experiments.platform import spec as emulation_spec
+from experiments.platform.cpu import CpuMonitor
+from experiments.platform.net import Emulation
 
 
 def terminate_on_signals():

@@ -120,7 +120,7 @@ def _wait_gone(pids: list[tuple[int, int | None]], timeout: float = 3.0) -> None
 
 def clean_record(data: dict) -> list[str]:
     """Remove everything one record names; returns what was removed."""
-    from experiments.emulation.ovs import (
+    from experiments.platform.ovs import (
         stop_ovs_dir,  # the OVS dir knows its own pidfiles
     )
     done = []

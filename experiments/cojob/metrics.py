@@ -3,7 +3,7 @@
 Inputs are the run's ``events.jsonl`` (host events of ``hosts.messages`` plus the
 driver's ``cojob_arrival``, ``stage_start``, ``stage_end``, ``job_killed``,
 ``job_finished``, ``cojob_end``) and its ``workload.json``
-(``experiments.workloads.cojob.Workload.to_dict()``), so a metric can be recomputed
+(``experiments.cojob.workload.Workload.to_dict()``), so a metric can be recomputed
 or corrected without running the emulation again. Times are the events' ``t``.
 
 - SCT of a (cojob, stage): its ``stage_end`` minus its ``stage_start``.
@@ -28,8 +28,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from experiments.cojob.workload import CojobPlan, t90_iteration
 from experiments.errors import SpecError
-from experiments.workloads.cojob import CojobPlan, t90_iteration
 
 SoloSct = dict[tuple[str, int], float]
 

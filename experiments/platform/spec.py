@@ -1,0 +1,71 @@
+"""The spec fields every emulated workload kind shares, and what they resolve to.
+
+``validate_common`` checks name, description, topology, TCP congestion control,
+fidelity thresholds and the ``emulation:`` section (one-line ``SpecError``s naming
+the field); ``fabric_of`` and ``options_of`` turn a resolved spec into the fabric
+and the options ``Emulation`` realises it with.
+"""
+from __future__ import annotations
+
+from experiments.errors import SpecError
+from experiments.platform.net import EmulationOptions
+from experiments.validation import at, choice, integer, mapping, number, relocate, string, word
+from topologies import fabric as fabric_mod
+from topologies import queues
+
+CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
+# max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.platform.cpu).
+FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
+EMULATION_FIELDS = {"ovs_instances", "segmentation", "tcp_rto_min_ms"}
+
+
+def emulation_options(raw) -> dict:
+    """The ``emulation:`` section: how the fabric is realised (defaults: what measured best)."""
+    section = mapping("emulation", raw, allowed=EMULATION_FIELDS, optional=True)
+    defaults = EmulationOptions()
+    instances = section.get("ovs_instances", defaults.ovs_instances)
+    if instances != "per_switch":
+        instances = integer("emulation.ovs_instances", instances, minimum=1)
+    segmentation = choice("emulation.segmentation", section.get("segmentation", defaults.segmentation),
+                          queues.SEGMENTATIONS)
+    rto_min = section.get("tcp_rto_min_ms")
+    if rto_min is not None:
+        rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
+    return {"ovs_instances": instances, "segmentation": segmentation, "tcp_rto_min_ms": rto_min}
+
+
+def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
+    """The topology section and its fabric; the builders check their own parameters."""
+    topo = mapping("topology", raw)
+    if "kind" not in topo:
+        raise SpecError("topology.kind", f"is required (one of {', '.join(fabric_mod.BUILDERS)})")
+    params = {key: value for key, value in topo.items() if key != "kind"}
+    try:
+        return {"kind": topo["kind"], **params}, fabric_mod.build(topo["kind"], **params)
+    except fabric_mod.TopologyError as err:
+        raise relocate(err, "topology", "topology") from None
+
+
+def validate_common(spec: dict) -> dict:
+    """The fields every emulated workload kind shares: name, description, topology,
+    TCP congestion control, fidelity thresholds and how the fabric is realised."""
+    name = word("name", spec["name"])
+    description = string("description", spec.get("description", ""), non_empty=False)
+    topology, _fab = _topology(spec["topology"])
+    congestion = choice("tcp_congestion", spec.get("tcp_congestion", "bbr"), CONGESTION_CONTROLS)
+    fidelity = dict(FIDELITY_DEFAULTS)
+    for key, value in mapping("fidelity", spec.get("fidelity"), allowed=FIDELITY_DEFAULTS, optional=True).items():
+        fidelity[key] = number(at("fidelity", key), value, minimum=0, maximum=1)
+    return {"name": name, "description": description, "topology": topology, "tcp_congestion": congestion,
+            "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation"))}
+
+
+def options_of(spec: dict) -> EmulationOptions:
+    """How to realise the fabric: the ``emulation:`` section, and the spec's TCP
+    congestion control for every host's route."""
+    return EmulationOptions(**spec["emulation"], tcp_congestion=spec["tcp_congestion"])
+
+
+def fabric_of(spec: dict) -> fabric_mod.Fabric:
+    topo = dict(spec["topology"])
+    return fabric_mod.build(topo.pop("kind"), **topo)
