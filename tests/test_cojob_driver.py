@@ -166,3 +166,58 @@ def test_solo_calibration_keeps_the_cojobs_hosts_and_arrives_at_once():
     raw["workload"]["only_cojob"] = 9
     with pytest.raises(cojob_spec.SpecError, match="^workload.only_cojob: no cojob 9"):
         cojob_spec.build_workload(cojob_spec.validate(raw))
+
+
+class _Process:
+    def poll(self):
+        return None
+
+
+@pytest.mark.parametrize("spec_path", ["experiments/specs/grouper-smoke.yaml", "experiments/specs/grouper-testbed.yaml"])
+def test_both_backends_fed_the_same_events_make_the_same_decisions(tmp_path, spec_path):
+    """The simulator runs the workload; every input its coordinator got is replayed, as
+    the host programs would report it, into the emulation's driver: the driver's
+    decisions (and so the policies it installs) are the simulator's, in order."""
+    from experiments.cojob import simulated
+    raw = read_spec(spec_path)
+    raw["scheduler"]["name"] = "grouper-immediate"  # decisions on stage starts and ends, none on a clock
+    spec = cojob_spec.validate(raw)
+    simulation = simulated.build_simulation(spec, simulated.VARIANTS["iterations+compute"])
+    inputs, sim_decisions = [], []
+    coordinator = simulation.coordinator
+    for name in ("arrive", "ready", "iteration_done", "worker_done"):
+        def recorded(*args, _name=name, _method=getattr(coordinator, name)):
+            inputs.append((_name, args))
+            actions = _method(*args)
+            sim_decisions.extend(a for a in actions or () if isinstance(a, Decision))
+            return actions
+        setattr(coordinator, name, recorded)
+    simulation.run()
+
+    em = SimpleNamespace(fabric=fabric_of(spec), client=FakeClient(), popen=lambda *a, **k: _Process())
+    d = CojobDriver(em, spec, cojob_spec.build_workload(spec), tmp_path, str(tmp_path / "d.sock"),
+                    progress=lambda line: None)
+    d.server.send = lambda task, message: None  # no task is connected
+    applied = []
+    apply = d.apply
+    d.apply = lambda decision: applied.append(decision) or apply(decision)
+    try:
+        for name, args in inputs:
+            if name == "arrive":
+                d.carry_out(d.coordinator.arrive(args[0], 0.0))
+            elif name == "ready":
+                for job in d.coordinator.cojobs[args[0]].plan.jobs:
+                    for task in d.jobs[job.key].tasks:
+                        d.handle({"kind": "hello", "task": task})
+            elif name == "iteration_done":
+                d.handle({"kind": "iteration_end", "task": f"{args[0]}/w0", "job": args[0]})
+            else:
+                job, worker, stage, _now = args
+                d.handle({"kind": "stage_done", "task": f"{job}/w{worker}", "job": job, "stage": stage})
+        assert d.coordinator.finished
+    finally:
+        d.server.close()
+        d.events_out.close()
+        d.decisions_out.close()
+    assert len(sim_decisions) > 4 and len(em.client.batches) > 0
+    assert [(a.order, a.queues) for a in applied] == [(s.order, s.queues) for s in sim_decisions]
