@@ -43,7 +43,7 @@ def end(flow, t=2.0):
 
 
 def active(r: OesRates) -> list[str]:
-    return sorted(f.flow_id for f in r.pipeline.active)
+    return sorted(f.flow_id for f in r.coordinator.pipeline.active)
 
 
 def test_a_pairs_next_flow_waits_behind_the_previous_one():
@@ -52,7 +52,7 @@ def test_a_pairs_next_flow_waits_behind_the_previous_one():
     assert not r.on_flow_event(start("a/i1", 1))  # same task pair, still on the wire: pending
     assert r.on_flow_event(start("b/i0", 0, src="tbh3", src_task="store2"))
     assert active(r) == ["a/i0", "b/i0"]
-    assert oes.oes_rates(MACHINES, r.pipeline.active) == {"a/i0": 50.0, "b/i0": 20.0}
+    assert oes.oes_rates(MACHINES, r.coordinator.pipeline.active) == {"a/i0": 50.0, "b/i0": 20.0}
     assert r.on_flow_event(end("a/i0"))
     assert active(r) == ["a/i1", "b/i0"]  # released when its predecessor ended
     assert len(r.pending_triggers) == 3  # a flow that went pending changed no rate
@@ -64,7 +64,7 @@ def test_same_machine_and_overtaken_flows_change_nothing():
     assert not r.on_flow_event(end("local"))
     assert not r.on_flow_event(end("early"))  # its end overtook its start
     assert not r.on_flow_event(start("early"))
-    assert active(r) == [] and r.started == {} and r.ended_early == set() and r.local == set()
+    assert active(r) == [] and r.coordinator.started == {} and r.coordinator.ended_early == set() and r.coordinator.local == set()
 
 
 def test_an_end_of_a_pending_flow_is_a_clear_error():
@@ -122,3 +122,18 @@ def test_the_gnn_verdict_is_every_kinds_with_its_read_back_and_the_switch_loss(t
     assert summary["fidelity"]["untrustworthy_reasons"] == ["controller outage at 5.0 s",
                                                             "an installed rate is 9.0% off its OES target"]
     assert summary["trustworthy"] is False and summary["rate_readbacks"] == 3
+
+
+def test_the_rate_coordinator_is_pure_and_its_policy_pluggable():
+    from experiments.gnn.coordinator import RateCoordinator
+    c = RateCoordinator(MACHINES)
+    assert c.on_flow_event(start("a/i0", 0, t=1.0))
+    assert c.on_flow_event({**start("b/i0", 0, src="tbh3", src_task="store2", t=1.5), "src_port": 40001})
+    decision = c.decide()
+    assert decision.triggers == [1.0, 1.5] and c.pending_triggers == [] and decision.pending == 0
+    assert decision.rates == {("tbh1", "tbh2", "tcp", 40000, 21000): 50.0, ("tbh3", "tbh2", "tcp", 40001, 21000): 20.0}
+    # another rate policy of the same signature: an equal split of each receiver
+    equal = RateCoordinator(MACHINES, policy=lambda machines, flows: {f.flow_id: 100.0 / len(flows) for f in flows})
+    equal.on_flow_event(start("a/i0", 0))
+    equal.on_flow_event({**start("b/i0", 0, src="tbh3", src_task="store2"), "src_port": 40001})
+    assert set(equal.decide().rates.values()) == {50.0}

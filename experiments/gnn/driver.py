@@ -38,6 +38,7 @@ from pathlib import Path
 from controller.hostnet import netns_cmd
 from controller.schedulers import oes
 from experiments.gnn import job as job_mod
+from experiments.gnn.coordinator import RateCoordinator
 from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
 from experiments.platform.policysync import PolicySync
@@ -162,83 +163,43 @@ class GnnDriver(Driver):
 
 
 class OesRates:
-    """OES in the fabric: the active inter-machine flows, the rate each got, and the
-    policies installed for them (``policies``: one per flow 5-tuple, {rate_mbps,
-    rate_mechanism}; policy id = host class slot). A policy stays installed when its
-    flow ends."""
+    """OES in the fabric: the emulation backend of ``RateCoordinator`` (the active
+    inter-machine flows and their rates), and the policies installed for them
+    (``policies``: one per flow 5-tuple, {rate_mbps, rate_mechanism}; policy id =
+    host class slot). A policy stays installed when its flow ends."""
 
     def __init__(self, em, machines: list[oes.Machine], decisions_out, readback_out):
-        self.em, self.machines = em, machines
+        self.em = em
         self.decisions_out, self.readback_out = decisions_out, readback_out
-        self.pipeline = oes.PairPipeline()  # F_act and F_pend of Alg. 1
-        self.started: dict[str, dict] = {}  # flow id -> its flow_start event, while active or pending
-        self.ended_early: set[str] = set()  # flow_end heard before its flow_start
-        self.local: set[str] = set()  # same-machine transfers in flight (profiling runs report them)
+        self.coordinator = RateCoordinator(machines)
         self.policies = PolicySync(em.client)
-        # Event times the next decision answers: not empty exactly when the active flows
-        # changed since the last decision.
-        self.pending_triggers: list[float] = []
         self.decisions = 0
         self.readback_errors: list[float] = []
 
     def on_flow_event(self, message: dict) -> bool:
-        """Take a flow_start or flow_end; True if the set of active network flows changed.
+        """Take a flow_start or flow_end; True if the set of active network flows changed."""
+        return self.coordinator.on_flow_event(message)
 
-        Per-pair pipelining (Alg. 1 lines 8-17): a task pair's transfers share one
-        connection, so a transfer reported while its pair's previous one is still on
-        the wire really waits behind it; it is pending (no rate, not counted in Δ)
-        until that one ends. One receiver reports a pair's ends in order, and a flow
-        whose end overtook its start is dropped on arrival of the start."""
-        flow_id = message["flow"]
-        if message["kind"] == "flow_start":
-            if message["src"] == message["dst"]:
-                self.local.add(flow_id)
-                return False
-            if flow_id in self.ended_early:
-                self.ended_early.discard(flow_id)
-                return False
-            self.started[flow_id] = message
-            flow = oes.Flow(flow_id, message["src"], message["dst"], message["iteration"],
-                            pair=(message["src_task"], message["dst_task"]))
-            if not self.pipeline.start(flow):
-                return False
-        elif flow_id in self.local:
-            self.local.discard(flow_id)
-            return False
-        elif flow_id not in self.started:
-            self.ended_early.add(flow_id)
-            return False
-        else:
-            start = self.started.pop(flow_id)
-            flow = oes.Flow(flow_id, start["src"], start["dst"], start["iteration"],
-                            pair=(start["src_task"], start["dst_task"]))
-            if flow_id not in {f.flow_id for f in self.pipeline.active}:
-                raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
-            self.pipeline.end(flow)
-        self.pending_triggers.append(message["t"])
-        return True
+    @property
+    def pending_triggers(self) -> list[float]:
+        return self.coordinator.pending_triggers
 
     def decide(self) -> None:
         """OES rates of the active flows, installed as one batch of changed policies
         (in flow id order); the policies of flows no longer active stay as they are."""
         started = time.monotonic()
-        flows = self.pipeline.active
-        rates = oes.oes_rates(self.machines, flows)
-        desired = {}
-        for fid, mbps in sorted(rates.items()):
-            f = self.started[fid]
-            desired[(f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])] = {
-                "rate_mbps": round(mbps, 3), "rate_mechanism": "host"}
-        triggers, self.pending_triggers = self.pending_triggers, []
+        decision = self.coordinator.decide()
+        desired = {key: {"rate_mbps": round(mbps, 3), "rate_mechanism": "host"}
+                   for key, mbps in decision.rates.items()}
         batch = self.policies.sync(desired, remove_unlisted=False)
         if not batch.changes:
             return
         done = time.time()
         self.decisions += 1
         record = {"t": done, "apply_s": round(time.monotonic() - started, 5),
-                  "active": [[f.src, f.dst] for f in flows],  # enough to recompute every rate
-                  "pending": len(self.pipeline.pending),
-                  "latency_s": [round(done - t, 5) for t in triggers],
+                  "active": [[f.src, f.dst] for f in decision.active],  # enough to recompute every rate
+                  "pending": decision.pending,
+                  "latency_s": [round(done - t, 5) for t in decision.triggers],
                   "set": [[*key, desired[key]["rate_mbps"], policy_id] for key, policy_id in batch.ids.items()]}
         self.decisions_out.write(json.dumps(record, separators=(",", ":")) + "\n")
         if self.decisions % READBACK_EVERY == 1:
