@@ -5,6 +5,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from fakes import FakeClient
 
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.coordinator import Decision, FlowKey
@@ -13,15 +14,6 @@ from experiments.platform.channel import DriverError
 from experiments.platform.policysync import flow_match
 from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec
-
-
-class FakeClient:
-    def __init__(self):
-        self.batches = []
-
-    def apply(self, changes):
-        self.batches.append(changes)
-        return list(range(100 + sum(len(b) for b in self.batches[:-1]), 100 + sum(len(b) for b in self.batches)))
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from fake_driver import FakeDriver
+from fakes import RecordingSocket
 
 REPO = Path(__file__).resolve().parents[1]
 JOB = "c0j3"
@@ -204,20 +204,6 @@ def test_ps_stops_on_command_before_any_worker(harness):
     driver.send(f"{JOB}/p0", "stop")
     assert proc.wait(5) == 0
     driver.wait_for(lambda events: driver.count("bye") == 1)
-
-
-class RecordingSocket:
-    """A socket whose writes are kept: each write is one sendall, as the program made it."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock, self.writes = sock, []
-
-    def sendall(self, data) -> None:
-        self.writes.append(bytes(data))
-        self.sock.sendall(data)
-
-    def __getattr__(self, name):
-        return getattr(self.sock, name)
 
 
 def test_frames_on_the_wire_are_the_same_bytes_in_the_same_writes():

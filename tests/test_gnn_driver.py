@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from fakes import FakeClient
 
 from controller.schedulers import oes
 from experiments import store
@@ -18,15 +19,6 @@ from experiments.platform.cpu import CpuMonitor
 from experiments.platform.spec import FIDELITY_DEFAULTS
 
 MACHINES = [oes.Machine("tbh1", 100, 100), oes.Machine("tbh2", 100, 100), oes.Machine("tbh3", 20, 20)]
-
-
-class FakeClient:
-    def __init__(self):
-        self.batches = []
-
-    def apply(self, changes):
-        self.batches.append(changes)
-        return list(range(100 + sum(len(b) for b in self.batches[:-1]), 100 + sum(len(b) for b in self.batches)))
 
 
 def rates() -> OesRates:

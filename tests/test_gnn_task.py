@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-
 from fake_driver import FakeDriver
+from fakes import RecordingSocket
 
 from experiments.gnn.job import prepare
 
@@ -164,20 +163,6 @@ class FakeTask:
 
     def emit(self, kind: str, **fields) -> None:
         self.events.append((kind, fields))
-
-
-class RecordingSocket:
-    """A socket whose writes are kept: each write is one sendall, as the program made it."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock, self.writes = sock, []
-
-    def sendall(self, data) -> None:
-        self.writes.append(bytes(data))
-        self.sock.sendall(data)
-
-    def __getattr__(self, name):
-        return getattr(self.sock, name)
 
 
 def test_frames_on_the_wire_are_the_same_bytes_in_the_same_writes():
