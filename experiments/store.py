@@ -59,6 +59,21 @@ def point_latest(run: Path) -> None:
     os.replace(tmp, link)
 
 
+def read_jsonl(path: Path, missing_ok: bool = False) -> list:
+    """A JSON-lines file (``events.jsonl``, ``decisions.jsonl``): one value a line,
+    blank lines skipped; a missing file is ``[]`` when ``missing_ok`` (a run cut short
+    before its driver wrote one)."""
+    if missing_ok and not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_jsonl(path: Path, rows) -> None:
+    with open(path, "w") as out:
+        for row in rows:
+            out.write(json.dumps(row, separators=(",", ":")) + "\n")
+
+
 def write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from experiments import store
 from experiments.cojob.workload import CojobPlan, t90_iteration
 from experiments.errors import SpecError
 
@@ -37,7 +38,7 @@ SoloSct = dict[tuple[str, int], float]
 def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
     """The events (one JSON object a line) and workload dict of a run directory."""
     run_dir = Path(run_dir)
-    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines() if line.strip()]
+    events = store.read_jsonl(run_dir / "events.jsonl")
     return events, json.loads((run_dir / "workload.json").read_text())
 
 

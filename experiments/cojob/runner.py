@@ -142,8 +142,8 @@ def run_cojob_spec(spec: dict, out: str | None = None) -> Path:
 
 
 def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:
-    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines() if line]
-    decisions = [json.loads(line) for line in (run / "decisions.jsonl").read_text().splitlines() if line]
+    events = store.read_jsonl(run / "events.jsonl")
+    decisions = store.read_jsonl(run / "decisions.jsonl")
     metrics = grouper_metrics.summarise(events, workload)
     fabric = emulation_spec.fabric_of(spec)
     check = conformance.check(fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),

@@ -361,10 +361,8 @@ def _simulate_into(spec: dict, run: Path) -> dict:
     workload = simulation.coordinator.workload
     store.write_json(run / "workload.json", workload.to_dict())
     result = simulation.run()
-    for name, rows in (("events.jsonl", result.events), ("decisions.jsonl", result.decisions)):
-        with open(run / name, "w") as out:
-            for row in rows:
-                out.write(json.dumps(row, separators=(",", ":")) + "\n")
+    store.write_jsonl(run / "events.jsonl", result.events)
+    store.write_jsonl(run / "decisions.jsonl", result.decisions)
     return {**grouper_metrics.summarise(result.events, workload.to_dict()), "scheduler": spec["scheduler"]["name"],
             "seed": spec["seed"], "decisions": len(result.decisions), "simulated_s": result.end_s,
             "flows": len(result.flow_s), **flow_quantiles(result.flow_s), "trustworthy": True}

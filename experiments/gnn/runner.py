@@ -86,15 +86,9 @@ def run_gnn_spec(spec: dict, out: str | None = None) -> Path:
     return run_workload(spec, out, GnnWorkload)
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
-
-
 def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict:
-    events = _read_jsonl(run / "events.jsonl")
-    decisions = _read_jsonl(run / "decisions.jsonl")
+    events = store.read_jsonl(run / "events.jsonl", missing_ok=True)
+    decisions = store.read_jsonl(run / "decisions.jsonl", missing_ok=True)
     train = metrics.training(events, spec["workload"]["target_accuracy"])
     transfers = metrics.flows(events, decisions)
     _write_flows(run / "flows.csv", transfers)
