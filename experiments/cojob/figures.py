@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
-import yaml
 
 from experiments.cojob import metrics as gm
 from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
+from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -121,7 +121,8 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
         if rows and column not in rows[0]:
             raise SpecError(f"{table.name}", f"has no column {column!r}")
     sweep_file = results_dir / "sweep.yaml"
-    grid = list((yaml.safe_load(sweep_file.read_text()) or {}).get("grid") or {}) if sweep_file.is_file() else []
+    record = read_yaml(sweep_file, "sweep", "sweep record") if sweep_file.is_file() else {}
+    grid = list((record if isinstance(record, dict) else {}).get("grid") or {})
     cells, left_out = [], []
     for row in rows:
         summary_path = results_dir / "cells" / row["cell"] / "summary.json"

@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from experiments.errors import SpecError
 from experiments.validation import (
@@ -24,6 +23,7 @@ from experiments.validation import (
     items,
     mapping,
     number,
+    read_yaml,
     string,
 )
 from hosts.colocation.datasets import DATASETS, dataset_shape, subgraph_shape
@@ -52,14 +52,9 @@ def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
     ``overrides`` maps dotted fields (``queue.epochs``) to values set before
     validation; the resolved spec records them."""
     path = Path(path)
-    if not path.exists():
-        raise SpecError(str(path), "no such spec file")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise SpecError(str(path), f"not valid YAML ({str(err).splitlines()[0]})") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
-        raise SpecError(str(path), f"a spec is a mapping of fields, got {describe(raw)}")
+        raise SpecError("spec", f"a spec is a mapping of fields, got {describe(raw)}")
     raw.setdefault("name", path.stem)
     for dotted, value in (overrides or {}).items():
         node, where = raw, ROOT
