@@ -23,7 +23,7 @@ def driver(tmp_path):
         raw["scheduler"]["name"] = scheduler
         spec = cojob_spec.validate(raw)
         em = SimpleNamespace(fabric=fabric_of(spec), client=FakeClient())
-        d = CojobDriver(em, spec, cojob_spec.build_workload(spec), tmp_path, str(tmp_path / f"{scheduler}.sock"),
+        d = CojobDriver(em, cojob_spec.resolve(spec), tmp_path, str(tmp_path / f"{scheduler}.sock"),
                         progress=lambda line: None)
         return d
     made = []
@@ -187,7 +187,7 @@ def test_both_backends_fed_the_same_events_make_the_same_decisions(tmp_path, spe
     simulation.run()
 
     em = SimpleNamespace(fabric=fabric_of(spec), client=FakeClient(), popen=lambda *a, **k: _Process())
-    d = CojobDriver(em, spec, cojob_spec.build_workload(spec), tmp_path, str(tmp_path / "d.sock"),
+    d = CojobDriver(em, cojob_spec.resolve(spec), tmp_path, str(tmp_path / "d.sock"),
                     progress=lambda line: None)
     d.server.send = lambda task, message: None  # no task is connected
     applied = []

@@ -61,13 +61,12 @@ class CojobDriver(Driver):
     commands on the management channel and flow policies; the tasks' events become
     its inputs. The run ends when the coordinator says every cojob ended."""
 
-    def __init__(self, em, spec: dict, workload: cojob_mod.Workload, run_dir: Path, events_path: str,
-                 progress=print):
-        self.spec, self.workload = spec, workload
+    def __init__(self, em, run: cojob_spec.CojobRun, run_dir: Path, events_path: str, progress=print):
+        spec, workload = run.spec, run.workload
+        self.spec, self.workload, self.scaling = spec, workload, run.scaling
         self.scheduler = spec["scheduler"]["name"]
         self.period_s = spec["scheduler"]["period_s"]
         self.progress = progress
-        self.scaling = cojob_spec.build_scaling(spec)
         self.coordinator = CojobCoordinator(workload, self.scaling, self.scheduler, self.period_s)
         self.jobs: dict[str, JobState] = {}
         self.hello: dict[int, set[str]] = {plan.cojob_id: set() for plan in workload.cojobs}

@@ -23,7 +23,6 @@ from experiments.cojob import conformance, simulated
 from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
-from experiments.platform import spec as emulation_spec
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
 from experiments.platform.net import Emulation
@@ -102,15 +101,15 @@ class CojobWorkload:
 
     def __init__(self, spec: dict, run: Path, progress=print):
         self.spec, self.run_dir, self.progress = spec, run, progress
-        self.workload = cojob_spec.build_workload(spec)
-        store.write_json(run / "workload.json", self.workload.to_dict())
+        self.resolved = cojob_spec.resolve(spec)
+        store.write_json(run / "workload.json", self.resolved.workload.to_dict())
         self.driver: CojobDriver | None = None
         self.captures: list = []
         self.t0 = None  # run times count from the run's start
 
     def start(self, em: Emulation, events_path: str) -> None:
         self.captures = _start_captures(em, self.run_dir / "raw")
-        self.driver = CojobDriver(em, self.spec, self.workload, self.run_dir, events_path, progress=self.progress)
+        self.driver = CojobDriver(em, self.resolved, self.run_dir, events_path, progress=self.progress)
 
     def run(self) -> None:
         self.driver.run()
@@ -134,22 +133,22 @@ class CojobWorkload:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"]}
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
-        return analyse(self.spec, self.run_dir, self.workload.to_dict(), cpu, outages)
+        return analyse(self.resolved, self.run_dir, cpu, outages)
 
 
 def run_cojob_spec(spec: dict, out: str | None = None) -> Path:
     return run_workload(spec, out, CojobWorkload)
 
 
-def analyse(spec: dict, run: Path, workload: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:
+def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict:
+    spec = resolved.spec
     events = store.read_jsonl(run / "events.jsonl")
     decisions = store.read_jsonl(run / "decisions.jsonl")
-    metrics = grouper_metrics.summarise(events, workload)
-    fabric = emulation_spec.fabric_of(spec)
-    check = conformance.check(fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
+    metrics = grouper_metrics.summarise(events, resolved.workload.to_dict())
+    check = conformance.check(resolved.fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))
     tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
-    model_sct = simulated.model_avg_sct_s(spec)
+    model_sct = simulated.model_avg_sct_s(resolved)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
             "model_avg_sct_s": model_sct,

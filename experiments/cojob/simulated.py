@@ -56,7 +56,6 @@ from experiments.cojob import workload as cojob_mod
 from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
 from experiments.errors import SpecError
 from experiments.platform.run import simulate_workload
-from experiments.platform.spec import fabric_of
 from experiments.sim.network import FluidNetwork
 from experiments.validation import read_yaml
 from topologies.fabric import Fabric, simulated_rates
@@ -331,18 +330,23 @@ def simulate(spec: dict, variant: Variant = VARIANTS["iterations+compute"]) -> R
     return build_simulation(spec, variant).run()
 
 
-def build_simulation(spec: dict, variant: Variant) -> CojobSimulation:
-    with simulated_rates():  # the workload's placement, the scaling and the fabric read the link rates
-        return CojobSimulation(cojob_spec.build_workload(spec), cojob_spec.build_scaling(spec),
-                               spec["scheduler"]["name"], spec["scheduler"]["period_s"], fabric_of(spec), variant)
+def resolve(spec: dict) -> cojob_spec.CojobRun:
+    """A validated spec resolved for the simulator (its fabric may be faster than this box emulates)."""
+    with simulated_rates():
+        return cojob_spec.resolve(spec)
 
 
-def model_avg_sct_s(spec: dict) -> float:
-    """The average SCT the simulator gives a spec's workload and scheduler (the
-    emulated run's ``model_avg_sct_s``: the same decisions, no TCP, no CPU)."""
-    simulation = build_simulation(spec, VARIANTS["iterations+compute"])
-    result = simulation.run()
-    return grouper_metrics.summarise(result.events, simulation.coordinator.workload.to_dict())["avg_sct_s"]
+def build_simulation(spec_or_run: dict | cojob_spec.CojobRun, variant: Variant) -> CojobSimulation:
+    run = spec_or_run if isinstance(spec_or_run, cojob_spec.CojobRun) else resolve(spec_or_run)
+    return CojobSimulation(run.workload, run.scaling, run.spec["scheduler"]["name"],
+                           run.spec["scheduler"]["period_s"], run.fabric, variant)
+
+
+def model_avg_sct_s(run: cojob_spec.CojobRun) -> float:
+    """The average SCT the simulator gives a run's workload and scheduler on its fabric
+    (the emulated run's ``model_avg_sct_s``: the same decisions, no TCP, no CPU)."""
+    result = build_simulation(run, VARIANTS["iterations+compute"]).run()
+    return grouper_metrics.summarise(result.events, run.workload.to_dict())["avg_sct_s"]
 
 
 def validate(raw) -> dict:

@@ -28,13 +28,14 @@ testbed's comm/comp ratio at 1 Gbit/s is kept at the emulated host rate.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
 from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number
+from topologies.fabric import Fabric
 
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}
@@ -119,19 +120,37 @@ def _arrivals(raw) -> dict:
                                       minimum=0, strict=True)}
 
 
-def build_scaling(spec: dict) -> cojob_mod.Scaling:
+@dataclass(frozen=True)
+class CojobRun:
+    """A cojob spec resolved once: its fabric, its cojobs placed on that fabric and
+    how they are scaled; what the driver, the simulator and the analysis read."""
+
+    spec: dict
+    fabric: Fabric
+    workload: cojob_mod.Workload
+    scaling: cojob_mod.Scaling
+
+
+def resolve(spec: dict, fabric: Fabric | None = None) -> CojobRun:
+    """A validated spec's run; ``fabric``: the spec's, when already built."""
+    fabric = fabric or emulation_spec.fabric_of(spec)
+    return CojobRun(spec, fabric, build_workload(spec, fabric), build_scaling(spec, fabric))
+
+
+def build_scaling(spec: dict, fabric: Fabric | None = None) -> cojob_mod.Scaling:
     """How the spec's run shrinks the testbed workload: at the slowest host link."""
     w = spec["workload"]
-    link_mbps = min(link.mbps for link in emulation_spec.fabric_of(spec).host_links())
+    fabric = fabric or emulation_spec.fabric_of(spec)
+    link_mbps = min(link.mbps for link in fabric.host_links())
     return cojob_mod.Scaling(link_mbps, w["bytes_scale"], w["iterations_scale"])
 
 
-def build_workload(spec: dict) -> cojob_mod.Workload:
+def build_workload(spec: dict, fabric: Fabric | None = None) -> cojob_mod.Workload:
     """The cojobs of the spec, placed on the fabric's hosts (racks = leaves).
 
     With ``only_cojob`` the run is a solo calibration: that one cojob, arriving at 0,
     on exactly the hosts it has in the full workload (for Fig. 10's stage slowdown)."""
-    full = _build_full(spec)
+    full = _build_full(spec, fabric or emulation_spec.fabric_of(spec))
     only = spec["workload"].get("only_cojob")
     if only is None:
         return full
@@ -144,8 +163,7 @@ def build_workload(spec: dict) -> cojob_mod.Workload:
                               f"{full.source}, cojob {only} alone")
 
 
-def _build_full(spec: dict) -> cojob_mod.Workload:
-    fab = emulation_spec.fabric_of(spec)
+def _build_full(spec: dict, fab: Fabric) -> cojob_mod.Workload:
     hosts = [h.name for h in fab.hosts]
     racks = {h.name: h.switch for h in fab.hosts}
     w = spec["workload"]

@@ -75,7 +75,9 @@ TOLERANCE = 1e-9
 # few ulps of its own bytes, not of the group's whole history.
 _REBASE = 8.0
 _INF = math.inf
-_DEAD = -2  # _gport row 0 of a free slot: the level 0 (rate 0)
+_DEAD = -2  # _gport row 0 of a free or idle slot: the level 0 (rate 0)
+# Groups left with no member are kept (idle) for reuse, at most this many
+_IDLE = 128
 
 Hops = tuple[tuple[str, int], ...]
 
@@ -115,6 +117,7 @@ class FluidNetwork:
         self._count: list[int] = []
         self._counted: list[int] = []  # member count at the last filling
         self._free: list[int] = []
+        self._idle: dict[int, None] = {}  # groups with no member, oldest first (see _drop_group)
         # per-group vectors (numpy: moving the clock and finding the next end are one
         # vector op each instead of a Python loop over hundreds of groups)
         self._sent = np.zeros(0)
@@ -129,7 +132,6 @@ class FluidNetwork:
         self._end, self._endtol = self._ends
         self._tmp = np.zeros(0)
         self._tmp2 = np.zeros((2, 0))
-        self._live = np.zeros(0, dtype=bool)
         # _gport[j, g]: index of the j-th port of group g, -1 past its last hop (one row
         # per hop position: column-wise np.minimum is far faster than min(axis=1)); a
         # free slot has _DEAD in row 0
@@ -215,7 +217,7 @@ class FluidNetwork:
             got = self._deliver(tau)
             if got:
                 got.sort()
-                out.extend(f for _, f in got)
+                out += [f for _, f in got]
             # what is due at one instant does not depend on the rates (bytes left vs
             # size), so after the pass at t nothing more is due and no refill is needed
             if tau == t:
@@ -226,6 +228,9 @@ class FluidNetwork:
         g = self._sig.get(hops)
         if g is None:
             g = self._new_group(hops)
+        elif g in self._idle:
+            del self._idle[g]
+            self._attach(g)
         sent = float(self._sent[g])
         if sent > _REBASE * nbytes:
             self._rebase(g)
@@ -328,12 +333,19 @@ class FluidNetwork:
             wide[:len(self._gport)] = self._gport
             self._gport = wide
         gport = self._gport
-        for j, (pid, _) in enumerate(ghops):
-            gport[j, g] = pid
-        self._live[g] = True
+        for j in range(1, len(ghops)):
+            gport[j, g] = ghops[j][0]
+        self._attach(g)
+        return g
+
+    def _attach(self, g: int) -> None:
+        """Make a new or idle group seen by the filling (it then has members)."""
+        ghops = self._ghops[g]
+        self._gport[0, g] = ghops[0][0]
+        users, pqueues = self._users, self._pqueues
         for pid, q in ghops:
-            self._users[pid].add(g)
-            pq = self._pqueues[pid]
+            users[pid].add(g)
+            pq = pqueues[pid]
             if q in pq:
                 pq[q].add(g)
             else:
@@ -343,34 +355,45 @@ class FluidNetwork:
             if len(ghops) > 2:
                 self._multi[pid].add(g)
                 self._comps = None
-        return g
 
     def _drop_group(self, g: int) -> None:
+        """The group's last member left: it leaves the filling and its ports are
+        refilled. It is kept idle (its slot, hops and signature) for a while, since the
+        next flow over the same hops often comes soon (the next iteration of a job):
+        reused, it is exactly a new group (nothing of it is left but its hops)."""
         self._recount(g, -self._counted[g])
-        for pid, q in self._ghops[g]:
-            self._users[pid].discard(g)
-            pq = self._pqueues[pid]
-            pq[q].discard(g)
-            if not pq[q]:
+        ghops = self._ghops[g]
+        users, pqueues, dirty = self._users, self._pqueues, self._dirty_ports
+        for pid, q in ghops:
+            users[pid].discard(g)
+            pq = pqueues[pid]
+            s = pq[q]
+            s.discard(g)
+            if not s:
                 del pq[q]
                 if len(pq) == 1:
                     self._mixed_ports -= 1
-            if len(self._ghops[g]) > 2:
+            if len(ghops) > 2:
                 self._multi[pid].discard(g)
                 self._comps = None
-            self._dirty_ports.add(pid)
-        del self._sig[self._gkey[g]]
-        self._ghops[g] = self._gkey[g] = self._heap[g] = None
+            dirty.add(pid)
+        self._heap[g] = []
         self._count[g] = self._counted[g] = 0
         self._sent[g] = self._rate[g] = 0.0
-        self._inv[g] = self._topf[g] = self._topthr[g] = self._end[g] = self._endtol[g] = _INF
+        self._topf[g] = self._topthr[g] = _INF  # inv and end times: at the next _ensure
         self._dirty_groups.discard(g)
-        self._live[g] = False
-        gport = self._gport
-        gport[0, g] = _DEAD
-        for j in range(1, len(gport)):
-            gport[j, g] = -1
-        self._free.append(g)
+        self._gport[0, g] = _DEAD
+        idle = self._idle
+        idle[g] = None
+        if len(idle) > _IDLE:  # forget the group idle longest
+            old = next(iter(idle))
+            del idle[old]
+            del self._sig[self._gkey[old]]
+            self._ghops[old] = self._gkey[old] = self._heap[old] = None
+            gport = self._gport
+            for j in range(1, len(gport)):
+                gport[j, old] = -1
+            self._free.append(old)
 
     def _recount(self, g: int, d: int) -> None:
         """Fold a change of ``d`` members of group ``g`` into the per-port aggregates."""
@@ -412,7 +435,6 @@ class FluidNetwork:
         self._topf, self._topthr = self._tops
         self._end, self._endtol = self._ends
         self._tmp, self._tmp2 = np.zeros(size), np.zeros((2, size))
-        self._live = grown(self._live, False)
         gport = np.full((len(self._gport), size), -1, dtype=np.intp)
         gport[0, old:] = _DEAD
         gport[:, :old] = self._gport
@@ -430,7 +452,7 @@ class FluidNetwork:
         flows, out = self._flows, []
         for g in idx.tolist():
             h = self._heap[g]
-            reach = max(float(self._sent[g]), float(self._topthr[g]))
+            reach = max(self._sent.item(g), self._topthr.item(g))
             n = 0
             while h:
                 e = h[0]
@@ -460,15 +482,18 @@ class FluidNetwork:
         seeds = self._dirty_ports
         ghops, count, counted = self._ghops, self._count, self._counted
         rate = self._rate
+        recount = self._recount
         for g in self._dirty_groups:
-            d = count[g] - counted[g]
+            c = count[g]
+            d = c - counted[g]
             if d:
-                self._recount(g, d)
+                recount(g, d)
                 # a starved group (rate 0, there before and after) moves nothing: its
                 # multiplicity cannot change any rate, so it needs no refill
-                if not (rate[g] == 0.0 and counted[g]):
-                    seeds.update(p for p, _ in ghops[g])
-                counted[g] = count[g]
+                if not (counted[g] and rate[g] == 0.0):
+                    for p, _ in ghops[g]:
+                        seeds.add(p)
+                counted[g] = c
         self._dirty_groups = set()
         self._dirty_ports = set()
         if seeds:
@@ -518,8 +543,12 @@ class FluidNetwork:
     def _linked(self, p: int, q: int) -> bool:
         """Whether ports p and q are still in one component (a walk from p)."""
         pair, multi, ghops = self._pair, self._multi, self._ghops
-        if q in pair[p]:
+        pp, pq = pair[p], pair[q]
+        if q in pp or not pp.keys().isdisjoint(pq):
             return True
+        for y in pp:  # p - y - x - q (out and in ports of a star)
+            if not pair[y].keys().isdisjoint(pq):
+                return True
         seen, todo = {p}, [p]
         while todo:
             x = todo.pop()
@@ -712,40 +741,46 @@ class FluidNetwork:
         pqueues = self._pqueues if pqueues is None else pqueues
         S, N = len(ghops), len(pcap)
         rising = [False] * S
+        for g in groups:
+            rising[g] = True
+        left = len(groups)
         ok = [0] * S  # ports where the group's queue is the best
         start: list = [None] * S  # level at which the group became eligible
         rate = [0.0] * S
         n = [0] * N  # members rising at the port
-        a = [0.0] * N  # residual + n * L
+        a = list(pcap)  # residual + n * L
         frozen = [False] * N
         qs: list = [None] * N  # the port's queues, ascending
         bi = [0] * N  # index in qs of the best queue with groups still rising
         bestq: list = [None] * N  # that queue
         rem = [0] * N  # groups still rising in the best queue
-        for g in groups:
-            rising[g] = True
+        # a group is eligible (rises from level 0) once its queue is the best on all its ports
         for p in ports:
-            a[p] = pcap[p]
             pq = pqueues[p]
             if not pq:
                 continue
-            q = qs[p] = sorted(pq)
-            bestq[p] = q[0]
-            best = pq[q[0]]
+            if len(pq) == 1:
+                for b in pq:
+                    qs[p] = (b,)
+            else:
+                qs[p] = sorted(pq)
+                b = qs[p][0]
+            bestq[p] = b
+            best = pq[b]
             rem[p] = len(best)
             for g in best:
-                ok[g] += 1
-        for g in groups:
-            gh = ghops[g]
-            if ok[g] == len(gh):
-                start[g] = 0.0
-                m = count[g]
-                for p, _ in gh:
-                    n[p] += m
+                k = ok[g] + 1
+                ok[g] = k
+                gh = ghops[g]
+                if k == len(gh):
+                    start[g] = 0.0
+                    m = count[g]
+                    for q, _ in gh:
+                        n[q] += m
         heap = [(a[p] / n[p], p) for p in ports if n[p]]
         heapq.heapify(heap)
-        left = len(groups)
         L = 0.0
+        tol = TOLERANCE * cmax
         heappop, heappush = heapq.heappop, heapq.heappush
         # A freeze only raises the fill levels a/n of other ports (entries then stale
         # low: re-pushed when they come up); a group starting to rise lowers them, so
@@ -763,26 +798,29 @@ class FluidNetwork:
                 continue
             if lvl > L:
                 L = lvl
-            full = [p]
             frozen[p] = True
             # every other port within TOLERANCE of full freezes in the same round (as a
             # round of itersim.allocate); residual = n * (its level - L), n >= 1
-            lim = L + TOLERANCE * cmax
-            back = []
-            while heap and heap[0][0] <= lim:
-                lvl2, q = heappop(heap)
-                if frozen[q]:
-                    continue
-                k = n[q]
-                if not k:
-                    continue
-                if a[q] - k * L <= TOLERANCE * pcap[q]:
-                    full.append(q)
-                    frozen[q] = True
-                else:
-                    back.append((a[q] / k, q))
-            for x in back:
-                heappush(heap, x)
+            lim = L + tol
+            if heap and heap[0][0] <= lim:
+                full = [p]
+                back = []
+                while heap and heap[0][0] <= lim:
+                    lvl2, q = heappop(heap)
+                    if frozen[q]:
+                        continue
+                    k = n[q]
+                    if not k:
+                        continue
+                    if a[q] - k * L <= TOLERANCE * pcap[q]:
+                        full.append(q)
+                        frozen[q] = True
+                    else:
+                        back.append((a[q] / k, q))
+                for x in back:
+                    heappush(heap, x)
+            else:
+                full = (p,)
             emptied = []  # ports whose best queue has no group rising any more
             for p in full:
                 for g in users[p]:
@@ -802,35 +840,38 @@ class FluidNetwork:
                                 rem[q] -= 1
                                 if not rem[q]:
                                     emptied.append(q)
-                    else:  # starved: frozen before it could rise (rate 0)
+                    elif ok[g]:  # starved (rate 0), counted in a best queue: a port waits for it
                         for q, qq in ghops[g]:
                             if qq == bestq[q] and not frozen[q]:
                                 rem[q] -= 1
                                 if not rem[q]:
                                     emptied.append(q)
+            if not emptied:
+                continue
             pushed = {}
-            while emptied:
-                q = emptied.pop()
+            for q in reversed(emptied):  # latest first
                 if frozen[q]:
                     continue
                 # the next queue at q with groups still rising becomes the best
-                qq, i, c = qs[q], bi[q] + 1, 0
+                qq, i = qs[q], bi[q] + 1
                 pq = pqueues[q]
-                while i < len(qq):
+                nq = len(qq)
+                while i < nq:
                     cls = [h for h in pq[qq[i]] if rising[h]]
                     if cls:
                         break
                     i += 1
                 bi[q] = i
-                if i == len(qq):
+                if i == nq:
                     bestq[q] = None
                     continue
                 bestq[q] = qq[i]
                 rem[q] = len(cls)
                 for h in cls:
-                    ok[h] += 1
+                    k = ok[h] + 1
+                    ok[h] = k
                     gh = ghops[h]
-                    if ok[h] == len(gh):
+                    if k == len(gh):
                         start[h] = L
                         mh = count[h]
                         d = mh * L
@@ -844,7 +885,7 @@ class FluidNetwork:
         if left:
             stuck = sorted({self._gkey[g] for g in groups if rising[g]}, key=repr)[:4]
             raise PriorityCycle(f"flows block each other: their queues follow no single order (hops {stuck})")
-        return [rate[g] for g in groups]
+        return [*map(rate.__getitem__, groups)]
 
 
 class PriorityCycle(RuntimeError):
