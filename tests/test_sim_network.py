@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from experiments.sim import network
 from experiments.sim.network import FluidNetwork, bench_network
 
 REL = 1e-9
@@ -184,6 +185,95 @@ def test_components_refill_alone():
     assert net.rate(("right", 0)) == pytest.approx(22.5)
 
 
+def test_a_split_component_refills_alone():
+    """A bridge flow leaving splits a component in two: each then refills alone, and
+    a pair losing its last flow while still linked otherwise changes nothing."""
+    # c and d are 5e-10 over a's capacity: filled with a-b (one component) they
+    # would freeze in a's round, at 30 exactly; alone they fill at their own level
+    caps = {"a": 90.0, "b": 90.0, "c": 90.0 * (1 + 5e-10), "d": 90.0 * (1 + 5e-10)}
+    alone = FluidNetwork(caps)
+    for i in range(3):
+        alone.add(i, one_q("c", "d"), 1e6)
+    right = alone.rate(0)
+    assert right > 30.0
+    net = FluidNetwork(caps)
+    for i in range(3):
+        net.add(("left", i), one_q("a", "b"), 1e6)
+        net.add(("right", i), one_q("c", "d"), 1e6)
+    net.add("bridge", one_q("a", "d"), 1e6)
+    assert net.rate(("right", 0)) == pytest.approx(22.5)
+    net.remove("bridge")
+    assert net.rate(("left", 0)) == 30.0 and net.rate(("right", 0)) == right
+    net.add(("left", 3), one_q("b"), 1e6)
+    assert net.rate(("left", 0)) == pytest.approx(22.5)
+    assert net.rate(("right", 0)) == right
+    # a ring a-b-c-d-a: a-d losing its flow leaves one component, rates as the reference
+    net = FluidNetwork({}, default_capacity=90.0)
+    hops = [one_q("a", "b"), one_q("b", "c"), one_q("c", "d"), one_q("a", "d"), one_q("a", "d"), one_q("a")]
+    for i, h in enumerate(hops):
+        net.add(i, h, 1e6)
+    net.remove(3)
+    net.remove(4)
+    want = allocate_caps([h for i, h in enumerate(hops) if i not in (3, 4)], defaultdict(lambda: 90.0))
+    assert [net.rate(i) for i in (0, 1, 2, 5)] == pytest.approx(want, rel=REL)
+
+
+def test_an_emptied_group_reused_is_a_new_group():
+    """A group whose last flow leaves is kept for the next flow over the same hops:
+    that flow then sees exactly what a network that never had the group shows."""
+    for queues in ((0, 0), (1, 0)):  # one queue; priorities on x
+        hops = (("x", queues[0]), ("y", 0))
+        net = FluidNetwork({}, default_capacity=100.0)
+        net.add("a", hops, 100)
+        net.add("b", (("x", 0),), 300)
+        net.add("c", one_q("y", "z"), 50)
+        g = net._sig[hops]
+        assert net.advance(net.next_end()) == ["c"]
+        net.remove("a")
+        assert hops in net._sig  # kept, idle: no rate, moves nothing
+        net.advance(net.now + 0.5)
+        assert net._rate[g] == 0.0 and net._sent[g] == 0.0
+        net.add("d", hops, 70)
+        assert net._sig[hops] == g
+        fresh = FluidNetwork({}, default_capacity=100.0)
+        fresh.add("b", (("x", 0),), net.left("b"))
+        fresh.add("d", hops, 70)
+        assert (net.rate("b"), net.rate("d")) == (fresh.rate("b"), fresh.rate("d"))
+        assert net.left("d") == 70.0
+        assert net.next_end() - net.now == pytest.approx(fresh.next_end(), rel=1e-12)
+
+
+def test_rates_stay_exact_as_priorities_come_and_go():
+    """One-queue and priority components side by side, priorities then gone: every
+    step equals the reference filling."""
+    cap = 100.0
+    net = FluidNetwork({}, default_capacity=cap)
+    flows: dict = {}
+
+    def check():
+        names = list(flows)
+        want = allocate_caps([flows[f] for f in names], defaultdict(lambda: cap))
+        assert [net.rate(f) for f in names] == pytest.approx(want, rel=REL, abs=REL * cap)
+
+    steps = [("add", "u", one_q("a", "b")), ("add", "v", one_q("b", "c")), ("add", "w", one_q("c")),
+             ("add", "p", (("x", 0), ("y", 1))), ("add", "q", (("x", 1), ("y", 1))), ("add", "r", (("y", 0),)),
+             ("add", "s", (("x", 2), ("a", 0))),  # links the two: one priority component
+             ("remove", "p"), ("remove", "s"), ("requeue", "q", (("x", 0), ("y", 0))), ("remove", "r"),
+             ("add", "t", (("y", 0), ("c", 0))), ("requeue", "q", (("x", 0), ("y", 2))),
+             ("requeue", "q", (("x", 0), ("y", 0))), ("remove", "u")]
+    for op, f, *hops in steps:
+        if op == "add":
+            flows[f] = hops[0]
+            net.add(f, hops[0], 1e6)
+        elif op == "requeue":
+            flows[f] = hops[0]
+            net.requeue(f, hops[0])
+        else:
+            del flows[f]
+            net.remove(f)
+        check()
+
+
 def test_ports_within_tolerance_of_full_freeze_in_the_same_round():
     # x fills at level 1; y is then 5e-10 of its capacity short of full, which counts
     # as full (as in itersim.allocate), so b stops at exactly 1 too (w links them)
@@ -339,8 +429,11 @@ class RefNetwork:
         return ended
 
 
+@pytest.mark.parametrize("idle", [0, 2, network._IDLE])
 @pytest.mark.parametrize("seed", range(6))
-def test_event_sequence_equals_the_reference_network(seed):
+def test_event_sequence_equals_the_reference_network(seed, idle, monkeypatch):
+    # idle: how many emptied groups are kept for reuse (0: none, 2: most are forgotten)
+    monkeypatch.setattr(network, "_IDLE", idle)
     rng = random.Random(seed)
     cap = 100.0
     ports = [f"h{i}/{d}" for i in range(5) for d in ("out", "in")] + ["island"]
