@@ -368,7 +368,9 @@ class FluidNetwork:
         if len(ghops) > 2:
             for pid, _ in ghops:
                 self._multi[pid].add(g)
-            self._comps = None
+            # it can only join components: the cache holds while its ports share one
+            if self._comps is not None and len({self._comp_of[pid] for pid, _ in ghops}) > 1:
+                self._comps = None
 
     def _drop_group(self, g: int) -> None:
         """The group's last member left: it leaves the filling and its ports are
@@ -391,7 +393,9 @@ class FluidNetwork:
         if len(ghops) > 2:
             for pid, _ in ghops:
                 self._multi[pid].discard(g)
-            self._comps = None
+            # its ports may have come apart: checked at the next filling, as an unlinked pair's
+            pids = [pid for pid, _ in ghops]
+            self._cut.extend(zip(pids, pids[1:]))
         self._heap[g] = []
         self._count[g] = self._counted[g] = 0
         self._sent[g] = self._rate[g] = 0.0
@@ -528,9 +532,10 @@ class FluidNetwork:
 
     def _components(self) -> None:
         """Split the ports into connected components (ports linked by a group crossing
-        both). Cached: a new link between two components or a 3+ hop group coming or
-        going drops the cache, and an unlinked port pair is checked at the next filling
-        (``_linked``): in a churn of many flows per pair, the components rarely change."""
+        both). Cached: a new link between two components (a pair or a 3+ hop group)
+        drops the cache, and an unlinked port pair or the ports of a 3+ hop group gone
+        are checked at the next filling (``_linked``): in a churn of many flows per
+        pair, the components rarely change."""
         pair, multi, ghops, pcap = self._pair, self._multi, self._ghops, self._pcap
         N = len(pcap)
         comp_of = [-1] * N
