@@ -98,7 +98,7 @@ def test_a_leaf_spine_flow_crosses_the_uplinks_and_ecmp_collisions_share_them():
 # fabric non-blocking) gave the shipped specs these average SCTs (seed 1,
 # iterations+compute; recorded 2026-11-23). Compared on the same network: the fabric's
 # links made as fast as the simulator allows; on the spec's own fabric ECMP collisions
-# on the uplinks add to the SCT (the testbed's FS: 61.5 s, +3.5%).
+# on the uplinks add to the SCT (the testbed's FS: 61.4 s, +3.4%).
 ITERSIM_AVG_SCT_S = {
     SMOKE: {"fs": 5.512, "baraat": 5.604, "sincronia": 5.072, "grouper": 5.072, "grouper-immediate": 5.072,
             "grouper-offline": 5.072},
