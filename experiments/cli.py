@@ -1,4 +1,4 @@
-"""``trainbed`` command line: run emulated experiments and sweeps, draw figures, clean up, co-locate GNN tasks."""
+"""``trainbed`` command line: run emulated experiments, simulate them, sweep, draw figures, clean up, co-locate GNN tasks."""
 from __future__ import annotations
 
 import argparse

@@ -325,11 +325,6 @@ class CojobSimulation:
         return math.floor(job.iterations * (total - in_flight) / total * (1 + _TOLERANCE))
 
 
-def simulate(spec: dict, variant: Variant = VARIANTS["iterations+compute"]) -> Result:
-    """A validated cojob spec, run to the end on the simulator."""
-    return build_simulation(spec, variant).run()
-
-
 def resolve(spec: dict) -> cojob_spec.CojobRun:
     """A validated spec resolved for the simulator (its fabric may be faster than this box emulates)."""
     with simulated_rates():
@@ -337,6 +332,7 @@ def resolve(spec: dict) -> cojob_spec.CojobRun:
 
 
 def build_simulation(spec_or_run: dict | cojob_spec.CojobRun, variant: Variant) -> CojobSimulation:
+    """A validated spec's (or a resolved run's) simulation, ready to ``run()``."""
     run = spec_or_run if isinstance(spec_or_run, cojob_spec.CojobRun) else resolve(spec_or_run)
     return CojobSimulation(run.workload, run.scaling, run.spec["scheduler"]["name"],
                            run.spec["scheduler"]["period_s"], run.fabric, variant)
