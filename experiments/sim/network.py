@@ -598,7 +598,10 @@ class FluidNetwork:
         next end), where one call replaces a loop over all groups.
         """
         if self._cut:
-            if self._comps is not None and not all(self._linked(p, q) for p, q in self._cut):
+            # a port left with no group is no side of a split: it holds no rate to fill
+            users = self._users
+            if self._comps is not None and not all(self._linked(p, q) for p, q in self._cut
+                                                   if users[p] and users[q]):
                 self._comps = None
             self._cut = []
         if self._comps is None:
