@@ -369,8 +369,8 @@ class FluidNetwork:
             for pid, _ in ghops:
                 self._multi[pid].add(g)
             # it can only join components: the cache holds while its ports share one
-            if self._comps is not None and len({self._comp_of[pid] for pid, _ in ghops}) > 1:
-                self._comps = None
+            if self._comps is not None:
+                self._merge_components({self._comp_of[pid] for pid, _ in ghops})
 
     def _drop_group(self, g: int) -> None:
         """The group's last member left: it leaves the filling and its ports are
@@ -426,8 +426,8 @@ class FluidNetwork:
             (p, _), (q, _) = gh
             pp, pq = self._pair[p], self._pair[q]
             m = pp.get(q, 0)
-            if not m and self._comps is not None and self._comp_of[p] != self._comp_of[q]:
-                self._comps = None  # a new link joins two components
+            if not m and self._comps is not None:
+                self._merge_components({self._comp_of[p], self._comp_of[q]})  # a new link
             m += d
             if m:
                 pp[q] = pq[p] = m
@@ -533,9 +533,11 @@ class FluidNetwork:
     def _components(self) -> None:
         """Split the ports into connected components (ports linked by a group crossing
         both). Cached: a new link between two components (a pair or a 3+ hop group)
-        drops the cache, and an unlinked port pair or the ports of a 3+ hop group gone
-        are checked at the next filling (``_linked``): in a churn of many flows per
-        pair, the components rarely change."""
+        merges them (``_merge_components``), and an unlinked port pair or the ports of
+        a 3+ hop group gone are checked at the next filling (``_linked``; a port left
+        with no group is ignored). A cached component may so be a superset of a true
+        one: its filling gives the same rates (its parts share no port), up to float
+        rounding, which can order ends within the tolerance differently."""
         pair, multi, ghops, pcap = self._pair, self._multi, self._ghops, self._pcap
         N = len(pcap)
         comp_of = [-1] * N
@@ -559,6 +561,23 @@ class FluidNetwork:
             comps.append((ports, max([pcap[p] for p in ports])))
         self._comp_of, self._comps = comp_of, comps
         self._cut = []
+
+    def _merge_components(self, cs: set[int]) -> None:
+        """Components ``cs`` are linked now: one component, under the largest's number
+        (the others stay as empty entries, so that no number changes)."""
+        if len(cs) < 2:
+            return
+        comps, comp_of = self._comps, self._comp_of
+        keep = max(cs, key=lambda c: len(comps[c][0]))
+        ports, cmax = list(comps[keep][0]), comps[keep][1]
+        for c in cs - {keep}:
+            other, other_max = comps[c]
+            for p in other:
+                comp_of[p] = keep
+            ports += other
+            cmax = max(cmax, other_max)
+            comps[c] = ([], 0.0)
+        comps[keep] = (ports, cmax)
 
     def _linked(self, p: int, q: int) -> bool:
         """Whether ports p and q are still in one component (a walk from p)."""
