@@ -105,12 +105,15 @@ class Paths:
                     self.capacity[port] = rate
                     self.bottlenecks.add(port)
         self.spines = [s.name for s in fabric.switches if s.role == "spine"]
+        self._spine: dict[FlowKey, str] = {}
 
     def ports(self, src: str, dst: str, flow: FlowKey) -> tuple[str, ...]:
         a, b = self.leaf[src], self.leaf[dst]
         if a == b:
             return (f"{src}/out", f"{dst}/in")
-        spine = self.spines[zlib.crc32(repr(flow).encode()) % len(self.spines)]  # ECMP: stable per flow
+        spine = self._spine.get(flow)
+        if spine is None:  # ECMP: a stable hash per flow, once (a flow recurs every iteration)
+            spine = self._spine[flow] = self.spines[zlib.crc32(repr(flow).encode()) % len(self.spines)]
         middle = tuple(port for port in (f"{a}>{spine}", f"{spine}>{b}") if port in self.bottlenecks)
         return (f"{src}/out", *middle, f"{dst}/in")
 
