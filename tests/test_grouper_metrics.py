@@ -6,9 +6,10 @@ from experiments.cojob import metrics as gm
 from experiments.cojob.workload import MODELS, Arrival, CojobPlan, JobPlan, LearningCurve
 from experiments.errors import SpecError
 
-# c0j0 reaches 90% of its a_final after ceil(10 ln 10) = 24 iterations, i.e. at the
-# iteration_end of iteration 23; c0j1 (tau 50) needs 116 and c1j0 (tau 1000) 2303.
-CURVES = {(0, 0): LearningCurve(0.8, 10.0), (0, 1): LearningCurve(0.9, 50.0),
+# Learning curves a(n) = a_final (1 - exp(-n / tau)) reach 90% of a_final once
+# n >= tau ln 10: c0j0 (tau 10) after 24 iterations, i.e. at the iteration_end of
+# iteration 23; c0j1 (tau 5) after 12 (iteration 11); c1j0 and c1j1 (tau 1000) after 2303.
+CURVES = {(0, 0): LearningCurve(0.8, 10.0), (0, 1): LearningCurve(0.9, 5.0),
           (1, 0): LearningCurve(0.9, 1000.0), (1, 1): LearningCurve(0.7, 1000.0)}
 
 
@@ -25,10 +26,11 @@ def ev(kind, t, **fields):
     return {"kind": kind, "t": t, **fields}
 
 
-# Cojob 0 runs both stages; cojob 1 finishes stage 0 and is cut off in stage 1.
+# Cojob 0 arrives at 100, its tasks start up until 102, and it runs both stages;
+# cojob 1 arrives at 105, finishes stage 0 and is cut off in stage 1.
 EVENTS = [
     ev("cojob_arrival", 100, cojob=0, model="deepspeech2"),
-    ev("stage_start", 100, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
+    ev("stage_start", 102, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
     ev("cojob_arrival", 105, cojob=1, model="vgg19"),
     ev("stage_start", 105, cojob=1, stage=0, jobs=["c1j0", "c1j1"]),
     ev("iteration_end", 110, job="c0j0", iteration=19, stage=0, host="tbh1", task="c0j0/w0"),
@@ -37,6 +39,7 @@ EVENTS = [
     ev("job_killed", 130, job="c0j1", cojob=0, after_stage=0),
     ev("stage_start", 130, cojob=0, stage=1, jobs=["c0j0"]),
     ev("stage_end", 135, cojob=0, stage=0),  # a repeat must not move the SCT
+    ev("iteration_end", 139, job="c0j0", iteration=23, stage=1, host="tbh4", task="c0j0/w1"),  # not worker 0
     ev("iteration_end", 140, job="c0j0", iteration=22, stage=1, host="tbh1", task="c0j0/w0"),
     ev("iteration_end", 141, job="c0j0", iteration=23, stage=1, host="tbh1", task="c0j0/w0"),
     ev("stage_end", 150, cojob=1, stage=0),
@@ -49,39 +52,75 @@ EVENTS = [
     ev("job_finished", 170, job="c0j0", cojob=0),
     ev("cojob_end", 170, cojob=0),
 ]
-SOLO = {("deepspeech2", 0): 15.0, ("deepspeech2", 1): 20.0, ("vgg19", 0): 30.0}
+# Solo SCTs from the solo cojob's arrival: deepspeech2's stages end 15 and 35 s after it arrives.
+SOLO = {("deepspeech2", 0): 15.0, ("deepspeech2", 1): 35.0, ("vgg19", 0): 30.0}
 
 
-def test_stage_sct_per_cojob_and_stage_skips_unfinished_stages():
+def test_sct_counts_from_the_cojob_arrival_and_the_duration_from_the_stage_start():
+    # SCT: 130 - 100, 170 - 100, 150 - 105; duration: 130 - 102, 170 - 130, 150 - 105.
     assert gm.stage_sct(EVENTS, WORKLOAD) == [
-        {"cojob": 0, "model": "deepspeech2", "stage": 0, "sct_s": 30},
-        {"cojob": 0, "model": "deepspeech2", "stage": 1, "sct_s": 40},
-        {"cojob": 1, "model": "vgg19", "stage": 0, "sct_s": 45}]
+        {"cojob": 0, "model": "deepspeech2", "stage": 0, "sct_s": 30, "duration_s": 28},
+        {"cojob": 0, "model": "deepspeech2", "stage": 1, "sct_s": 70, "duration_s": 40},
+        {"cojob": 1, "model": "vgg19", "stage": 0, "sct_s": 45, "duration_s": 45}]
 
 
-def test_cojct_jct_and_t90_count_from_the_cojob_arrival():
+def test_the_papers_fig_3b_fair_share_example_has_average_sct_8():
+    # Fig. 3(b): cojob A (jobs 1, 2) and B (jobs 3, 4) arrive at 0; stages A-1, A-2,
+    # B-1, B-2 complete at time steps 4, 7, 9, 12: "average SCT is (4+7+9+12)/4 = 8".
+    # Their durations are 4, 7 - 4, 9, 12 - 9: average 19/4. CoJCT: A 7, B 12; JCT:
+    # job 2 killed at 4, job 1 done at 7, job 4 killed at 9, job 3 done at 12.
+    fig3 = [ev("cojob_arrival", 0, cojob=0), ev("cojob_arrival", 0, cojob=1),
+            ev("stage_start", 0, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
+            ev("stage_start", 0, cojob=1, stage=0, jobs=["c1j0", "c1j1"]),
+            ev("stage_end", 4, cojob=0, stage=0), ev("job_killed", 4, job="c0j1", cojob=0, after_stage=0),
+            ev("stage_start", 4, cojob=0, stage=1, jobs=["c0j0"]),
+            ev("stage_end", 7, cojob=0, stage=1), ev("job_finished", 7, job="c0j0", cojob=0),
+            ev("cojob_end", 7, cojob=0),
+            ev("stage_end", 9, cojob=1, stage=0), ev("job_killed", 9, job="c1j1", cojob=1, after_stage=0),
+            ev("stage_start", 9, cojob=1, stage=1, jobs=["c1j0"]),
+            ev("stage_end", 12, cojob=1, stage=1), ev("job_finished", 12, job="c1j0", cojob=1),
+            ev("cojob_end", 12, cojob=1)]
+    summary = gm.summarise(fig3, WORKLOAD)
+    assert summary["avg_sct_s"] == 8
+    assert summary["avg_stage_duration_s"] == 19 / 4
+    assert summary["avg_cojct_s"] == (7 + 12) / 2
+    assert summary["avg_jct_s"] == (4 + 7 + 9 + 12) / 4
+    assert summary["per_model_avg_sct_s"] == {"deepspeech2": (4 + 7) / 2, "vgg19": (9 + 12) / 2}
+
+
+def test_cojct_is_the_last_stages_sct_and_jct_counts_from_the_cojob_arrival():
     assert gm.cojob_cojct(EVENTS, WORKLOAD) == [{"cojob": 0, "model": "deepspeech2", "cojct_s": 70}]
+    # c0j0 finished at 170, c0j1 killed at 130 (cojob 0 arrived at 100); c1j1 killed at 150 (arrived 105)
     assert gm.job_jct(EVENTS) == [{"job": "c0j0", "cojob": 0, "jct_s": 70}, {"job": "c0j1", "cojob": 0, "jct_s": 30},
                                   {"job": "c1j1", "cojob": 1, "jct_s": 45}]
-    assert gm.cojob_t90(EVENTS, WORKLOAD) == [{"cojob": 0, "model": "deepspeech2", "t90_s": 41},
-                                              {"cojob": 1, "model": "vgg19", "t90_s": None}]
+
+
+def test_t90_is_per_job_from_its_cojob_arrival_on_worker_0s_iterations():
+    # c0j0: worker 0's iteration 23 at 141 (worker 1's at 139 does not count); c0j1:
+    # iteration 19 >= 11 at 111; cojob 1's jobs never get near 2303 iterations.
+    assert gm.job_t90(EVENTS, WORKLOAD) == [{"job": "c0j0", "cojob": 0, "model": "deepspeech2", "t90_s": 41},
+                                            {"job": "c0j1", "cojob": 0, "model": "deepspeech2", "t90_s": 11},
+                                            {"job": "c1j0", "cojob": 1, "model": "vgg19", "t90_s": None},
+                                            {"job": "c1j1", "cojob": 1, "model": "vgg19", "t90_s": None}]
 
 
 def test_summarise_headline_figures():
     summary = gm.summarise(EVENTS, WORKLOAD, SOLO)
-    assert summary["avg_sct_s"] == pytest.approx(115 / 3)
+    assert summary["avg_sct_s"] == pytest.approx((30 + 70 + 45) / 3)
+    assert summary["avg_stage_duration_s"] == pytest.approx((28 + 40 + 45) / 3)
     assert summary["avg_cojct_s"] == 70
-    assert summary["avg_jct_s"] == pytest.approx(145 / 3)
-    assert summary["avg_t90_s"] == 41
-    assert summary["per_model_avg_sct_s"] == {"deepspeech2": 35, "vgg19": 45}
+    assert summary["avg_jct_s"] == pytest.approx((70 + 30 + 45) / 3)
+    assert summary["avg_t90_s"] == (41 + 11) / 2
+    assert summary["per_model_avg_sct_s"] == {"deepspeech2": (30 + 70) / 2, "vgg19": 45}
+    # slowdown: 30 / 15, 70 / 35, 45 / 30
     assert [row["slowdown"] for row in summary["stage_slowdown"]] == [2.0, 2.0, 1.5]
     assert summary["avg_stage_slowdown"] == pytest.approx(5.5 / 3)
     assert summary["p90_stage_slowdown"] == pytest.approx(2.0)
     assert {k: summary[k] for k in ("stages_completed", "stages_unfinished", "stages_without_solo",
-                                    "cojobs_completed", "cojobs_unfinished", "cojobs_without_t90",
+                                    "cojobs_completed", "cojobs_unfinished", "jobs_without_t90",
                                     "jobs_ended", "jobs_unfinished")} == {
         "stages_completed": 3, "stages_unfinished": 1, "stages_without_solo": 0, "cojobs_completed": 1,
-        "cojobs_unfinished": 1, "cojobs_without_t90": 1, "jobs_ended": 3, "jobs_unfinished": 1}
+        "cojobs_unfinished": 1, "jobs_without_t90": 2, "jobs_ended": 3, "jobs_unfinished": 1}
     json.dumps(summary)  # goes into summary.json as it is
 
 
@@ -92,13 +131,16 @@ def test_without_solo_data_slowdown_is_none_and_missing_keys_are_counted():
     assert partial["avg_stage_slowdown"] == 1.5 and partial["stages_without_solo"] == 2
 
 
-def test_solo_sct_averages_each_model_stage_over_solo_runs():
+def test_solo_sct_averages_each_model_stage_over_solo_runs_from_their_arrival():
     run_a = [ev("cojob_arrival", 0, cojob=0), ev("stage_start", 0, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
              ev("stage_end", 15, cojob=0, stage=0), ev("stage_start", 15, cojob=0, stage=1, jobs=["c0j0"]),
              ev("stage_end", 35, cojob=0, stage=1)]
-    run_b = [ev("stage_start", 50, cojob=0, stage=0, jobs=["c0j0", "c0j1"]), ev("stage_end", 67, cojob=0, stage=0)]
-    assert gm.solo_sct(run_a, WORKLOAD) == {("deepspeech2", 0): 15, ("deepspeech2", 1): 20}
-    assert gm.pool_solo([(run_a, WORKLOAD), (run_b, WORKLOAD)]) == {("deepspeech2", 0): 16, ("deepspeech2", 1): 20}
+    # arrives at 50, starts at 51: its stage 0 lasts 16 s and completes 17 s after the arrival
+    run_b = [ev("cojob_arrival", 50, cojob=0), ev("stage_start", 51, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
+             ev("stage_end", 67, cojob=0, stage=0)]
+    assert gm.solo_sct(run_a, WORKLOAD) == {("deepspeech2", 0): 15, ("deepspeech2", 1): 35}
+    assert gm.pool_solo([(run_a, WORKLOAD), (run_b, WORKLOAD)]) == {("deepspeech2", 0): (15 + 17) / 2,
+                                                                     ("deepspeech2", 1): 35}
 
 
 def test_cdf_and_percentile():
@@ -111,7 +153,9 @@ def test_events_of_another_workload_are_refused_naming_the_event():
     with pytest.raises(SpecError, match=r"^events\[1\]\.cojob: no cojob 9 in the workload$"):
         gm.summarise([EVENTS[0], ev("cojob_arrival", 1, cojob=9)], WORKLOAD)
     with pytest.raises(SpecError, match=r"^events\[0\]\.job: no job 'c7j0' in the workload$"):
-        gm.cojob_t90([ev("iteration_end", 1, job="c7j0", iteration=0, stage=0)], WORKLOAD)
+        gm.job_t90([ev("iteration_end", 1, job="c7j0", iteration=0, stage=0)], WORKLOAD)
+    with pytest.raises(SpecError, match=r"^events\[0\]\.cojob: cojob 0 starts a stage before its cojob_arrival$"):
+        gm.stage_sct([ev("stage_start", 1, cojob=0, stage=0, jobs=[])], WORKLOAD)
 
 
 def test_read_run_loads_events_and_workload(tmp_path):

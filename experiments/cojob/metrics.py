@@ -1,22 +1,43 @@
-"""Grouper's evaluation metrics (TNSM 2020, §V-A), computed afterwards from a run's data.
+"""Grouper's evaluation metrics (TNSM 2020, §III and §V-A), computed afterwards from a run's data.
 
 Inputs are the run's ``events.jsonl`` (host events of ``hosts.messages`` plus the
 driver's ``cojob_arrival``, ``stage_start``, ``stage_end``, ``job_killed``,
 ``job_finished``, ``cojob_end``) and its ``workload.json``
 (``experiments.cojob.workload.Workload.to_dict()``), so a metric can be recomputed
 or corrected without running the emulation again. Times are the events' ``t``.
+Each metric is the paper's, read as follows:
 
-- SCT of a (cojob, stage): its ``stage_end`` minus its ``stage_start``.
-- CoJCT of a cojob: ``cojob_end`` minus ``cojob_arrival``.
-- JCT of a job: its ``job_killed`` or ``job_finished`` minus its cojob's arrival
-  (a job starts with its cojob, so an early kill is a short JCT: the paper reads a
-  smaller JCT as "more unpromising jobs stopped per unit time").
-- T90 of a cojob: from its arrival until the first of its jobs reaches 90% of that
-  job's converged accuracy, read off the job's learning curve at each
-  ``iteration_end`` (``iteration`` k, counted from 0, means k + 1 iterations done,
-  the curve's argument). None when no job gets there (or no job has a curve).
-- Stage slowdown: SCT over the SCT of the same (model, stage) when the cojob ran
-  alone, from a solo calibration (``solo_sct``).
+- SCT of a (cojob, stage): its ``stage_end`` minus its cojob's ``cojob_arrival``.
+  Eq. (2) makes S_{g,k} "the time when all jobs in the cojob have finished their
+  kth stage", and Eq. (9) counts time from the cojob's start, "all jobs arrival at
+  time 0"; Fig. 3(b) confirms it: stages ending at time steps 4, 7, 9, 12 have
+  "average SCT (4+7+9+12)/4 = 8", not the stages' durations. In the emulation the
+  SCT includes the tasks' start-up (arrival to stage 0's start); the simulator
+  starts stage 0 as the cojob arrives.
+- Average SCT: over every stage of every cojob alike, Eq. (1)'s sum over g and
+  k in [K_g] ("minimizing average completion times of cojobs' stages is equivalent
+  to minimizing the sum of their completion times") divided by the number of stages.
+- Stage duration of a (cojob, stage): its ``stage_end`` minus its ``stage_start``
+  (what this module called SCT before; kept as ``avg_stage_duration_s``).
+- CoJCT of a cojob: ``cojob_end`` minus ``cojob_arrival``. The paper names it
+  without a formula; by Eq. (2) a cojob completes with its last stage, so it is the
+  SCT of the last stage (``cojob_end`` is noted with that ``stage_end``).
+- JCT of a job: its ``job_killed`` or ``job_finished`` minus its cojob's arrival.
+  Eq. (3)'s note: a job with fewer stages "is completed at the time when it is
+  stopped", from the same time 0 (Eq. (9)); the paper reads a smaller JCT as "more
+  unpromising jobs are stopped per unit time".
+- T90 of a job: from its cojob's arrival until the job reaches 90% of its own
+  converged accuracy, averaged over the jobs that got there. §V-A: "the average
+  time to reach 90% of the converged accuracy, indicating how fast a job can
+  achieve a high training accuracy" (per job, not per cojob). Read off the job's
+  learning curve at worker 0's ``iteration_end`` (the iterations the coordinator
+  counts and the simulator reports; ``iteration`` k, counted from 0, means k + 1
+  iterations done, the curve's argument). None for a job killed before it got
+  there (or without a curve).
+- Stage slowdown: §V-A's "ratio between its completion time and its minimum
+  completion time if running alone in the network", i.e. the stage's SCT over the
+  SCT of the same (model, stage) when its cojob ran alone, from a solo calibration
+  (``solo_sct``) measured the same way (from the solo cojob's arrival).
 
 A stage, cojob or job whose end event is missing (a run cut short) has no
 completion time; ``summarise`` counts such unfinished ones instead of guessing.
@@ -44,12 +65,18 @@ def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
 
 def _plans(events: Sequence[Mapping], workload: Mapping) -> dict[int, CojobPlan]:
     """The workload's cojobs by id, once every cojob and job the events name is known
-    to be one of them (a run's events read against another run's workload fail here)."""
+    to be one of them (a run's events read against another run's workload fail here)
+    and every stage starts after its cojob's arrival, which its SCT counts from."""
     plans = {plan["cojob_id"]: CojobPlan.from_dict(plan) for plan in workload["cojobs"]}
     jobs = {job.key for plan in plans.values() for job in plan.jobs}
+    arrived = set()
     for i, event in enumerate(events):
         if "cojob" in event and event["cojob"] not in plans:
             raise SpecError(f"events[{i}].cojob", f"no cojob {event['cojob']!r} in the workload")
+        if event.get("kind") == "cojob_arrival":
+            arrived.add(event["cojob"])
+        elif event.get("kind") == "stage_start" and event["cojob"] not in arrived:
+            raise SpecError(f"events[{i}].cojob", f"cojob {event['cojob']!r} starts a stage before its cojob_arrival")
         if event.get("kind") == "iteration_end" and event.get("job") not in jobs:
             raise SpecError(f"events[{i}].job", f"no job {event.get('job')!r} in the workload")
     return plans
@@ -70,15 +97,18 @@ def _arrivals(events: Sequence[Mapping]) -> dict:
 
 
 def stage_sct(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
-    """``{cojob, model, stage, sct_s}`` of every stage that started and ended, by (cojob, stage)."""
+    """``{cojob, model, stage, sct_s, duration_s}`` of every stage that started and
+    ended, by (cojob, stage): its SCT (from its cojob's arrival) and its own duration."""
     plans = _plans(events, workload)
+    arrivals = _arrivals(events)
     starts = _first_times(events, "stage_start", lambda e: (e["cojob"], e["stage"]))
     ends = _first_times(events, "stage_end", lambda e: (e["cojob"], e["stage"]))
     rows = []
     for (cojob, stage), start in sorted(starts.items()):
-        if (cojob, stage) in ends:
+        end = ends.get((cojob, stage))
+        if end is not None:
             rows.append({"cojob": cojob, "model": plans[cojob].model, "stage": stage,
-                         "sct_s": ends[(cojob, stage)] - start})
+                         "sct_s": end - arrivals[cojob], "duration_s": end - start})
     return rows
 
 
@@ -101,21 +131,22 @@ def job_jct(events: Sequence[Mapping]) -> list[dict]:
             for job, event in sorted(ended.items()) if event["cojob"] in arrivals]
 
 
-def cojob_t90(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
-    """``{cojob, model, t90_s}`` of every cojob that arrived; t90_s None when none of
-    its jobs reached 90% of its converged accuracy."""
+def job_t90(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
+    """``{job, cojob, model, t90_s}`` of every job of every cojob that arrived; t90_s
+    None when the job did not reach 90% of its converged accuracy."""
     plans = _plans(events, workload)
     jobs = {job.key: (plan.cojob_id, job) for plan in plans.values() for job in plan.jobs}
     arrivals = _arrivals(events)
     reached: dict = {}
     for event in events:
-        if event.get("kind") != "iteration_end":
+        # worker 0's count, as the simulator reports it (its events name no task)
+        if event.get("kind") != "iteration_end" or not event.get("task", "/w0").endswith("/w0"):
             continue
         cojob, job = jobs[event["job"]]
         if job.curve is not None and cojob in arrivals and event["iteration"] + 1 >= t90_iteration(job.curve):
-            reached[cojob] = min(reached.get(cojob, math.inf), event["t"] - arrivals[cojob])
-    return [{"cojob": cojob, "model": plans[cojob].model, "t90_s": reached.get(cojob)}
-            for cojob in sorted(arrivals)]
+            reached[job.key] = min(reached.get(job.key, math.inf), event["t"] - arrivals[cojob])
+    return [{"job": job.key, "cojob": cojob, "model": plans[cojob].model, "t90_s": reached.get(job.key)}
+            for cojob in sorted(arrivals) for job in plans[cojob].jobs]
 
 
 def _mean(values: Iterable[float]) -> float | None:
@@ -180,13 +211,14 @@ def summarise(events: Sequence[Mapping], workload: Mapping,
     scts = stage_sct(events, workload)
     cojcts = cojob_cojct(events, workload)
     jcts = job_jct(events)
-    t90s = cojob_t90(events, workload)
+    t90s = job_t90(events, workload)
     slowdowns = stage_slowdown(scts, solo) if solo else []
     slowdown_values = [row["slowdown"] for row in slowdowns]
     started_stages = {(e["cojob"], e["stage"]) for e in events if e.get("kind") == "stage_start"}
     started_jobs = {job for e in events if e.get("kind") == "stage_start" for job in e.get("jobs", ())}
     return {
         "avg_sct_s": _mean(row["sct_s"] for row in scts),
+        "avg_stage_duration_s": _mean(row["duration_s"] for row in scts),
         "avg_cojct_s": _mean(row["cojct_s"] for row in cojcts),
         "avg_jct_s": _mean(row["jct_s"] for row in jcts),
         "avg_t90_s": _mean(row["t90_s"] for row in t90s if row["t90_s"] is not None),
@@ -197,8 +229,8 @@ def summarise(events: Sequence[Mapping], workload: Mapping,
         "stages_unfinished": len(started_stages) - len(scts),
         "stages_without_solo": len(scts) - len(slowdowns) if solo else None,
         "cojobs_completed": len(cojcts),
-        "cojobs_unfinished": len(t90s) - len(cojcts),
-        "cojobs_without_t90": sum(row["t90_s"] is None for row in t90s),
+        "cojobs_unfinished": len(_arrivals(events)) - len(cojcts),
+        "jobs_without_t90": sum(row["t90_s"] is None for row in t90s),
         "jobs_ended": len(jcts),
         "jobs_unfinished": len(started_jobs - {row["job"] for row in jcts}),
         "sct_s": scts,
