@@ -86,6 +86,31 @@ def test_flows_between_two_leaves_spread_over_every_spine(fabric_up):
         assert nbytes > 0.1 * total, f"{port} carried {nbytes} of {total} bytes: ECMP did not spread"
 
 
+def test_every_frame_on_the_wire_is_at_most_the_fabrics_mtu_and_bulk_fills_it(fabric_up):
+    """What a switch queue is handed is a wire packet: on a spine port (between two
+    OVS instances) no frame is larger than the fabric's MTU (a GSO super-packet would
+    be), and a bulk transfer's frames are full-sized."""
+    em = fabric_up
+    mtu = em.options.mtu
+    port = f"{em.fabric.spines()[0].name}-eth3"  # towards leaf 3, where tbh5 and tbh6 live
+    dump = subprocess.Popen(["tcpdump", "-i", port, "-e", "-n", "-l", "-c", "400", "tcp"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        time.sleep(1.0)
+        server = em.popen("tbh6", ["iperf3", "-s", "-1", "-p", "5402"], stdout=subprocess.DEVNULL)
+        time.sleep(0.3)
+        client = em.popen("tbh1", ["iperf3", "-c", "10.0.0.6", "-p", "5402", "-t", "2", "-P", "8"],
+                          stdout=subprocess.DEVNULL)
+        assert client.wait(timeout=30) == 0 and server.wait(timeout=10) == 0
+    finally:
+        if dump.poll() is None:
+            dump.terminate()
+        out, _ = dump.communicate(timeout=10)
+    lengths = [int(n) for n in re.findall(r", length (\d+): ", out)]
+    assert len(lengths) >= 50, out[-500:]  # ECMP may send some flows over the other spine
+    assert max(lengths) == mtu + 14, (mtu, sorted(set(lengths))[-5:])  # Ethernet header + a full IP packet
+
+
 def test_policy_dscp_is_seen_on_the_wire_and_lands_in_its_queue(fabric_up):
     em = fabric_up
     pid = em.client.set_policy(src="tbh2", dst="tbh4", proto="tcp", dst_port=5301, queue=3)
@@ -98,7 +123,9 @@ def test_policy_dscp_is_seen_on_the_wire_and_lands_in_its_queue(fabric_up):
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             server = em.popen("tbh4", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL)
             time.sleep(1.0)
-            em.popen("tbh2", ["iperf3", "-c", "10.0.0.4", "-p", str(port), "-n", "300K"],
+            # a timed send: with -n, iperf3 stops the server once it has written the
+            # bytes, and what was still in flight never reaches the counted queue
+            em.popen("tbh2", ["iperf3", "-c", "10.0.0.4", "-p", str(port), "-t", "1", "-b", "10M"],
                      stdout=subprocess.DEVNULL).wait(timeout=20)
             server.wait(timeout=10)
             out, _ = dump.communicate(timeout=20)

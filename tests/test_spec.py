@@ -80,6 +80,8 @@ BAD = [
     ("analysis.priority.high", "ghost", "analysis.priority.high: 'ghost' is not a flow"),
     ("fidelity.min_cpu_idle", "x", "fidelity.min_cpu_idle: must be a number"),
     ("emulation.tcp_rto_min_ms", 0, "emulation.tcp_rto_min_ms: must be"),
+    ("emulation.mtu", 9001, "emulation.mtu: must be"),
+    ("emulation.mtu", "jumbo", "emulation.mtu: must be an integer"),
 ]
 
 

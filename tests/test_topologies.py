@@ -102,6 +102,18 @@ def test_host_nic_tree_is_the_switch_tree_with_a_nic_deep_queue():
     assert queues.HOST_LEAF_LIMIT_BYTES >= 1000 * 1500  # a NIC's txqueuelen of MTU packets
 
 
+def test_host_nics_run_at_the_fabrics_mtu_and_segment_only_as_asked():
+    assert queues.host_nic_cmds("tbh1-eth0", "wire", 9000) == [
+        ["ip", "link", "set", "dev", "tbh1-eth0", "mtu", "9000"],
+        ["ethtool", "-K", "tbh1-eth0", "tso", "off", "gso", "off"]]
+    assert queues.host_nic_cmds("tbh1-eth0", "offload") == [["ip", "link", "set", "dev", "tbh1-eth0", "mtu", "1500"]]
+    for bad in (1499, 9001):
+        with pytest.raises(ValueError, match="mtu"):
+            queues.mtu_cmd("tbh1-eth0", bad)
+    with pytest.raises(ValueError, match="segmentation"):
+        queues.host_nic_cmds("tbh1-eth0", "gro")
+
+
 def test_a_switch_send_buffer_holds_every_queue_of_its_ports_full():
     assert queues.switch_send_buffer_bytes(3) == 3 * queues.N_QUEUES * queues.LEAF_LIMIT_BYTES * queues.SKB_OVERHEAD
     assert queues.switch_send_buffer_bytes(1) > 208 * 1024  # the kernel's default, shared by all ports

@@ -29,7 +29,7 @@ LOWEST_QUEUE = N_QUEUES - 1
 DSCP_OF_QUEUE = {q: 8 * (LOWEST_QUEUE - q) for q in range(N_QUEUES)}
 QUEUE_OF_DSCP = {d: q for q, d in DSCP_OF_QUEUE.items()}
 LEAF_LIMIT_BYTES = 150_000
-# A sender's own queues hold what a NIC's default txqueuelen does (1000 MTU packets):
+# A sender's own queues hold what a NIC's default txqueuelen does (1000 packets of 1500 bytes):
 # a host's stack is not a switch buffer, and at 150 KB the sender dropped its own
 # bursts (two pushes of 400 KB at once), each drop a 200 ms TCP timeout (README, Grouper).
 HOST_LEAF_LIMIT_BYTES = 1_500_000
@@ -105,21 +105,35 @@ def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[s
 SEGMENTATIONS = ("wire", "offload")
 
 
-def host_nic_cmds(intf: str, segmentation: str) -> list[list[str]]:
-    """Host NIC features, as commands to run in the host's namespace.
+# Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
+# 1500 and up to the common jumbo size. Bytes per packet, not bytes, cost the box CPU.
+MIN_MTU, MAX_MTU = 1500, 9000
 
-    ``wire``: the host's TCP hands MTU-sized packets to its NIC queue (TSO and GSO
+
+def mtu_cmd(intf: str, mtu: int) -> list[str]:
+    """``intf``'s MTU, as an ``ip`` command (run where the interface lives)."""
+    if not MIN_MTU <= mtu <= MAX_MTU:
+        raise ValueError(f"mtu: {mtu} is not in {MIN_MTU}..{MAX_MTU}")
+    return ["ip", "link", "set", "dev", intf, "mtu", str(mtu)]
+
+
+def host_nic_cmds(intf: str, segmentation: str, mtu: int = MIN_MTU) -> list[list[str]]:
+    """Host NIC features, as commands to run in the host's namespace: its MTU (the
+    fabric's, ``mtu_cmd``) and who cuts TCP's data into packets.
+
+    ``wire``: the host's TCP hands packets of the MTU to its NIC queue (TSO and GSO
     off), so every queue on the path shapes, drops and counts wire packets, as a
     real NIC ring and a real switch buffer do. ``offload``: TCP hands over GSO
-    super-packets of up to 64 KB, and one drop in a 150 KB queue loses dozens of
-    segments at once (measured: 6 hosts all-to-all at 100 Mbit/s delivered 0.55-0.8
-    of the rate with 30-65% of segments retransmitted; see README, Capacity).
+    super-packets of up to 64 KB, which every queue on the path holds and drops
+    whole (measured at 6 hosts all-to-all, 100 Mbit/s: ~20 segments retransmitted
+    per queue drop; docs/emulation.md, Capacity).
     """
     if segmentation not in SEGMENTATIONS:
         raise ValueError(f"segmentation: {segmentation!r} is not one of {', '.join(SEGMENTATIONS)}")
-    if segmentation == "offload":
-        return []
-    return [["ethtool", "-K", intf, "tso", "off", "gso", "off"]]
+    cmds = [mtu_cmd(intf, mtu)]
+    if segmentation == "wire":
+        cmds.append(["ethtool", "-K", intf, "tso", "off", "gso", "off"])
+    return cmds
 
 
 def host_route_cmds(intf: str, subnet: str, rto_min_ms: float | None = None,

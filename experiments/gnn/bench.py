@@ -23,7 +23,7 @@ from experiments.platform.net import Emulation
 from experiments.runner import read_spec, run_any_spec
 from topologies.fabric import star
 
-SMOKE = Path(__file__).parent / "specs" / "gnn-oes-smoke.yaml"
+SMOKE = Path(__file__).parent.parent / "specs" / "gnn-oes-smoke.yaml"
 
 
 def _flow_event(n: int, src: str, dst: str) -> dict:

@@ -59,6 +59,7 @@ class EmulationOptions:
 
     ovs_instances: int | str = 2  # a count, or "per_switch"
     segmentation: str = "wire"  # topologies.queues.SEGMENTATIONS
+    mtu: int = queues.MAX_MTU  # every interface of the fabric, host NICs and switch ports alike
     tcp_rto_min_ms: float | None = None  # None: the kernel's 200 ms
     tcp_congestion: str | None = None  # the spec's top-level tcp_congestion; None: the kernel's default
 
@@ -242,11 +243,15 @@ class Emulation:
 
     def apply_queue_plan(self) -> None:
         """The queue plan, applied in one place: every switch port, every host NIC."""
-        cmds = [c for _sw, intf, mbps in self.fabric.switch_ports() for c in queues.switch_port_cmds(intf, mbps)]
-        run_tc_batch(cmds, where="switch ports")
+        ports = self.fabric.switch_ports()
+        if self.options.mtu != queues.MIN_MTU:
+            batch = "".join(" ".join(queues.mtu_cmd(intf, self.options.mtu)[1:]) + "\n" for _sw, intf, _m in ports)
+            subprocess.run(["ip", "-batch", "-"], input=batch, text=True, check=True, capture_output=True)
+        run_tc_batch([c for _sw, intf, mbps in ports for c in queues.switch_port_cmds(intf, mbps)],
+                     where="switch ports")
         for link in self.fabric.host_links():
             pid, intf = self.host(link.a).pid, link.intf(link.a)
-            for cmd in (queues.host_nic_cmds(intf, self.options.segmentation)
+            for cmd in (queues.host_nic_cmds(intf, self.options.segmentation, self.options.mtu)
                         + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms,
                                                  self.options.tcp_congestion)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)

@@ -16,7 +16,7 @@ from topologies import queues
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.platform.cpu).
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
-EMULATION_FIELDS = {"ovs_instances", "segmentation", "tcp_rto_min_ms"}
+EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms"}
 
 
 def emulation_options(raw) -> dict:
@@ -28,10 +28,11 @@ def emulation_options(raw) -> dict:
         instances = integer("emulation.ovs_instances", instances, minimum=1)
     segmentation = choice("emulation.segmentation", section.get("segmentation", defaults.segmentation),
                           queues.SEGMENTATIONS)
+    mtu = integer("emulation.mtu", section.get("mtu", defaults.mtu), minimum=queues.MIN_MTU, maximum=queues.MAX_MTU)
     rto_min = section.get("tcp_rto_min_ms")
     if rto_min is not None:
         rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
-    return {"ovs_instances": instances, "segmentation": segmentation, "tcp_rto_min_ms": rto_min}
+    return {"ovs_instances": instances, "segmentation": segmentation, "mtu": mtu, "tcp_rto_min_ms": rto_min}
 
 
 def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
