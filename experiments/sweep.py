@@ -19,6 +19,20 @@ says ``"completed": true`` is kept; any other is set aside under ``DIR/failed/``
 run again into a fresh directory (a runner refuses a directory holding a summary).
 A cell that raises is recorded and the sweep goes on. ``DIR/results.csv`` is
 rewritten after every cell, so a sweep stopped halfway still has its table.
+
+Instead of one grid, a sweep may list ``parts``, each its own product over the same
+base spec, so that one directory holds sweeps of different fields (a paper's
+figures) without their cross product::
+
+    parts:
+      - {name: workload, schedulers: [fs, grouper], grid: {workload.arrivals.workload_factor: [0.5, 1, 2]}}
+      - {name: period, schedulers: [grouper], grid: {scheduler.period_s: [1, 10]}}
+
+A part's ``schedulers`` and ``seeds`` default to the sweep's; its grid is its own (a
+sweep with parts has no top-level ``grid``). Cells run part by part; every id must
+be unique over the whole sweep; ``results.csv`` gains a ``part`` column and a column
+for every field any part's grid sets (a cell's own value, the base spec's where its
+part does not set it).
 """
 from __future__ import annotations
 
@@ -41,7 +55,8 @@ from experiments.errors import SpecError, one_line
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind
 from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
 
-SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report")
+SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report", "parts")
+PART_FIELDS = ("name", "schedulers", "seeds", "grid")
 BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
 ID_PREFIX = {SCHEDULER_FIELD: "sched", SEED_FIELD: "seed"}
@@ -57,6 +72,18 @@ class Cell:
     id: str
     overrides: dict  # dotted spec field -> value, in id order
     spec: dict  # the base spec's raw dict with the overrides applied
+    part: str | None = None  # the name of the part it belongs to, in a sweep with parts
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    schedulers: list | None
+    seeds: list | None
+    grid: dict
+
+    def resolved(self) -> dict:
+        return {"name": self.name, "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid}
 
 
 @dataclass(frozen=True)
@@ -71,14 +98,17 @@ class Sweep:
     report: list
     cells: tuple[Cell, ...]
     backend: str = "emulated"
+    parts: tuple[Part, ...] = ()  # with parts, ``grid`` is the union of theirs (the result columns)
 
     def resolved(self) -> dict:
         """What ``DIR/sweep.yaml`` keeps: the sweep, its base spec and every cell."""
+        parts = {"parts": [part.resolved() for part in self.parts]} if self.parts else {}
         return {"name": self.name, "description": self.description, "spec": str(self.spec_path),
                 "backend": self.backend,
                 "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid, "report": self.report,
-                "base_spec": self.base_spec,
-                "cells": [{"id": cell.id, "overrides": cell.overrides} for cell in self.cells]}
+                **parts, "base_spec": self.base_spec,
+                "cells": [{"id": cell.id, "overrides": cell.overrides, **({"part": cell.part} if cell.part else {})}
+                          for cell in self.cells]}
 
 
 @dataclass
@@ -123,10 +153,10 @@ def _dotted(path: str, key) -> str:
     return key
 
 
-def _grid(raw) -> dict:
+def _grid(raw, path: str = "grid") -> dict:
     grid = {}
-    for key, values in mapping("grid", raw, optional=True).items():
-        where = at("grid", key)
+    for key, values in mapping(path, raw, optional=True).items():
+        where = at(path, key)
         _dotted(where, key)
         if key in ID_PREFIX:
             raise error(where, f"is set by `{'schedulers' if key == SCHEDULER_FIELD else 'seeds'}`, not by the grid")
@@ -148,25 +178,64 @@ def parse(raw, sweep_path: Path) -> Sweep:
     base = read_yaml(spec_path, "spec", "base spec")
     if not isinstance(base, dict):
         raise error("spec", f"{shown_path(spec_path)} must hold a mapping, got {describe(base)}")
-    schedulers = None
     if sweep.get("schedulers") is not None and is_colocation(base):
         raise error("schedulers", "a co-location spec has no scheduler: its methods are compared within each cell")
-    if sweep.get("schedulers") is not None:
-        schedulers = _distinct("schedulers", [word(p, v) for p, v in items("schedulers", sweep["schedulers"],
-                                                                             non_empty=True)])
-    seeds = None
-    if sweep.get("seeds") is not None:
-        seeds = _distinct("seeds", [integer(p, v, minimum=0)
-                                    for p, v in items("seeds", sweep["seeds"], non_empty=True)])
+    schedulers = _schedulers("schedulers", sweep.get("schedulers"))
+    seeds = _seeds("seeds", sweep.get("seeds"))
     report = [_dotted(p, v) for p, v in items("report", sweep.get("report"), optional=True)]
     backend = sweep.get("backend", "emulated")
     if not (isinstance(backend, str) and backend in BACKENDS):
         raise error("backend", f"must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
     if backend == "simulated":
         simulated_kind(base)  # a kind without a simulator stops the sweep here, naming the field
-    grid = _grid(sweep.get("grid"))
-    cells = _cells(base, schedulers, seeds, grid)
-    return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, cells, backend)
+    if sweep.get("parts") is None:
+        grid = _grid(sweep.get("grid"))
+        return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report,
+                     _cells(base, schedulers, seeds, grid), backend)
+    if sweep.get("grid") is not None:
+        raise error("grid", "a sweep with parts has none: give each part its own grid")
+    parts, cells, owner = [], [], {}
+    for where, raw_part in items("parts", sweep["parts"], non_empty=True):
+        part = _part(where, raw_part, schedulers, seeds)
+        if part.schedulers is not None and is_colocation(base):
+            raise error(at(where, "schedulers"), "a co-location spec has no scheduler: its methods are compared "
+                                                 "within each cell")
+        if any(part.name == other.name for other in parts):
+            raise error(at(where, "name"), f"repeats {part.name!r}")
+        for cell in _cells(base, part.schedulers, part.seeds, part.grid, where):
+            if cell.id in owner:
+                raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r}")
+            owner[cell.id] = part.name
+            cells.append(Cell(cell.id, cell.overrides, cell.spec, part.name))
+        parts.append(part)
+    grid: dict[str, list] = {}  # every value any part gives a field
+    for part in parts:
+        for key, values in part.grid.items():
+            known = grid.setdefault(key, [])
+            known += [value for value in values if value not in known]
+    return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, tuple(cells), backend,
+                 tuple(parts))
+
+
+def _schedulers(path: str, raw) -> list | None:
+    if raw is None:
+        return None
+    return _distinct(path, [word(p, v) for p, v in items(path, raw, non_empty=True)])
+
+
+def _seeds(path: str, raw) -> list | None:
+    if raw is None:
+        return None
+    return _distinct(path, [integer(p, v, minimum=0) for p, v in items(path, raw, non_empty=True)])
+
+
+def _part(where: str, raw, schedulers: list | None, seeds: list | None) -> Part:
+    """One part of a sweep; its schedulers and seeds default to the sweep's."""
+    part = mapping(where, raw, allowed=PART_FIELDS, required=("name",))
+    own_schedulers = _schedulers(at(where, "schedulers"), part.get("schedulers"))
+    own_seeds = _seeds(at(where, "seeds"), part.get("seeds"))
+    return Part(word(at(where, "name"), part["name"]), schedulers if own_schedulers is None else own_schedulers,
+                seeds if own_seeds is None else own_seeds, _grid(part.get("grid"), at(where, "grid")))
 
 
 def load(path: str | Path) -> Sweep:
@@ -203,10 +272,13 @@ def apply_overrides(spec: Mapping, overrides: Mapping, sources: Mapping[str, str
     return result
 
 
-def _cells(base: dict, schedulers, seeds, grid: dict) -> tuple[Cell, ...]:
+def _cells(base: dict, schedulers, seeds, grid: dict, where: str = "") -> tuple[Cell, ...]:
     """Seeds outermost and schedulers innermost, so that a sweep stopped early has
-    every scheduler of its first seeds: comparable pairs before more repeats."""
-    sources = {SCHEDULER_FIELD: "schedulers", SEED_FIELD: "seeds", **{key: at("grid", key) for key in grid}}
+    every scheduler of its first seeds: comparable pairs before more repeats.
+    ``where``: the part's path, in a sweep with parts."""
+    grid_path = at(where, "grid")
+    sources = {SCHEDULER_FIELD: at(where, "schedulers"), SEED_FIELD: at(where, "seeds"),
+               **{key: at(grid_path, key) for key in grid}}
     grid_keys = sorted(grid)
     cells, ids = [], {}
     for seed, values, scheduler in itertools.product(seeds or [None], itertools.product(*(grid[k] for k in grid_keys)),
@@ -219,8 +291,8 @@ def _cells(base: dict, schedulers, seeds, grid: dict) -> tuple[Cell, ...]:
         overrides.update(zip(grid_keys, values))
         cid = cell_id(overrides)
         if cid in ids:
-            raise error("grid", f"cells {ids[cid]} and {overrides} share the id {cid!r}; use values that "
-                                "differ in letters or digits")
+            raise error(grid_path, f"cells {ids[cid]} and {overrides} share the id {cid!r}; use values that "
+                                   "differ in letters or digits")
         ids[cid] = overrides
         cells.append(Cell(cid, overrides, apply_overrides(base, overrides, sources)))
     return tuple(cells)
@@ -269,7 +341,8 @@ def _is_number(value) -> bool:
 def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None) -> dict:
     summary = summary or {}
     scheduler = _lookup(cell.spec, SCHEDULER_FIELD)
-    row = {"cell": cell.id, "scheduler": scheduler, "seed": cell.spec.get(SEED_FIELD),
+    row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}), "scheduler": scheduler,
+           "seed": cell.spec.get(SEED_FIELD),
            **{key: _lookup(cell.spec, key) for key in sweep.grid},
            "completed": summary.get("completed") is True and error_text is None,
            "trustworthy": summary.get("trustworthy"),

@@ -165,14 +165,17 @@ class _Process:
         return None
 
 
+# Schedulers that decide on events only, none on a clock: on stage starts and ends, and
+# the paper's Sincronia (one coflow per job and iteration) on stage 0 starts and stage ends.
+@pytest.mark.parametrize("scheduler", ["grouper-immediate", "sincronia"])
 @pytest.mark.parametrize("spec_path", ["experiments/specs/grouper-smoke.yaml", "experiments/specs/grouper-testbed.yaml"])
-def test_both_backends_fed_the_same_events_make_the_same_decisions(tmp_path, spec_path):
+def test_both_backends_fed_the_same_events_make_the_same_decisions(tmp_path, spec_path, scheduler):
     """The simulator runs the workload; every input its coordinator got is replayed, as
     the host programs would report it, into the emulation's driver: the driver's
     decisions (and so the policies it installs) are the simulator's, in order."""
     from experiments.cojob import simulated
     raw = read_spec(spec_path)
-    raw["scheduler"]["name"] = "grouper-immediate"  # decisions on stage starts and ends, none on a clock
+    raw["scheduler"]["name"] = scheduler
     spec = cojob_spec.validate(raw)
     simulation = simulated.build_simulation(spec, simulated.VARIANTS["iterations+compute"])
     inputs, sim_decisions = [], []

@@ -134,7 +134,8 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
     ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),
     ({"seeds": [1, True]}, r"seeds\[1\]: must be an integer >= 0, got true"),
-    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, report, schedulers, seeds, spec\)"),
+    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, parts, report, schedulers, "
+                         r"seeds, spec\)"),
     ({"spec": "specs/missing.yaml"}, r"spec: no such base spec: .*specs/missing.yaml"),
     ({"name": "a b"}, r"name: must be a non-empty word"),
     ({"report": ["ok", 3]}, r"report\[1\]: must be a dotted spec field name"),

@@ -6,13 +6,17 @@
   stages in one queue), never with ``to_queues``. The fluid evaluator's
   ``order=None`` is the same policy.
 - Baraat: FIFO, ``baraat``.
-- Sincronia: BSSI, ``sincronia``.
+- Sincronia: BSSI, ``sincronia``, over whatever coflows it is given. The paper's
+  Sincronia (§I, §V-A) is agnostic to stages: each iteration of each job is one
+  coflow (its push and pull), and those are what the cojob coordinator passes
+  under the scheduler name ``sincronia``. Under ``sincronia-stage`` it passes
+  cojob stages with their remaining volumes, information the paper's Sincronia
+  never has: that variant is not the paper's.
 All three orders list each stage once and keep every cojob's chain in index order.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 
 from controller.schedulers.grouper import Stage, order_of, primal_dual_steps, validate
 
@@ -40,24 +44,15 @@ def baraat(stages: Sequence[Stage]) -> list[str]:
     return [s.stage_id for s in sorted(stages, key=lambda s: (effective[s.stage_id], s.cojob, s.index))]
 
 
-def sincronia(stages: Sequence[Stage],
-              coflow_loads: Mapping[str, Mapping[str, float]] | None = None) -> list[str]:
+def sincronia(coflows: Sequence[Stage]) -> list[str]:
     """Sincronia's Bottleneck-Select-Scale-Iterate (Agarwal et al., SIGCOMM'18, Alg. 1).
 
-    Implemented as published: weights start at the stage weights; repeatedly take
-    the most loaded port b, place last the coflow with the smallest w/L_b (the
-    largest weighted load on b), and scale every unplaced weight
-    w_c -= w_last * L_{b,c} / L_{b,last}. This is PDA's loop without its stage
-    weights, so it runs on ``primal_dual_steps`` and inherits its two guards:
-    candidates are each cojob's last unplaced stage (precedence), and the scaling
-    uses the smallest ratio on b so weights never go negative (the published
-    algorithm never needs this, having no precedence).
-
-    ``coflow_loads`` (stage id -> port -> load) are the loads BSSI ranks by; by
-    default each stage's own loads. The paper's Sincronia sees one iteration's
-    coflow of each job, not the whole stage (§V-B: it favours small models whose
-    later stages are long); pass per-iteration loads to reproduce that.
+    Implemented as published: weights start at the coflows' own (1 for the paper's
+    baseline); repeatedly take the most loaded port b, place last the coflow with
+    the smallest w/L_b (the largest weighted load on b), and scale every unplaced
+    weight w_c -= w_last * L_{b,c} / L_{b,last}. This is PDA's loop without its
+    stage weights, so it runs on ``primal_dual_steps``; coflows that share a cojob
+    (cojob stages) stay in chain order, and independent coflows (one per job and
+    iteration) are each a chain of one, where that guard never binds.
     """
-    if coflow_loads is not None:
-        stages = [replace(s, loads=coflow_loads[s.stage_id]) for s in stages]
-    return order_of(primal_dual_steps(stages, {s.stage_id: s.weight for s in stages}))
+    return order_of(primal_dual_steps(coflows, {c.stage_id: c.weight for c in coflows}))

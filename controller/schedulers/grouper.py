@@ -5,9 +5,10 @@ its remaining load on each port it uses. Ports are the machine ends of the paper
 big-switch fabric (§III-A), ``"<machine>/out"`` (egress of the machine, ingress of
 the fabric) and ``"<machine>/in"``; loads may be bytes or seconds at port rate, in
 one unit for all ports. The stages of a cojob form a chain: stage ``index`` k must
-finish before k+1 starts. An order is a list of stage ids, highest priority first;
-every scheduler here returns an order that lists each stage once and keeps every
-chain in index order.
+finish before k+1 starts. ``index`` is the stage's number in its cojob counted from
+0 (the paper's k is index + 1), online too, where finished stages are left out.
+An order is a list of stage ids, highest priority first; every scheduler here
+returns an order that lists each stage once and keeps every chain in index order.
 
 Online vs offline (§IV-C, §V-B). PDA itself is offline; the variants differ only in
 the loads the driver passes in:
@@ -21,10 +22,11 @@ In both, the running stage carries only its remaining iterations and finished
 stages are left out.
 
 Readings of Alg. 1 (details where they live): line 16 takes the smallest w/L
-(it is printed L/w), the stage whose dual constraint the rising beta makes tight
-first, as Lemma 2 needs; the initial weights are Eq. 46's (``pda_weights``);
-precedence, which the printed loop leaves to the weights, is kept by placing
-chain tails (``primal_dual_steps``).
+(it is printed L/w) over every unplaced stage, the stage whose dual constraint the
+rising beta makes tight first, as Lemma 2 needs; the initial weights are Eq. 46's
+with the cojob's own stage number k (``pda_weights``); precedence, which the
+printed loop leaves to the weights, is kept by placing chain tails
+(``primal_dual_steps``).
 
 Queues (§IV-B, Fig. 7/8). Each machine ranks only the stages that have flows on
 it, in the global order; rank r takes ``queues[r]`` (by default scheduler queue
@@ -90,21 +92,24 @@ def validate(stages: Sequence[Stage], *, unique_positions: bool = True) -> None:
 
 def pda_weights(stages: Sequence[Stage]) -> dict[str, float]:
     """Initial weights of Alg. 1 (lines 3-11) as the proof evaluates them (Eq. 46):
-    w_{g,k} = weight * (1 + (1/2)^(k+1)), k = 1 for the first stage given of a cojob.
+    w_{g,k} = weight * (1 + (1/2)^(k+1)), k = index + 1, the stage's own number in
+    its cojob.
+
+    Online (a cojob part-way done, its finished stages not given) k stays the
+    cojob's own stage number rather than restarting at 1 with the first stage given:
+    Eq. 46 is written in the cojob's k, and the proof uses k only through
+    alpha_{g,k} = 1 - (1/2)^k, which either numbering keeps >= 0 and rising along the
+    chain. So a cojob further along weighs less and goes later among equal loads.
 
     Eq. 46 treats the last stage like the others; reading line 10 literally
     (alpha_{g,K+1} = 0) would give it weight (1/2)^K, and with that PDA misorders the
     paper's own Fig. 3 example (A1, B1, A2, B2). The weight factor keeps the
     order unchanged when all weights are scaled.
     """
-    by_cojob: dict[str, list[Stage]] = defaultdict(list)
-    for s in stages:
-        by_cojob[s.cojob].append(s)
-    weights = {}
-    for chain in by_cojob.values():
-        for k, s in enumerate(sorted(chain, key=lambda s: s.index), start=1):
-            weights[s.stage_id] = s.weight * (1.0 + 0.5 ** (k + 1))
-    return weights
+    negative = [s.stage_id for s in stages if s.index < 0]
+    if negative:
+        raise ValueError(f"stage {negative[0]!r}: index counts from 0")
+    return {s.stage_id: s.weight * (1.0 + 0.5 ** (s.index + 2)) for s in stages}
 
 
 def primal_dual_steps(stages: Sequence[Stage], weights: Mapping[str, float]) -> list[Step]:
@@ -118,6 +123,9 @@ def primal_dual_steps(stages: Sequence[Stage], weights: Mapping[str, float]) -> 
     unplaced stage of x's cojob; that is x itself unless x still has unplaced
     successors, which must come after x anyway (x keeps weight 0 and is placed
     once they are).
+    Line 16 is not restricted to chain tails: a stage it skipped could go negative
+    (infeasible duals), and on the test's instance that order costs 2.35x the best,
+    past Theorem 2's bound.
     Invariants: adjusted weights never go negative (x has the smallest ratio; it
     lands exactly on 0), so the duals stay feasible (Lemma 2(d)); only chain tails
     are placed, so every order keeps precedence. A chain tail without load is

@@ -16,10 +16,13 @@ What it knows and does:
   (offline knowledge the plan holds; an online scheduler never reads it before the
   kill), waiting arrivals start, and the next stage starts at once.
 - The scheduler runs on its period (``tick``) and when a stage 0 starts
-  (``grouper``, ``grouper-offline``, ``baraat``, ``sincronia``), on every stage start
-  and end (``grouper-immediate``), or never (``fs``: every flow in the lowest queue).
-  A decision is the scheduler's order of the running stages and, per flow of every
-  live job, ``(switch queue, sender NIC queue)`` (Fig. 8) keyed by
+  (``grouper``, ``grouper-offline``, ``baraat``, ``sincronia-stage``), on every stage
+  start and end (``grouper-immediate``), when a stage 0 starts and on every stage end
+  (``sincronia``: where its coflows come and go, ``scheduling.PER_ITERATION``), or
+  never (``fs``: every flow in the lowest queue).
+  A decision is the scheduler's order of the running stages (``sincronia``: of the
+  live jobs' current iterations, one coflow per job, named by the job) and, per flow
+  of every live job, ``(switch queue, sender NIC queue)`` (Fig. 8) keyed by
   ``FlowKey(job, worker, ps, phase)``; flows not named fall back to the lowest queue.
 - Progress the online schedulers read: worker 0's finished iterations per live job
   in the running stage (``iteration_done``), or what ``progress(job)`` says where a
@@ -35,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from controller.schedulers.grouper import Stage
 from experiments.cojob import scheduling
 from experiments.cojob import workload as cojob_mod
 
@@ -103,6 +107,10 @@ class CojobCoordinator:
     @property
     def periodic(self) -> bool:
         return self.scheduler in scheduling.PERIODIC
+
+    @property
+    def per_iteration(self) -> bool:
+        return self.scheduler in scheduling.PER_ITERATION
 
     @property
     def finished(self) -> bool:
@@ -184,12 +192,12 @@ class CojobCoordinator:
             actions.append(Note("cojob_end", {"cojob": cojob}))
         else:
             actions += self._start_stage(c, stage + 1, now)
-        if self.scheduler == "grouper-immediate":
-            actions += self._reschedule(now)
+        if self.scheduler == "grouper-immediate" or self.per_iteration:
+            actions += self._reschedule(now)  # sincronia: the killed and finished jobs' coflows are gone
         return actions
 
     # --- decisions ---------------------------------------------------------------------
-    def stages_now(self, now: float) -> tuple[list, list]:
+    def stages_now(self, now: float) -> tuple[list[Stage], list[Stage]]:
         """(every remaining stage of every active cojob, the running ones), loads in bytes."""
         offline = self.scheduler == "grouper-offline"
         every, running = [], []
@@ -204,10 +212,19 @@ class CojobCoordinator:
             running += [s for s in stages if s.index == c.stage]
         return every, running
 
+    def coflows_now(self) -> list[Stage]:
+        """Each live job's current iteration as one coflow (``sincronia``), loads in bytes."""
+        return [coflow for c in self.cojobs.values() if c.stage is not None
+                for coflow in scheduling.iteration_coflows(c.plan, self.workload.placements,
+                                                           self.scaling.bytes_scale, c.alive)]
+
     def _reschedule(self, now: float) -> list[Action]:
         if self.scheduler == "fs":
             return []  # fair share: every flow stays unmarked in the lowest queue
-        every, running = self.stages_now(now)
+        if self.per_iteration:
+            every = running = self.coflows_now()
+        else:
+            every, running = self.stages_now(now)
         order = scheduling.order(self.scheduler, every, running)
         if not order:
             return []
@@ -218,13 +235,14 @@ class CojobCoordinator:
                 continue
             stage_id = f"c{c.plan.cojob_id}/s{c.stage}"
             for key in c.alive:
+                ranked_id = key if self.per_iteration else stage_id  # what the order ranks the job's flows as
                 placement = self.workload.placements[key]
                 for w, worker in enumerate(placement.workers):
                     for p, ps in enumerate(placement.ps):
                         if worker == ps:
                             continue  # a same-host pair crosses no port
                         for phase, src, dst in ((cojob_mod.PUSH, worker, ps), (cojob_mod.PULL, ps, worker)):
-                            pair = scheduling.flow_queues(queues, stage_id, src, dst)
+                            pair = scheduling.flow_queues(queues, ranked_id, src, dst)
                             if pair is not None:
                                 decided[FlowKey(key, w, p, phase)] = pair
         return [Decision(tuple(order), decided)]

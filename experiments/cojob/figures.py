@@ -47,7 +47,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 FS, GROUPER = "fs", "grouper"
 PAPER_ORDER = (FS, "baraat", "sincronia", GROUPER)
-LABELS = {FS: "FS", "baraat": "Baraat", "sincronia": "Sincronia", GROUPER: "Grouper"}
+# sincronia-stage is BSSI over cojob stages, not the paper's Sincronia: no paper numbers.
+LABELS = {FS: "FS", "baraat": "Baraat", "sincronia": "Sincronia", GROUPER: "Grouper",
+          "sincronia-stage": "Sincronia-stage (not the paper's)"}
 # Scheduler names a spec may use for the paper's four designs.
 ALIASES = {"fs": FS, "fair_share": FS, "fairshare": FS, "grouper": GROUPER, "pda": GROUPER,
            "baraat": "baraat", "sincronia": "sincronia"}

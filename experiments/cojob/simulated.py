@@ -61,7 +61,7 @@ from experiments.validation import read_yaml
 from topologies.fabric import Fabric, simulated_rates
 from topologies.queues import LOWEST_QUEUE
 
-TABLE_SCHEDULERS = ("fs", "baraat", "sincronia", "grouper")
+TABLE_SCHEDULERS = ("fs", "baraat", "sincronia", "sincronia-stage", "grouper")
 # A delivered share of a job's bytes within this of a whole iteration counts as it.
 _TOLERANCE = 1e-9
 

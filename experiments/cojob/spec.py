@@ -12,6 +12,8 @@ Format (README, "Cojob specs")::
       models: [deepspeech2, vgg19] # testbed arrivals: one cojob per model at t=0 ...
       cojobs_per_model: 1          # ... and the next one of a model after stage S-2
       # arrivals: {kind: poisson, cojobs: 12, mean_interarrival_s: 600, workload_factor: 1.5}
+      #   or {kind: weibull, ..., shape: 0.5}: Weibull gaps (bursty below 1)
+      # comm_comp_ratio: 1.0       # DeepSpeech2's comm/comp ratio; sets every model's compute
       jobs: 2                      # per cojob: 2^(stages-1)
       stage_iterations: [3, 6]     # x iterations_scale (default 1) = run iterations
       workers: 2
@@ -40,9 +42,12 @@ from topologies.fabric import Fabric
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
-                   "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob"}
-ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor"}
-SCHEDULERS = ("fs", "baraat", "sincronia", "grouper", "grouper-immediate", "grouper-offline")
+                   "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob", "comm_comp_ratio"}
+ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor", "shape"}
+ARRIVAL_KINDS = ("testbed", "poisson", "weibull")
+# sincronia is the paper's baseline (one coflow per job and iteration); sincronia-stage
+# runs the same BSSI over cojob stages, which is not the paper's (scheduling.py).
+SCHEDULERS = ("fs", "baraat", "sincronia", "sincronia-stage", "grouper", "grouper-immediate", "grouper-offline")
 SCHEDULER_FIELDS = {"name", "period_s"}
 # Bounds that keep a spec emulatable on one box (and its validation fast).
 MAX_STAGES = 8  # successive halving: 2^(stages-1) jobs per cojob
@@ -66,6 +71,8 @@ def validate(raw) -> dict:
     if workload.get("only_cojob") is not None:
         resolved_workload["only_cojob"] = integer("workload.only_cojob", workload["only_cojob"], minimum=0)
     if workload.get("trace") is not None:
+        if workload.get("comm_comp_ratio") is not None:
+            raise SpecError("workload.comm_comp_ratio", "only with models (a trace gives its own compute times)")
         trace = existing_file("workload.trace", workload["trace"], base=REPO_ROOT)  # relative to the checkout
         resolved_workload["trace"] = str(trace)
         if workload.get("cojobs") is not None:
@@ -90,6 +97,9 @@ def validate(raw) -> dict:
                                                           workload.get("cojobs_per_model", 1), minimum=1,
                                                           maximum=MAX_COJOBS),
                                  arrivals=_arrivals(workload.get("arrivals")))
+        if workload.get("comm_comp_ratio") is not None:
+            resolved_workload["comm_comp_ratio"] = number("workload.comm_comp_ratio", workload["comm_comp_ratio"],
+                                                          minimum=0, maximum=1000, strict=True)
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
     resolved_scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS),
                           "period_s": number("scheduler.period_s", scheduler.get("period_s", 2.0), minimum=0,
@@ -100,19 +110,24 @@ def validate(raw) -> dict:
 
 
 def _arrivals(raw) -> dict:
-    """``testbed`` (one cojob per model at 0, the next of a model after stage S-2) or
-    ``poisson`` (seeded; testbed seconds between arrivals divided by the workload factor)."""
+    """``testbed`` (one cojob per model at 0, the next of a model after stage S-2),
+    ``poisson`` or ``weibull`` (seeded; testbed seconds between arrivals divided by
+    the workload factor; a Weibull's ``shape`` below 1 makes them bursty)."""
     arrivals = mapping("workload.arrivals", raw, allowed=ARRIVAL_FIELDS, optional=True)
-    kind = choice("workload.arrivals.kind", arrivals.get("kind", "testbed"), ("testbed", "poisson"))
+    kind = choice("workload.arrivals.kind", arrivals.get("kind", "testbed"), ARRIVAL_KINDS)
     if kind == "testbed":
         if set(arrivals) - {"kind"}:
             raise SpecError("workload.arrivals",
                             "testbed arrivals take no other field (cojobs_per_model sets the count)")
         return {"kind": kind}
-    for required in ("cojobs", "mean_interarrival_s"):
+    for required in ("cojobs", "mean_interarrival_s") + (("shape",) if kind == "weibull" else ()):
         if required not in arrivals:
-            raise SpecError(f"workload.arrivals.{required}", "is required for poisson arrivals")
-    return {"kind": kind, "cojobs": integer("workload.arrivals.cojobs", arrivals["cojobs"], minimum=1,
+            raise SpecError(f"workload.arrivals.{required}", f"is required for {kind} arrivals")
+    if kind == "poisson" and "shape" in arrivals:
+        raise SpecError("workload.arrivals.shape", "only for weibull arrivals (a Poisson process has none)")
+    shape = {} if kind == "poisson" else {
+        "shape": number("workload.arrivals.shape", arrivals["shape"], minimum=0.05, maximum=20)}
+    return {"kind": kind, **shape, "cojobs": integer("workload.arrivals.cojobs", arrivals["cojobs"], minimum=1,
                                            maximum=MAX_COJOBS),
             "mean_interarrival_s": number("workload.arrivals.mean_interarrival_s", arrivals["mean_interarrival_s"],
                                           minimum=0, strict=True),
@@ -177,11 +192,17 @@ def _build_full(spec: dict, fab: Fabric) -> cojob_mod.Workload:
         source = trace.source if "cojobs" not in w else f"{trace.source}, first {len(first)} cojobs"
         return cojob_mod.Workload(plans, {k: v for k, v in trace.placements.items() if k in keys}, source)
     models = {name: cojob_mod.MODELS[name] for name in w["models"]}
+    if "comm_comp_ratio" in w:
+        models = {name: cojob_mod.at_comm_comp_ratio(profile, w["comm_comp_ratio"]) for name, profile in models.items()}
     arrivals = w["arrivals"]
     stages = cojob_mod.scaled_stages(w["stage_iterations"], w["iterations_scale"])
     if arrivals["kind"] == "poisson":
         plans = cojob_mod.poisson_cojobs(arrivals["cojobs"], arrivals["mean_interarrival_s"],
                                          arrivals["workload_factor"], spec["seed"], models, w["jobs"], stages)
+    elif arrivals["kind"] == "weibull":
+        plans = cojob_mod.weibull_cojobs(arrivals["cojobs"], arrivals["mean_interarrival_s"],
+                                         arrivals["workload_factor"], arrivals["shape"], spec["seed"], models,
+                                         w["jobs"], stages)
     else:
         plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"], stages)
     return cojob_mod.placed(plans, hosts, racks, source=f"{arrivals['kind']} arrivals", workers=w["workers"],

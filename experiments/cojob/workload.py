@@ -29,7 +29,8 @@ from __future__ import annotations
 import json
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
@@ -381,20 +382,59 @@ def poisson_cojobs(n_cojobs: int, mean_interarrival_s: float, workload_factor: f
     """Cojobs of uniformly drawn models arriving as a Poisson process, the first at
     t=0. As in the paper's simulations (§V-C), a workload factor f divides every gap:
     f=2 is twice the load of f=1."""
+    return _renewal_cojobs(n_cojobs, mean_interarrival_s, workload_factor, f"poisson:{seed}", seed,
+                           lambda rng: rng.expovariate(workload_factor / mean_interarrival_s), models, n_jobs,
+                           stage_iterations)
+
+
+def weibull_cojobs(n_cojobs: int, mean_interarrival_s: float, workload_factor: float, shape: float, seed: int,
+                   models: Mapping[str, ModelProfile] = MODELS, n_jobs: int = TESTBED_JOBS,
+                   stage_iterations: Sequence[int] = TESTBED_STAGES) -> tuple[CojobPlan, ...]:
+    """Cojobs of uniformly drawn models whose gaps are Weibull with ``shape`` k and mean
+    ``mean_interarrival_s`` / ``workload_factor``, the first at t=0. k < 1 gives
+    bursts of close arrivals and long lulls (coefficient of variation above 1), k = 1
+    is a Poisson process. The gaps compress by the factor as the paper's (§V-C: "we
+    generate 2.0x workload by compressing 50% of the scale of the horizontal axis")."""
+    if not (shape > 0 and math.isfinite(shape)):
+        raise SpecError("shape", f"must be > 0, got {shape}")
+    gamma = math.gamma(1 + 1 / shape)  # the Weibull's mean is its scale x this
+    return _renewal_cojobs(n_cojobs, mean_interarrival_s, workload_factor, f"weibull:{seed}", seed,
+                           lambda rng: rng.weibullvariate(mean_interarrival_s / workload_factor / gamma, shape),
+                           models, n_jobs, stage_iterations)
+
+
+def _renewal_cojobs(n_cojobs: int, mean_interarrival_s: float, workload_factor: float, stream: str, seed: int,
+                    gap: Callable[[random.Random], float], models: Mapping[str, ModelProfile],
+                    n_jobs: int, stage_iterations: Sequence[int]) -> tuple[CojobPlan, ...]:
+    """Cojobs whose gaps are independent draws ``gap(rng)``; each cojob's model is
+    drawn after its gap, from the same seeded stream."""
     if n_cojobs < 1:
         raise SpecError("n_cojobs", f"must be >= 1, got {n_cojobs}")
     if not mean_interarrival_s > 0:
         raise SpecError("mean_interarrival_s", f"must be > 0, got {mean_interarrival_s}")
     if not workload_factor > 0:
         raise SpecError("workload_factor", f"must be > 0, got {workload_factor}")
-    rng = random.Random(f"poisson:{seed}")
+    rng = random.Random(stream)
     profiles = list(models.values())
     plans, at_s = [], 0.0
     for cojob_id in range(n_cojobs):
         if cojob_id:
-            at_s += rng.expovariate(workload_factor / mean_interarrival_s)
+            at_s += gap(rng)
         plans.append(plan_cojob(cojob_id, rng.choice(profiles), seed, n_jobs, stage_iterations, Arrival(at_s=at_s)))
     return tuple(plans)
+
+
+def at_comm_comp_ratio(profile: ModelProfile, ratio: float) -> ModelProfile:
+    """``profile`` computing ``TESTBED_COMPUTE_S / ratio`` per iteration: the smallest
+    model's (DeepSpeech2's) communication/computation ratio on the testbed is then
+    ``ratio`` (1.0: the testbed's workload), every model computing as long as it, so a
+    larger model's ratio is ``ratio`` x its size / 160 MB. The knob of the paper's
+    Fig. 15, which varies the compute, not the bytes (§V-C: "the computation time for
+    small models is as large as communication time"; its simulator's jobs carry a
+    compute time per iteration, ``ctime``, beside fixed model sizes)."""
+    if not (ratio > 0 and math.isfinite(ratio)):
+        raise SpecError("comm_comp_ratio", f"must be > 0, got {ratio}")
+    return replace(profile, compute_s=TESTBED_COMPUTE_S / ratio)
 
 
 @dataclass(frozen=True)
