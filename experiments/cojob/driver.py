@@ -217,8 +217,13 @@ class CojobDriver(Driver):
 
     def due(self, now: float) -> float:
         """The arrivals due by ``now``, then the scheduler's period if it came."""
+        arrivals: list = []
         while self.timed and self.run_t0 + self.timed[0][0] <= now:
-            self.carry_out(self.coordinator.arrive(self.timed.pop(0)[1], time.time()))
+            arrivals += self.coordinator.arrive(self.timed.pop(0)[1], time.time())
+        # Every arrival due now is noted before any of their tasks start (each cojob's
+        # start-up takes seconds): a cojob's SCT counts from its arrival (Eq. 2), not
+        # from when the cojob before it had its tasks up.
+        self.carry_out(sorted(arrivals, key=lambda action: not isinstance(action, Note)))
         if now >= self.next_tick:
             self.carry_out(self.coordinator.tick(time.time()))
             self.next_tick = now + self.period_s
