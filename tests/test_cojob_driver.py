@@ -216,3 +216,18 @@ def test_both_backends_fed_the_same_events_make_the_same_decisions(tmp_path, spe
         d.decisions_out.close()
     assert len(sim_decisions) > 4 and len(em.client.batches) > 0
     assert [(a.order, a.queues) for a in applied] == [(s.order, s.queues) for s in sim_decisions]
+
+
+@pytest.mark.parametrize("placement, message", [
+    ({"kind": "gpu_servers"}, "workload.placement.gpu_hosts: is required"),
+    ({"kind": "gpu_servers", "gpu_hosts": ["tbh99"]}, r"workload.placement.gpu_hosts\[0\]: 'tbh99' is not a host"),
+    ({"kind": "gpu_servers", "gpu_hosts": ["tbh1", "tbh1"]}, r"workload.placement.gpu_hosts\[1\]: duplicate host"),
+    ({"kind": "gpu_servers", "gpu_hosts": [f"tbh{i}" for i in range(1, 10)]}, "workload.placement.gpu_hosts: leaves no"),
+    ({"kind": "spread", "gpu_hosts": ["tbh1"]}, "workload.placement.gpu_hosts: only for gpu_servers"),
+    ("packed", "workload.placement: must be spread or a mapping"),
+])
+def test_bad_placements_are_one_line_errors_naming_the_field(placement, message):
+    raw = read_spec("experiments/specs/grouper-testbed.yaml")
+    raw["workload"]["placement"] = placement
+    with pytest.raises(cojob_spec.SpecError, match="^" + message):
+        cojob_spec.validate(raw)

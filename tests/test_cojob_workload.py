@@ -70,6 +70,22 @@ def test_placement_with_fewer_hosts_than_tasks_reuses_as_little_as_possible():
         assert set(p.workers + p.ps) == set(hosts)
 
 
+def test_gpu_servers_placement_puts_workers_on_gpu_hosts_and_pss_on_the_others():
+    jobs = [job for plan in cj.testbed_cojobs(seed=0) for job in plan.jobs]
+    gpu = [HOSTS[0], HOSTS[3], HOSTS[6]]  # one per rack
+    placements = cj.place(jobs, HOSTS, RACKS, seed=0, worker_hosts=gpu)
+    workers = Counter(h for p in placements.values() for h in p.workers)
+    ps = Counter(h for p in placements.values() for h in p.ps)
+    assert set(workers) == set(gpu) and max(workers.values()) - min(workers.values()) <= 1
+    assert set(ps) == set(HOSTS) - set(gpu) and max(ps.values()) - min(ps.values()) <= 1
+    for p in placements.values():  # a job's two workers on two GPU servers, its PSs on two CPU servers
+        assert len(set(p.workers)) == 2 and len(set(p.ps)) == 2
+    with pytest.raises(SpecError, match="placement.gpu_hosts: leaves no host"):
+        cj.place(jobs, HOSTS, RACKS, worker_hosts=HOSTS)
+    with pytest.raises(SpecError, match="placement.gpu_hosts: 'nope'"):
+        cj.place(jobs, HOSTS, RACKS, worker_hosts=["nope"])
+
+
 def test_stage_port_loads_of_a_2_plus_2_job():
     disjoint = cj.JobPlacement(workers=("h1", "h2"), ps=("h3", "h4"))
     assert cj.stage_port_loads(disjoint, 100, iterations=10) == {

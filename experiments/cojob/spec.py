@@ -36,15 +36,16 @@ from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
-from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number
+from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number, word
 from topologies.fabric import Fabric
 
 TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
               "fidelity", "emulation"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
-                   "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob", "comm_comp_ratio"}
+                   "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob", "comm_comp_ratio", "placement"}
 ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor", "shape"}
 ARRIVAL_KINDS = ("testbed", "poisson", "weibull")
+PLACEMENT_KINDS = ("spread", "gpu_servers")
 # sincronia is the paper's baseline (one coflow per job and iteration); sincronia-stage
 # runs the same BSSI over cojob stages, which is not the paper's (scheduling.py).
 SCHEDULERS = ("fs", "baraat", "sincronia", "sincronia-stage", "grouper", "grouper-immediate", "grouper-offline")
@@ -78,6 +79,8 @@ def validate(raw) -> dict:
         if workload.get("cojobs") is not None:
             resolved_workload["cojobs"] = integer("workload.cojobs", workload["cojobs"], minimum=1,
                                                   maximum=MAX_COJOBS)
+        if workload.get("placement") is not None:
+            raise SpecError("workload.placement", "only with models (a trace places its own jobs)")
     elif "cojobs" in workload:
         raise SpecError("workload.cojobs", "only with a trace (the first N of its cojobs by arrival)")
     else:
@@ -92,6 +95,8 @@ def validate(raw) -> dict:
         if jobs != 2 ** (len(stages) - 1):
             raise SpecError("workload.jobs", f"successive halving over {len(stages)} stages needs "
                                              f"{2 ** (len(stages) - 1)} jobs, got {jobs}")
+        resolved_workload["placement"] = _placement(workload.get("placement"),
+                                                    [h.name for h in emulation_spec.fabric_of(common).hosts])
         resolved_workload.update(models=models, stage_iterations=stages, jobs=jobs,
                                  cojobs_per_model=integer("workload.cojobs_per_model",
                                                           workload.get("cojobs_per_model", 1), minimum=1,
@@ -107,6 +112,35 @@ def validate(raw) -> dict:
     return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
             "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
             "workload": resolved_workload, "scheduler": resolved_scheduler}
+
+
+def _placement(raw, hosts: list[str]) -> dict:
+    """``spread`` (every task over every host: fewest of its job's tasks, then racks,
+    then load) or ``{kind: gpu_servers, gpu_hosts: [...]}``: the paper's testbed
+    (§V-A), workers on the GPU servers and PSs on the CPU servers (every other host)."""
+    if raw is None or raw == "spread":
+        return {"kind": "spread"}
+    if not isinstance(raw, dict):
+        raise SpecError("workload.placement", f"must be spread or a mapping {{kind: gpu_servers, gpu_hosts: [...]}}, "
+                                              f"got {raw!r:.60}")
+    placement = mapping("workload.placement", raw, allowed={"kind", "gpu_hosts"}, required=("kind",))
+    kind = choice("workload.placement.kind", placement["kind"], PLACEMENT_KINDS)
+    if kind == "spread":
+        if "gpu_hosts" in placement:
+            raise SpecError("workload.placement.gpu_hosts", "only for gpu_servers placement")
+        return {"kind": kind}
+    if "gpu_hosts" not in placement:
+        raise SpecError("workload.placement.gpu_hosts", "is required for gpu_servers placement")
+    gpu_hosts = []
+    for path, host in items("workload.placement.gpu_hosts", placement["gpu_hosts"], non_empty=True):
+        if word(path, host) not in hosts:
+            raise SpecError(path, f"{host!r} is not a host of the topology ({hosts[0]}..{hosts[-1]})")
+        if host in gpu_hosts:
+            raise SpecError(path, f"duplicate host {host!r}")
+        gpu_hosts.append(host)
+    if len(gpu_hosts) == len(hosts):
+        raise SpecError("workload.placement.gpu_hosts", "leaves no host for the parameter servers")
+    return {"kind": kind, "gpu_hosts": gpu_hosts}
 
 
 def _arrivals(raw) -> dict:
@@ -205,5 +239,7 @@ def _build_full(spec: dict, fab: Fabric) -> cojob_mod.Workload:
                                          w["jobs"], stages)
     else:
         plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"], stages)
-    return cojob_mod.placed(plans, hosts, racks, source=f"{arrivals['kind']} arrivals", workers=w["workers"],
-                            ps=w["ps"], seed=spec["seed"])
+    placement = w.get("placement", {"kind": "spread"})
+    return cojob_mod.placed(plans, hosts, racks, source=f"{arrivals['kind']} arrivals, {placement['kind']} placement",
+                            workers=w["workers"], ps=w["ps"], seed=spec["seed"],
+                            worker_hosts=placement.get("gpu_hosts"))

@@ -454,11 +454,14 @@ class JobPlacement:
 
 
 def place(jobs: Sequence[JobPlan], hosts: Sequence[str], racks: Mapping[str, str], workers: int = TESTBED_WORKERS,
-          ps: int = TESTBED_PS, seed: int = 0) -> dict[str, JobPlacement]:
+          ps: int = TESTBED_PS, seed: int = 0, worker_hosts: Sequence[str] | None = None) -> dict[str, JobPlacement]:
     """Place every job's tasks one at a time, each on the host that (in this order)
     holds fewest of the job's tasks (distinct hosts whenever there are enough), sits
     in the rack with fewest of the job's tasks (spread over racks), and holds fewest
-    tasks overall (balance); remaining ties are broken by the seed."""
+    tasks overall (balance); remaining ties are broken by the seed.
+
+    With ``worker_hosts`` (the paper's testbed, §V-A: GPU servers train, CPU servers
+    hold the parameters) workers go only on those hosts and PSs only on the others."""
     if not hosts or len(set(hosts)) != len(hosts):
         raise SpecError("hosts", "a non-empty list of distinct host names")
     for host in hosts:
@@ -466,15 +469,25 @@ def place(jobs: Sequence[JobPlan], hosts: Sequence[str], racks: Mapping[str, str
             raise SpecError(f"racks.{host}", "missing: every host needs a rack")
     if workers < 1 or ps < 1:
         raise SpecError("workers" if workers < 1 else "ps", "a job needs at least one worker and one PS")
+    pools = (list(hosts), list(hosts))
+    if worker_hosts is not None:
+        unknown = [h for h in worker_hosts if h not in racks]
+        if unknown:
+            raise SpecError("placement.gpu_hosts", f"{unknown[0]!r} is not a host of the topology")
+        if not worker_hosts or len(set(worker_hosts)) != len(worker_hosts):
+            raise SpecError("placement.gpu_hosts", "a non-empty list of distinct host names")
+        pools = (list(worker_hosts), [h for h in hosts if h not in worker_hosts])
+        if not pools[1]:
+            raise SpecError("placement.gpu_hosts", "leaves no host for the parameter servers")
     rng = random.Random(f"place:{seed}")
     load = dict.fromkeys(hosts, 0)
     placements = {}
     for job in jobs:
         chosen: list[str] = []
-        for _ in range(workers + ps):
+        for task in range(workers + ps):
             tiebreak = {host: rng.random() for host in hosts}
-            host = min(hosts, key=lambda h: (chosen.count(h), sum(racks[c] == racks[h] for c in chosen),
-                                             load[h], tiebreak[h]))
+            host = min(pools[task >= workers], key=lambda h: (chosen.count(h), sum(racks[c] == racks[h] for c in chosen),
+                                                             load[h], tiebreak[h]))
             chosen.append(host)
             load[host] += 1
         placements[job.key] = JobPlacement(tuple(chosen[:workers]), tuple(chosen[workers:]))
@@ -571,10 +584,11 @@ class Workload:
 
 
 def placed(cojobs: Sequence[CojobPlan], hosts: Sequence[str], racks: Mapping[str, str], source: str,
-           workers: int = TESTBED_WORKERS, ps: int = TESTBED_PS, seed: int = 0) -> Workload:
+           workers: int = TESTBED_WORKERS, ps: int = TESTBED_PS, seed: int = 0,
+           worker_hosts: Sequence[str] | None = None) -> Workload:
     """A workload of ``cojobs`` with all their jobs placed together by ``place``."""
     jobs = [job for plan in cojobs for job in plan.jobs]
-    return Workload(tuple(cojobs), place(jobs, hosts, racks, workers, ps, seed), source)
+    return Workload(tuple(cojobs), place(jobs, hosts, racks, workers, ps, seed, worker_hosts), source)
 
 
 def load_trace(path: str | Path, hosts: Sequence[str] | None = None) -> Workload:
