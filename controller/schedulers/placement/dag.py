@@ -1,0 +1,146 @@
+"""The execution DAG of §V-B for one placement over a window of K iterations, its
+critical path, and the capacity-penalised cost of Eq. 27.
+
+Vertices (Fig. 5): ``("task", j, n)`` for every task j and iteration n < K, weighted
+p_j^{m(j)} = exec_s(n) / speed(m(j)); ``("flow", j, j', n)`` for every task pair on
+two machines that carries data, weighted d(n) / OES's guaranteed rate (Eq. 26).
+Edges: (j, n) -> flow -> (j', n + lag) across machines (Eqs. 8, 9); (j, n) ->
+(j', n + lag) on one machine (Eq. 10: same-machine transfers cost nothing, so they
+have no flow vertex); (j, n) -> (j, n + 1) (Eq. 11); a pair's flow of iteration n ->
+its flow of n + 1 (Eq. 12).
+
+Readings of the window: the paper's DAG spans all N iterations; here it spans K, so a
+lag transfer into iteration K or later has no vertex, and iteration 0 has no inputs
+from iteration -1 (the initial parameters are on the workers before training). A
+pair that carries no data in any iteration (a pure dependency) is an edge even across
+machines: it is no flow of Eq. 26's degrees, and a message of no data takes no time.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.schedulers.placement.problem import (
+    Problem,
+    capacity_penalty,
+    check_placement,
+)
+
+
+def guaranteed_rates(problem: Problem, placement: Mapping[str, str]) -> dict[tuple[str, str], float]:
+    """(src task, dst task) -> bytes/s for every pair that is a flow under ``placement``.
+
+    Eq. 26: min(B_in(m(j')) / Δ̂_in(m(j')), B_out(m(j)) / Δ̂_out(m(j))), with Δ̂ of Eqs.
+    21-22 counting F_one_iter, the inter-machine flows of one iteration (one per task
+    pair, the PS's parameters included). That is OES's rate (``oes.oes_rates``) with
+    every flow of an iteration active; by Lemma 1 no flow ever gets less under OES.
+    """
+    flows = [(p.src, p.dst) for p in problem.pairs.values()
+             if p.carries_data and placement[p.src] != placement[p.dst]]
+    into: dict[str, int] = {}
+    out_of: dict[str, int] = {}
+    for src, dst in flows:
+        into[placement[dst]] = into.get(placement[dst], 0) + 1
+        out_of[placement[src]] = out_of.get(placement[src], 0) + 1
+    machines = problem.machines
+    return {(src, dst): min(machines[placement[dst]].nic_in / into[placement[dst]],
+                            machines[placement[src]].nic_out / out_of[placement[src]])
+            for src, dst in flows}
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The longest weighted path: its length (s) and its vertices, first to last."""
+
+    length: float
+    vertices: tuple[tuple, ...]
+
+
+@dataclass(frozen=True)
+class ExecutionDag:
+    """Vertices in topological order, their weights (s), and per vertex the indices of
+    its predecessors."""
+
+    vertices: tuple[tuple, ...]
+    weights: tuple[float, ...]
+    preds: tuple[tuple[int, ...], ...]
+
+    def critical_path(self) -> CriticalPath:
+        """Longest path by one pass in topological order, O(|V| + |E|) (§V-B, [50])."""
+        finish: list[float] = []
+        via: list[int] = []  # per vertex, the predecessor that finishes last (-1: none)
+        for weight, before in zip(self.weights, self.preds):
+            latest = max(before, key=finish.__getitem__, default=-1)
+            via.append(latest)
+            finish.append(weight + (finish[latest] if latest >= 0 else 0.0))
+        v = max(range(len(finish)), key=finish.__getitem__)
+        length = finish[v]
+        path = []
+        while v >= 0:
+            path.append(self.vertices[v])
+            v = via[v]
+        return CriticalPath(length, tuple(reversed(path)))
+
+
+def execution_dag(problem: Problem, placement: Mapping[str, str], iterations: int) -> ExecutionDag:
+    """The execution DAG of ``placement`` over iterations 0 .. ``iterations`` - 1."""
+    check_placement(problem, placement)
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    rates = guaranteed_rates(problem, placement)
+    speed = {t: problem.machines[placement[t]].speed for t in problem.tasks}
+    vertices: list[tuple] = []
+    weights: list[float] = []
+    preds: list[tuple[int, ...]] = []
+    index: dict[tuple, int] = {}
+
+    def add(vertex: tuple, weight: float, before: list[int]) -> None:
+        index[vertex] = len(vertices)
+        vertices.append(vertex)
+        weights.append(weight)
+        preds.append(tuple(before))
+
+    for n in range(iterations):
+        for task in problem.order:
+            before = [index["task", task, n - 1]] if n else []
+            for pair in problem.incoming[task]:
+                sent = n - pair.lag
+                if sent >= 0:
+                    before.append(index["flow", pair.src, task, sent] if (pair.src, task) in rates
+                                  else index["task", pair.src, sent])
+            exec_s = problem.tasks[task].exec_s
+            add(("task", task, n), exec_s[n % len(exec_s)] / speed[task], before)
+            # A flow vertex right after its sender: its receiver comes later in this
+            # iteration's order (lag 0) or in a later iteration.
+            for pair in problem.outgoing[task]:
+                if (task, pair.dst) in rates and n + pair.lag < iterations:
+                    previous = [index["flow", task, pair.dst, n - 1]] if n else []
+                    add(("flow", task, pair.dst, n), pair.bytes_at(n) / rates[task, pair.dst],
+                        [index["task", task, n]] + previous)
+    return ExecutionDag(tuple(vertices), tuple(weights), tuple(preds))
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Eq. 27: ``critical_path_s`` (CP̄_Y) times 1 + ``penalty`` (the relative capacity
+    overload summed over machines and resource kinds)."""
+
+    critical_path_s: float
+    penalty: float
+
+    @property
+    def value(self) -> float:
+        if math.isinf(self.penalty):  # a zero-length path must not make it nan
+            return math.inf
+        return self.critical_path_s * (1.0 + self.penalty)
+
+    @property
+    def within_capacity(self) -> bool:
+        return self.penalty == 0.0
+
+
+def cost(problem: Problem, placement: Mapping[str, str], iterations: int) -> Cost:
+    """Eq. 27 for ``placement`` over a window of ``iterations``."""
+    length = execution_dag(problem, placement, iterations).critical_path().length
+    return Cost(length, capacity_penalty(problem, placement))
