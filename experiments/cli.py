@@ -56,8 +56,15 @@ def _sweep(args) -> int:
 
 
 def _figures(args) -> int:
-    from experiments.cojob.figures import grouper_figures
-    for path in grouper_figures(args.dir, solo_runs=args.solo):
+    if args.paper == "grouper-sim":
+        from experiments.cojob.simfigures import grouper_sim_figures
+        if args.solo:
+            raise SpecError("--solo", "grouper-sim takes its solo runs from the sweep (its cells of one cojob alone)")
+        paths = grouper_sim_figures(args.dir)
+    else:
+        from experiments.cojob.figures import grouper_figures
+        paths = grouper_figures(args.dir, solo_runs=args.solo)
+    for path in paths:
         print(path)
     return 0
 
@@ -85,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
     sweep.set_defaults(func=_sweep)
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
-    figures.add_argument("paper", choices=("grouper",))
+    figures.add_argument("paper", choices=("grouper", "grouper-sim"),
+                         help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18")
     figures.add_argument("dir", help="sweep directory (holds results.csv)")
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
