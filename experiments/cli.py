@@ -8,27 +8,19 @@ from experiments.errors import SpecError
 
 
 def _run(args) -> int:
-    from experiments.runner import run_spec_file
-    run = run_spec_file(args.spec, out=args.out)
-    print(f"run directory: {run}")
+    from experiments.runner import kind_of, read_spec, run_any_spec
+    raw = read_spec(args.spec)
+    run = run_any_spec(raw, out=args.out)
+    if kind_of(raw).name == "colocation":  # its runner ends outside finish_run, which publishes every other kind
+        from experiments.reports import publish_run
+        publish_run(run)
     return 0
 
 
 def _simulate(args) -> int:
     from experiments.runner import read_spec, simulate_any_spec
-    run = simulate_any_spec(read_spec(args.spec), out=args.out)
-    _print_headline(run)
+    simulate_any_spec(read_spec(args.spec), out=args.out)  # its summary is printed as the run ends
     return 0
-
-
-def _print_headline(run) -> None:
-    import json
-    summary = json.loads((run / "summary.json").read_text())
-    shown = {key: summary[key] for key in ("avg_sct_s", "avg_cojct_s", "avg_jct_s", "decisions", "flows",
-                                          "simulated_s", "wall_s") if summary.get(key) is not None}
-    print(", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
-                    for key, value in shown.items()))
-    print(f"run directory: {run}")
 
 
 def _clean(args) -> int:
@@ -46,8 +38,17 @@ def _colocate(args) -> int:
 
 
 def _sweep(args) -> int:
-    from experiments.sweep import run_sweep_file
-    result = run_sweep_file(args.sweep, out=args.out)
+    from experiments.sweep import dry_run, list_lines, load, run_sweep_file, select
+    if args.list:
+        for line in list_lines(select(load(args.sweep), args.only)):
+            print(line)
+        return 0
+    if args.dry_run:
+        invalid = dry_run(load(args.sweep), args.out, args.only, args.force)
+        if invalid:
+            print(f"{len(invalid)} cells have an invalid spec: {', '.join(invalid)}")
+        return 1 if invalid else 0
+    result = run_sweep_file(args.sweep, out=args.out, only=args.only, force=args.force)
     if result.failed:
         print(f"{len(result.failed)} of {len(result.rows)} cells did not complete: {', '.join(result.failed)} "
               f"(run again with --out {result.directory} to retry only those)")
@@ -90,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a spec over schedulers x seeds x a grid, resumably")
     sweep.add_argument("sweep", help="sweep file (YAML)")
     sweep.add_argument("--out", help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
+    sweep.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                       help="only the cells whose id matches this shell pattern (fnmatch); repeatable")
+    shown = sweep.add_mutually_exclusive_group()
+    shown.add_argument("--list", action="store_true", help="print each cell's id and overrides; run nothing")
+    shown.add_argument("--dry-run", action="store_true",
+                       help="check every cell's spec, print what would run and the estimated time; run nothing")
+    sweep.add_argument("--force", action="store_true",
+                       help="resume a sweep directory started under another commit (or a clean tree, now dirty)")
     sweep.set_defaults(func=_sweep)
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
     figures.add_argument("paper", choices=("grouper", "grouper-sim"),

@@ -2,7 +2,8 @@
 
 A run directory is named ``<UTC timestamp>-<kind>-<spec name>`` under the results
 root (``results/`` of the checkout, or ``$TRAINBED_RESULTS``). It holds the
-resolved spec (``spec.yaml``), the environment (``environment.json``), raw logs,
+resolved spec (``spec.yaml``), the environment (``environment.json``: versions,
+CPUs, load and the checkout's ``git_commit`` and ``git_dirty``), raw logs,
 ``summary.json`` and plots. Results are data files first, plots second.
 """
 from __future__ import annotations
@@ -92,9 +93,33 @@ def write_spec(run: Path, resolved: dict) -> None:
     (run / "spec.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
+def git_state() -> dict:
+    """The checkout's ``git_commit`` and ``git_dirty`` (its tracked files differ from
+    that commit); both None outside a git checkout, with ``git_note`` saying why.
+    ``safe.directory``: runs are started as root in a checkout owned by someone else;
+    no optional locks: another process may be using the index."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "safe.directory=*", "--no-optional-locks", "-C", str(REPO_ROOT), *args],
+                              capture_output=True, text=True, timeout=10, check=True).stdout
+
+    try:
+        commit = git("rev-parse", "--verify", "HEAD").strip()
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").strip())
+    except FileNotFoundError:
+        note = "git is not installed"
+    except subprocess.CalledProcessError as err:
+        lines = (err.stderr or "").strip().splitlines()
+        note = f"not a git checkout, or one without commits ({lines[0] if lines else f'git exit {err.returncode}'})"
+    except (OSError, subprocess.TimeoutExpired) as err:
+        note = f"git failed: {err}"
+    else:
+        return {"git_commit": commit, "git_dirty": dirty}
+    return {"git_commit": None, "git_dirty": None, "git_note": f"{REPO_ROOT}: {note}"}
+
+
 def environment() -> dict:
-    """Package versions, kernel, CPUs (count, usable, cgroup quota) and load: what a
-    reader needs to judge a run."""
+    """Package versions, kernel, CPUs (count, usable, cgroup quota), load and the
+    code's commit: what a reader needs to judge a run and find its code again."""
     versions = {}
     for pkg in PACKAGES:
         try:
@@ -119,4 +144,5 @@ def environment() -> dict:
         "cpu_quota_cores": cpu.quota_cores(cpu.cgroup_cpu_dirs()),
         "loadavg": list(os.getloadavg()),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **git_state(),
     }

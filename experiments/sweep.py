@@ -10,6 +10,7 @@ A sweep file::
     grid:                                  # optional: dotted spec field -> values
       topology.host_mbps: [50, 100]
     report: [avg_jct_s, fidelity.cpu_idle_share]   # optional: summary fields to show
+    order: {shuffle: 7}                    # optional: cells in a shuffled order, seed 7
 
 Every combination is a cell, run one after another (one fabric is up at a time)
 into ``DIR/cells/<cell id>/``; the id is a slug of the cell's overrides
@@ -18,7 +19,18 @@ the sweep. Re-running into the same directory resumes: a cell whose summary.json
 says ``"completed": true`` is kept; any other is set aside under ``DIR/failed/`` and
 run again into a fresh directory (a runner refuses a directory holding a summary).
 A cell that raises is recorded and the sweep goes on. ``DIR/results.csv`` is
-rewritten after every cell, so a sweep stopped halfway still has its table.
+rewritten after every cell, so a sweep stopped halfway still has its table; its
+``cell_s`` (seconds per cell) makes the ETA of the progress lines of a later resume.
+
+Cells run seeds outermost and schedulers innermost. ``order: {shuffle: SEED}`` runs
+them in a random order drawn from SEED, shuffling the groups of cells that differ
+only in their scheduler, not the cells, so that the schedulers of one seed and grid
+point still run side by side (a drift of the machine over hours hits both sides of
+a comparison alike). ``DIR/sweep.yaml`` records the order, and the commit the sweep
+was started under (``git_commit``, ``git_dirty``); a resume that would run cells
+under another commit, or from a dirty tree where the first run's was clean, is
+refused unless forced (``run_sweep(..., force=True)``, ``trainbed sweep --force``),
+and then recorded under ``resumes``.
 
 Instead of one grid, a sweep may list ``parts``, each its own product over the same
 base spec, so that one directory holds sweeps of different fields (a paper's
@@ -38,11 +50,14 @@ from __future__ import annotations
 
 import copy
 import csv
+import fnmatch
 import itertools
 import json
 import math
 import os
+import random
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -52,10 +67,11 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
-from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind
+from experiments.results import durations, lookup, read_summary
+from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
 
-SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report", "parts")
+SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report", "parts", "order")
 PART_FIELDS = ("name", "schedulers", "seeds", "grid")
 BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
@@ -99,14 +115,16 @@ class Sweep:
     cells: tuple[Cell, ...]
     backend: str = "emulated"
     parts: tuple[Part, ...] = ()  # with parts, ``grid`` is the union of theirs (the result columns)
+    shuffle: int | None = None  # ``order: {shuffle: SEED}``: ``cells`` are in that shuffled order
 
     def resolved(self) -> dict:
-        """What ``DIR/sweep.yaml`` keeps: the sweep, its base spec and every cell."""
+        """What ``DIR/sweep.yaml`` keeps: the sweep, its base spec and every cell, in run order."""
         parts = {"parts": [part.resolved() for part in self.parts]} if self.parts else {}
+        order = {"order": {"shuffle": self.shuffle}} if self.shuffle is not None else {}
         return {"name": self.name, "description": self.description, "spec": str(self.spec_path),
                 "backend": self.backend,
                 "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid, "report": self.report,
-                **parts, "base_spec": self.base_spec,
+                **parts, **order, "base_spec": self.base_spec,
                 "cells": [{"id": cell.id, "overrides": cell.overrides, **({"part": cell.part} if cell.part else {})}
                           for cell in self.cells]}
 
@@ -188,10 +206,11 @@ def parse(raw, sweep_path: Path) -> Sweep:
         raise error("backend", f"must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
     if backend == "simulated":
         simulated_kind(base)  # a kind without a simulator stops the sweep here, naming the field
+    shuffle = _shuffle(sweep.get("order"))
     if sweep.get("parts") is None:
         grid = _grid(sweep.get("grid"))
         return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report,
-                     _cells(base, schedulers, seeds, grid), backend)
+                     _ordered(_cells(base, schedulers, seeds, grid), shuffle), backend, shuffle=shuffle)
     if sweep.get("grid") is not None:
         raise error("grid", "a sweep with parts has none: give each part its own grid")
     parts, cells, owner = [], [], {}
@@ -213,8 +232,31 @@ def parse(raw, sweep_path: Path) -> Sweep:
         for key, values in part.grid.items():
             known = grid.setdefault(key, [])
             known += [value for value in values if value not in known]
-    return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, tuple(cells), backend,
-                 tuple(parts))
+    return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, _ordered(cells, shuffle),
+                 backend, tuple(parts), shuffle)
+
+
+def _shuffle(raw) -> int | None:
+    """``order``'s shuffle seed; None (no ``order``): the declared order."""
+    if raw is None:
+        return None
+    order = mapping("order", raw, allowed=("shuffle",), required=("shuffle",))
+    return integer("order.shuffle", order["shuffle"], minimum=0)
+
+
+def _ordered(cells, seed: int | None) -> tuple[Cell, ...]:
+    """``cells`` as declared, or with ``seed`` their groups shuffled: a group is the
+    cells that differ only in their scheduler, kept together and in their order, so
+    that each comparison of schedulers still runs side by side."""
+    if seed is None:
+        return tuple(cells)
+    groups: dict[tuple, list[Cell]] = {}
+    for cell in cells:
+        key = (cell.part, tuple((k, v) for k, v in cell.overrides.items() if k != SCHEDULER_FIELD))
+        groups.setdefault(key, []).append(cell)
+    shuffled = list(groups.values())
+    random.Random(seed).shuffle(shuffled)
+    return tuple(cell for group in shuffled for cell in group)
 
 
 def _schedulers(path: str, raw) -> list | None:
@@ -308,22 +350,6 @@ def simulate_with_runner(spec: dict, out_dir: Path) -> Path:
     return simulate_any_spec(spec, out=str(out_dir))
 
 
-def _lookup(data, dotted: str):
-    for part in dotted.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return None
-        data = data[part]
-    return data
-
-
-def _read_summary(cell_dir: Path) -> dict | None:
-    try:
-        summary = json.loads((cell_dir / "summary.json").read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return summary if isinstance(summary, dict) else None
-
-
 def _shown(value) -> str:
     if value is None:
         return "n/a"
@@ -338,17 +364,17 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None) -> dict:
+def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None, seconds: float | None) -> dict:
     summary = summary or {}
-    scheduler = _lookup(cell.spec, SCHEDULER_FIELD)
-    row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}), "scheduler": scheduler,
-           "seed": cell.spec.get(SEED_FIELD),
-           **{key: _lookup(cell.spec, key) for key in sweep.grid},
+    row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}),
+           "scheduler": lookup(cell.spec, SCHEDULER_FIELD), "seed": cell.spec.get(SEED_FIELD),
+           **{key: lookup(cell.spec, key) for key in sweep.grid},
            "completed": summary.get("completed") is True and error_text is None,
            "trustworthy": summary.get("trustworthy"),
-           "error": error_text or summary.get("error")}
+           "error": error_text or summary.get("error"),
+           "cell_s": None if seconds is None else round(seconds, 1)}
     for key in (*HEADLINE, *sweep.report):
-        row[key] = _lookup(summary, key)
+        row[key] = lookup(summary, key)
     for key, value in summary.items():
         if _is_number(value) and key not in row:
             row[key] = value
@@ -388,23 +414,85 @@ def _set_aside(cell_dir: Path, failed_root: Path) -> None:
     cell_dir.rename(failed_root / f"{cell_dir.name}-{n}")
 
 
-def _prepare(sweep: Sweep, directory: Path) -> None:
-    """Write ``sweep.yaml``; refuse a directory holding a sweep of another base spec,
-    whose cells would be mixed with this one's under the same ids."""
-    resolved = directory / "sweep.yaml"
-    if resolved.exists():
-        previous = read_yaml(resolved, "--out", "sweep record")
-        if not isinstance(previous, dict) or previous.get("base_spec") != sweep.base_spec:
-            raise SpecError("--out", f"{directory} holds a sweep of a different base spec; choose a new directory")
+def select(sweep: Sweep, patterns=()) -> tuple[Cell, ...]:
+    """The cells whose id matches any of the shell patterns (``--only``); all without one."""
+    if not patterns:
+        return sweep.cells
+    chosen = tuple(cell for cell in sweep.cells if any(fnmatch.fnmatchcase(cell.id, p) for p in patterns))
+    if not chosen:
+        raise SpecError("--only", f"no cell id matches {' or '.join(map(repr, patterns))} "
+                                  f"(its {len(sweep.cells)} ids: trainbed sweep FILE --list)")
+    return chosen
+
+
+def list_lines(cells) -> list[str]:
+    """``--list``: each cell's id and its overrides (and part), in run order."""
+    width = max((len(cell.id) for cell in cells), default=0)
+    return [f"{cell.id:<{width}}  " + " ".join([*(f"{k}={_csv_value(v)}" for k, v in cell.overrides.items()),
+                                                 *([f"part={cell.part}"] if cell.part else [])])
+            for cell in cells]
+
+
+def _is_done(directory: Path | None, cell: Cell) -> bool:
+    summary = read_summary(directory / "cells" / cell.id) if directory else None
+    return summary is not None and summary.get("completed") is True
+
+
+def _code(state: dict) -> str:
+    return f"commit {state['git_commit'][:12]} ({'dirty' if state['git_dirty'] else 'clean'})"
+
+
+def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, force: bool) -> tuple[dict, dict | None]:
+    """(the checkout's git state, the directory's sweep record or None). Refuses a
+    directory holding a sweep of another base spec, whose cells would be mixed with
+    this one's under the same ids, and one started under other code (another commit,
+    or a clean tree that is dirty now) where cells would run, unless ``force``:
+    then it warns on one line."""
+    now = store.git_state()
+    path = directory / "sweep.yaml" if directory else None
+    if path is None or not path.exists():
+        if "git_note" in now:
+            print(f"warning: the sweep records no commit: {now['git_note']}", file=sys.stderr, flush=True)
+        return now, None
+    previous = read_yaml(path, "--out", "sweep record")
+    if not isinstance(previous, dict) or previous.get("base_spec") != sweep.base_spec:
+        raise SpecError("--out", f"{directory} holds a sweep of a different base spec; choose a new directory")
+    if not runs_cells:
+        return now, previous
+    if previous.get("git_commit") is None or now["git_commit"] is None:
+        why = now.get("git_note") or previous.get("git_note") or "its sweep.yaml records no git_commit"
+        print(f"warning: cannot tell whether {directory}'s cells ran under this code: {why}", file=sys.stderr,
+              flush=True)
+    elif previous["git_commit"] != now["git_commit"] or (previous.get("git_dirty") is False and now["git_dirty"]):
+        change = f"{directory} was started under {_code(previous)}, this checkout is {_code(now)}"
+        if not force:
+            raise SpecError("--out", f"{change}; pass --force to resume it under this code, or choose a new --out")
+        print(f"warning: {change}; resuming under this code (--force)", file=sys.stderr, flush=True)
+    return now, previous
+
+
+def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, runs_cells: bool) -> None:
+    """Write ``sweep.yaml``: the sweep and the code it was started under; a resume
+    keeps the first run's code and, when it runs cells, adds its own under ``resumes``."""
+    if previous is None:
+        record = {**sweep.resolved(), **now}
+    else:
+        first = {key: previous[key] for key in ("git_commit", "git_dirty", "git_note") if key in previous}
+        resumes = previous.get("resumes") or []
+        if runs_cells:
+            resumes = [*resumes, {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
+        record = {**sweep.resolved(), **(first or {"git_commit": None, "git_dirty": None,
+                                                   "git_note": "not recorded by the sweep's first run"}),
+                  **({"resumes": resumes} if resumes else {})}
     directory.mkdir(parents=True, exist_ok=True)
-    resolved.write_text(yaml.safe_dump(sweep.resolved(), sort_keys=False))
+    (directory / "sweep.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
 
 
 def _run_cell(cell: Cell, directory: Path, run_cell: RunCell) -> tuple[dict | None, str | None, float | None]:
     """(summary, error, seconds) of one cell; a cell completed earlier is not run
     again (seconds None), any other leftover is set aside first."""
     cell_dir = directory / "cells" / cell.id
-    summary = _read_summary(cell_dir)
+    summary = read_summary(cell_dir)
     if summary is not None and summary.get("completed") is True:
         return summary, None, None
     if cell_dir.exists():
@@ -415,39 +503,118 @@ def _run_cell(cell: Cell, directory: Path, run_cell: RunCell) -> tuple[dict | No
         run_cell(copy.deepcopy(cell.spec), cell_dir)
     except Exception as err:  # noqa: BLE001 - one failed cell must not stop the sweep
         error_text = one_line(err)
-    summary = _read_summary(cell_dir)
+    summary = read_summary(cell_dir)
     if error_text is None and summary is None:
         error_text = "the runner wrote no summary.json"
     return summary, error_text, time.monotonic() - started
 
 
-def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = None) -> SweepResult:
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _estimate(cells_left: int, ran: list[float], earlier: dict[str, float]) -> str | None:
+    """The time ``cells_left`` more cells take at the mean of the cells this sweep
+    ran so far, or before any at the mean of an earlier run's (``results.csv``)."""
+    seconds = ran or list(earlier.values())
+    return _duration(cells_left * sum(seconds) / len(seconds)) if seconds else None
+
+
+def _eta(cells_left: int, ran: list[float], earlier: dict[str, float]) -> str:
+    return f"ETA {_estimate(cells_left, ran, earlier) or 'unknown'}"
+
+
+def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = None, only=(),
+              force: bool = False) -> SweepResult:
     """Run every cell not yet completed in ``directory`` with ``run_cell(spec, cell
-    directory)`` (default ``run_with_runner``); see the module docstring."""
+    directory)`` (default ``run_with_runner``), only those whose id matches a pattern
+    of ``only`` where given; ``force``: resume under other code. See the module
+    docstring. ``results.csv`` keeps the rows of earlier cells left out by ``only``."""
     run_cell = run_cell or (simulate_with_runner if sweep.backend == "simulated" else run_with_runner)
     directory = Path(directory)
-    _prepare(sweep, directory)
-    print(f"sweep directory: {directory} ({len(sweep.cells)} cells)", flush=True)
+    chosen = select(sweep, only)
+    to_run = sum(not _is_done(directory, cell) for cell in chosen)
+    now, previous = _check_directory(sweep, directory, to_run > 0, force)
+    _record(sweep, directory, now, previous, to_run > 0)
     (directory / "cells").mkdir(exist_ok=True)
-    result = SweepResult(directory)
+    earlier = durations(directory)
+    picked = f", {len(chosen)} chosen by --only" if len(chosen) < len(sweep.cells) else ""
+    print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {to_run} to run, "
+          f"{_eta(to_run, [], earlier)})", flush=True)
+    rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
+    chosen_ids = {cell.id for cell in chosen}
+    for cell in sweep.cells:
+        summary = read_summary(directory / "cells" / cell.id)
+        if cell.id not in chosen_ids and summary is not None:
+            rows[cell.id] = _row(sweep, cell, summary, None, earlier.get(cell.id))
+    result, ran = SweepResult(directory), []
     shown_fields = sweep.report or [HEADLINE[0]]
-    for n, cell in enumerate(sweep.cells, 1):
-        print(f"[{n}/{len(sweep.cells)}] {cell.id} ...", end=" ", flush=True)
+    for n, cell in enumerate(chosen, 1):
+        print(f"[{n}/{len(chosen)}] {cell.id} ...", end=" ", flush=True)
         summary, error_text, seconds = _run_cell(cell, directory, run_cell)
-        row = _row(sweep, cell, summary, error_text)
-        details = [f"{key} {_shown(_lookup(summary or {}, key))}" for key in shown_fields]
+        if seconds is not None:
+            ran.append(seconds)
+            to_run -= 1
+        row = _row(sweep, cell, summary, error_text, earlier.get(cell.id) if seconds is None else seconds)
+        details = [f"{key} {_shown(lookup(summary or {}, key))}" for key in shown_fields]
         details.append(f"trustworthy {_shown(row['trustworthy'])}")
         if not row["completed"] and row["error"]:
             details.append(f"error: {row['error']}")
         outcome = "already done" if seconds is None else \
             f"{'done' if row['completed'] else 'FAILED'} in {seconds:.0f} s"
-        print(f"{outcome} ({', '.join(details)})", flush=True)
+        left = f"; {to_run} to run, {_eta(to_run, ran, earlier)}" if to_run else ""
+        print(f"{outcome} ({', '.join(details)}){left}", flush=True)
         result.rows.append(row)
-        write_results(directory / "results.csv", result.rows)
+        rows[cell.id] = row
+        write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
     return result
 
 
-def run_sweep_file(path: str | Path, out: str | None = None, run_cell: RunCell | None = None) -> SweepResult:
+def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = False,
+            validate: Callable[[dict], dict] | None = None) -> list[str]:
+    """``--dry-run``: check every chosen cell's spec with ``validate`` (default: as
+    its run would) and print what would run (with ``directory``, an earlier run's
+    completed cells are kept) and the estimated time; runs and writes nothing.
+    Returns the ids of the invalid cells."""
+    validate = validate or (lambda spec: validate_any(spec, simulated=sweep.backend == "simulated"))
+    directory = Path(directory) if directory is not None else None
+    chosen = select(sweep, only)
+    pending = {cell.id for cell in chosen if not _is_done(directory, cell)}
+    _check_directory(sweep, directory, bool(pending), force)
+    invalid, limits = [], []
+    for n, cell in enumerate(chosen, 1):
+        if cell.id not in pending:
+            print(f"[{n}/{len(chosen)}] {cell.id}: already done", flush=True)
+            continue
+        try:
+            spec = validate(copy.deepcopy(cell.spec))
+        except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
+            invalid.append(cell.id)
+            print(f"[{n}/{len(chosen)}] {cell.id}: INVALID: {one_line(err)}", flush=True)
+            continue
+        limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
+        print(f"[{n}/{len(chosen)}] {cell.id}: would run", flush=True)
+    earlier = durations(directory) if directory else {}
+    estimate = _estimate(len(pending) - len(invalid), [], earlier)
+    if estimate:
+        estimate = f"estimated {estimate} (at the mean of {len(earlier)} cells in {directory / 'results.csv'})"
+    else:
+        estimate = "estimated time unknown (no earlier cell durations: --out DIR of an earlier run has them)"
+        if sweep.backend == "emulated" and limits and all(_is_number(limit) for limit in limits):
+            estimate += f"; at most {_duration(sum(limits))} by the cells' time_limit_s, plus each bring-up"
+    print(f"{len(pending) - len(invalid)} of {len(chosen)} cells would run"
+          f"{f', {len(invalid)} invalid' if invalid else ''}, "
+          f"{len(chosen) - len(pending)} already done; {estimate}", flush=True)
+    return invalid
+
+
+def run_sweep_file(path: str | Path, out: str | None = None, run_cell: RunCell | None = None, only=(),
+                   force: bool = False) -> SweepResult:
     """Load, check and run a sweep file into ``out`` (default: a new results directory)."""
     sweep = load(path)
-    return run_sweep(sweep, store.new_run_dir("sweep", sweep.name, out), run_cell)
+    select(sweep, only)  # a pattern matching no cell stops before a directory is made
+    return run_sweep(sweep, store.new_run_dir("sweep", sweep.name, out), run_cell, only, force)

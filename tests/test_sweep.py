@@ -71,8 +71,10 @@ def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
     result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=FakeRunner(fail={"grouper"}))
     out = tmp_path / "out"
     rows = read_csv(out / "results.csv")
-    assert list(rows[0])[:11] == ["cell", "scheduler", "seed", "topology.host_mbps", "completed", "trustworthy",
-                                  "error", "avg_sct_s", "avg_cojct_s", "fidelity.trustworthy", "cpu_idle_share"]
+    assert list(rows[0])[:12] == ["cell", "scheduler", "seed", "topology.host_mbps", "completed", "trustworthy",
+                                  "error", "cell_s", "avg_sct_s", "avg_cojct_s", "fidelity.trustworthy",
+                                  "cpu_idle_share"]
+    assert all(float(row["cell_s"]) >= 0 for row in rows)
     assert [(r["cell"], r["completed"], r["trustworthy"], r["avg_sct_s"]) for r in rows] == [
         ("sched-fs_seed-1_topology.host_mbps-50", "true", "true", "11.0"),
         ("sched-grouper_seed-1_topology.host_mbps-50", "false", "", ""),
@@ -84,10 +86,12 @@ def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
     assert "per_model_avg_sct_s" not in rows[0]  # only numeric top-level fields
     assert result.failed == ["sched-grouper_seed-1_topology.host_mbps-50", "sched-grouper_seed-2_topology.host_mbps-50"]
     directory_line, *lines = capsys.readouterr().out.splitlines()
-    assert directory_line == f"sweep directory: {out} (4 cells)"
+    assert directory_line == f"sweep directory: {out} (4 cells, 4 to run, ETA unknown)"
     assert lines[0].startswith("[1/4] sched-fs_seed-1_topology.host_mbps-50 ... done in ")
-    assert lines[0].endswith(" s (fidelity.trustworthy true, trustworthy true)")
+    assert lines[0].endswith(" s (fidelity.trustworthy true, trustworthy true); 3 to run, ETA 0 s")
     assert "FAILED in" in lines[1] and "error: RuntimeError: run did not complete" in lines[1]
+    assert lines[3].endswith(" s (fidelity.trustworthy n/a, trustworthy n/a, error: RuntimeError: run did not "
+                             f"complete; partial results in {out / 'cells' / rows[3]['cell']})")  # the last: no ETA
     resolved = yaml.safe_load((out / "sweep.yaml").read_text())
     assert resolved["spec"] == str(tmp_path / "specs" / "base.yaml") and resolved["base_spec"] == BASE
     assert [c["id"] for c in resolved["cells"]] == [row["cell"] for row in rows]
@@ -134,8 +138,8 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
     ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),
     ({"seeds": [1, True]}, r"seeds\[1\]: must be an integer >= 0, got true"),
-    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, parts, report, schedulers, "
-                         r"seeds, spec\)"),
+    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, order, parts, report, "
+                         r"schedulers, seeds, spec\)"),
     ({"spec": "specs/missing.yaml"}, r"spec: no such base spec: .*specs/missing.yaml"),
     ({"name": "a b"}, r"name: must be a non-empty word"),
     ({"report": ["ok", 3]}, r"report\[1\]: must be a dotted spec field name"),

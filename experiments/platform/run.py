@@ -7,7 +7,7 @@ its metrics afterwards from the run's data files (``analyse``). ``run_workload``
 owns everything else, the same for every kind: the run directory, signals, the
 CPU monitor, the fabric's bring-up and tear-down, controller outages, and the end
 (``finish_run``: ``summary.json`` always, ``completed: false`` and the error after
-any fault, nothing left running).
+any fault, nothing left running; then ``report.html`` and the console summary).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from experiments.errors import one_line
 from experiments.platform import spec as emulation_spec
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.net import Emulation
+from experiments.reports import publish_run
 
 
 def terminate_on_signals():
@@ -98,8 +99,9 @@ def simulate_workload(spec: dict, out: str | None, simulate: Callable[[dict, Pat
 def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) -> Path:
     """The end every runner shares: record the error (and its traceback), add what
     ``analysis()`` can still compute, write ``summary.json``, point ``results/latest``
-    at the run, then raise: ``KeyboardInterrupt`` after a signal (so a caller such as
-    a sweep stops too), ``RunError`` after any other fault."""
+    at the run, write its ``report.html`` and print its summary, then raise:
+    ``KeyboardInterrupt`` after a signal (so a caller such as a sweep stops too),
+    ``RunError`` after any other fault."""
     summary["completed"] = error is None
     if error is not None:
         summary["error"] = one_line(error)
@@ -113,6 +115,7 @@ def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) 
         summary["trustworthy"] = False
     store.write_json(run / "summary.json", summary)
     store.point_latest(run)
+    publish_run(run)
     if isinstance(error, KeyboardInterrupt):
         raise KeyboardInterrupt(f"interrupted; partial results in {run}") from error
     if error is not None:
