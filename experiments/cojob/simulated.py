@@ -188,10 +188,11 @@ class CojobSimulation:
             if not len(self.net) and not self.waiting:
                 raise RuntimeError(f"stalled at {self.now:.3f} s: no flow in flight and nothing due")
             t = min(self.net.next_end(), self.queue[0][0] if self.queue else math.inf)
-            ended = self.net.advance(t)
             self.now = t
-            for flow in ended:
-                self.flow_end(flow)
+            # Every flow the network finished leaves the books before any is delivered:
+            # a delivery can end a stage, whose decision requeues the flows still in flight.
+            for flow, ended in [(flow, self.flows.pop(flow)) for flow in self.net.advance(t)]:
+                self.flow_end(flow, ended)
             while self.queue and self.queue[0][0] <= t:
                 _, _, tick, action, args = heapq.heappop(self.queue)
                 self.waiting -= not tick
@@ -252,8 +253,8 @@ class CojobSimulation:
         self.net.add(flow, self.hops(job, phase, w, p), nbytes)
         return flow
 
-    def flow_end(self, flow: int) -> None:
-        job, phase, w, p = self.flows.pop(flow)
+    def flow_end(self, flow: int, ended: tuple) -> None:
+        job, phase, w, p = ended
         self.flow_s.append(self.now - self.flow_started.pop(flow))
         job.w0_flows.discard(flow)
         self.delivered(job, phase, w, p)
