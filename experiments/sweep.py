@@ -554,7 +554,9 @@ def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = No
     result, ran = SweepResult(directory), []
     shown_fields = sweep.report or [HEADLINE[0]]
     for n, cell in enumerate(chosen, 1):
-        print(f"[{n}/{len(chosen)}] {cell.id} ...", end=" ", flush=True)
+        where = f"[{n}/{len(chosen)}] {cell.id}"
+        if not _is_done(directory, cell):
+            print(f"{where} ...", flush=True)  # a line of its own: the run prints its summary
         summary, error_text, seconds = _run_cell(cell, directory, run_cell)
         if seconds is not None:
             ran.append(seconds)
@@ -567,7 +569,7 @@ def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = No
         outcome = "already done" if seconds is None else \
             f"{'done' if row['completed'] else 'FAILED'} in {seconds:.0f} s"
         left = f"; {to_run} to run, {_eta(to_run, ran, earlier)}" if to_run else ""
-        print(f"{outcome} ({', '.join(details)}){left}", flush=True)
+        print(f"{where}: {outcome} ({', '.join(details)}){left}", flush=True)
         result.rows.append(row)
         rows[cell.id] = row
         write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])

@@ -87,10 +87,11 @@ def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
     assert result.failed == ["sched-grouper_seed-1_topology.host_mbps-50", "sched-grouper_seed-2_topology.host_mbps-50"]
     directory_line, *lines = capsys.readouterr().out.splitlines()
     assert directory_line == f"sweep directory: {out} (4 cells, 4 to run, ETA unknown)"
-    assert lines[0].startswith("[1/4] sched-fs_seed-1_topology.host_mbps-50 ... done in ")
-    assert lines[0].endswith(" s (fidelity.trustworthy true, trustworthy true); 3 to run, ETA 0 s")
-    assert "FAILED in" in lines[1] and "error: RuntimeError: run did not complete" in lines[1]
-    assert lines[3].endswith(" s (fidelity.trustworthy n/a, trustworthy n/a, error: RuntimeError: run did not "
+    assert lines[0] == "[1/4] sched-fs_seed-1_topology.host_mbps-50 ..."  # before the run, which may print
+    assert lines[1].startswith("[1/4] sched-fs_seed-1_topology.host_mbps-50: done in ")
+    assert lines[1].endswith(" s (fidelity.trustworthy true, trustworthy true); 3 to run, ETA 0 s")
+    assert "FAILED in" in lines[3] and "error: RuntimeError: run did not complete" in lines[3]
+    assert lines[7].endswith(" s (fidelity.trustworthy n/a, trustworthy n/a, error: RuntimeError: run did not "
                              f"complete; partial results in {out / 'cells' / rows[3]['cell']})")  # the last: no ETA
     resolved = yaml.safe_load((out / "sweep.yaml").read_text())
     assert resolved["spec"] == str(tmp_path / "specs" / "base.yaml") and resolved["base_spec"] == BASE
@@ -106,7 +107,7 @@ def test_resume_keeps_completed_cells_and_reruns_the_others_into_fresh_directori
     assert again.calls == ["sched-grouper_seed-1"]
     assert result.failed == []
     assert (tmp_path / "out" / "failed" / "sched-grouper_seed-1-1" / "summary.json").exists()
-    assert "[1/2] sched-fs_seed-1 ... already done (avg_sct_s 11, trustworthy true)" in capsys.readouterr().out
+    assert "[1/2] sched-fs_seed-1: already done (avg_sct_s 11, trustworthy true)" in capsys.readouterr().out
     assert [r["completed"] for r in read_csv(tmp_path / "out" / "results.csv")] == ["true", "true"]
 
 

@@ -1,0 +1,105 @@
+"""Reading sweep directories back, for notebooks and for the sweep itself.
+
+``load_sweep(DIR)`` is one row per cell of ``DIR/sweep.yaml``, in the order the
+cells ran: ``cell``, ``part`` (None in a sweep without parts), every field any
+cell overrides under its dotted spec name (``scheduler.name``, ``seed``,
+``topology.host_mbps``: the cell's own value, the base spec's where the cell does
+not set it), then the cell's ``summary.json`` with nested fields flattened with dots
+(``fidelity.trustworthy``, ``per_model_avg_sct_s.vgg19``); lists stay lists. A
+summary field whose name is already a column (``seed``) is left out. A cell not run
+yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
+``as_frame=True`` returns the same rows as a pandas DataFrame.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from experiments.errors import SpecError
+from experiments.validation import read_yaml, shown_path
+
+# Seconds a cell took, in results.csv: the sweep's own count, else (a sweep written
+# before it kept one) the run's wall time.
+DURATION_COLUMNS = ("cell_s", "wall_s")
+
+
+def lookup(data, dotted: str):
+    """``data``'s value at a dotted field (``topology.host_mbps``); None where absent."""
+    for part in dotted.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def read_summary(run_dir: Path) -> dict | None:
+    """A run directory's ``summary.json``; None when missing or unreadable."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return summary if isinstance(summary, dict) else None
+
+
+def durations(directory: Path) -> dict[str, float]:
+    """Seconds per cell id from ``directory/results.csv`` ({} when it has none)."""
+    try:
+        with open(directory / "results.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return {}
+    seconds = {}
+    for row in rows:
+        for column in DURATION_COLUMNS:
+            try:
+                seconds[row["cell"]] = float(row[column])
+                break
+            except (KeyError, TypeError, ValueError):
+                continue
+    return seconds
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    """Nested mappings as one level of dotted keys; other values (lists too) as they are."""
+    flat = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def load_sweep(directory: str | Path, as_frame: bool = False):
+    """One row per cell of the sweep in ``directory`` (see the module docstring): a
+    list of dicts, or a pandas DataFrame with ``as_frame``."""
+    directory = Path(directory)
+    record = read_yaml(directory / "sweep.yaml", "DIR", "sweep record")
+    cells = record.get("cells") if isinstance(record, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("overrides"), dict)
+                                              for c in cells):
+        raise SpecError("DIR", f"{shown_path(directory / 'sweep.yaml')}: not a sweep record (no cells)")
+    fields: list[str] = []
+    for cell in cells:
+        fields.extend(key for key in cell["overrides"] if key not in fields)
+    rows = []
+    for cell in cells:
+        row = {"cell": cell.get("id"), "part": cell.get("part")}
+        row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
+                    for key in fields})
+        summary = read_summary(directory / "cells" / str(cell.get("id")))
+        if summary is None:
+            row["completed"] = False
+        else:
+            row.update({key: value for key, value in flatten(summary).items() if key not in row})
+        rows.append(row)
+    if not as_frame:
+        return rows
+    try:
+        import pandas
+    except ImportError as err:
+        raise ImportError(f"as_frame: needs pandas, which is not importable here ({err}); "
+                          "without as_frame the rows are a list of dicts") from None
+    return pandas.DataFrame(rows)

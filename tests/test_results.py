@@ -1,0 +1,68 @@
+"""experiments.results.load_sweep: one row per cell, summaries flattened, for notebooks."""
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import sweep as sweep_mod
+from experiments.errors import SpecError
+from experiments.results import flatten, load_sweep
+from tests.test_sweep import FakeRunner, write
+
+
+def test_flatten_joins_nested_fields_with_dots_and_keeps_lists():
+    assert flatten({"a": 1, "b": {"c": {"d": True}, "e": [1, {"f": 2}]}, "g": {}}) == {
+        "a": 1, "b.c.d": True, "b.e": [1, {"f": 2}]}
+
+
+def test_one_row_per_cell_with_its_overrides_part_and_flattened_summary(tmp_path):
+    path = write(tmp_path, {"seeds": [1, 2], "parts": [
+        {"name": "a", "schedulers": ["fs", "grouper"]},
+        {"name": "b", "schedulers": ["fs"], "grid": {"topology.host_mbps": [50]}}]})
+    out = tmp_path / "out"
+    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}), only=["*seed-1*"])
+    rows = load_sweep(out)
+    assert [(r["cell"], r["part"]) for r in rows] == [
+        ("sched-fs_seed-1", "a"), ("sched-grouper_seed-1", "a"), ("sched-fs_seed-2", "a"),
+        ("sched-grouper_seed-2", "a"), ("sched-fs_seed-1_topology.host_mbps-50", "b"),
+        ("sched-fs_seed-2_topology.host_mbps-50", "b")]
+    first = rows[0]
+    assert list(first)[:5] == ["cell", "part", "scheduler.name", "seed", "topology.host_mbps"]
+    assert (first["scheduler.name"], first["seed"], first["topology.host_mbps"]) == ("fs", 1, 100)  # base's 100
+    assert rows[4]["topology.host_mbps"] == 50 and rows[4]["host_mbps_seen"] == 50
+    assert first["completed"] is True and first["fidelity.trustworthy"] is True
+    assert first["per_model_avg_sct_s.vgg19"] == 1.0 and first["avg_sct_s"] == 11.0
+    assert rows[1]["completed"] is False and rows[1]["error"] == "RuntimeError: boom"  # its own summary's
+    assert rows[2] == {"cell": "sched-fs_seed-2", "part": "a", "scheduler.name": "fs", "seed": 2,
+                       "topology.host_mbps": 100, "completed": False}  # not run yet
+
+
+def test_a_simulated_sweep_loads_as_a_frame(tmp_path):
+    pytest.importorskip("pandas")
+    smoke = yaml.safe_load(Path("experiments/specs/grouper-smoke.yaml").read_text())
+    path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "grouper"], "seeds": [1]}, smoke)
+    sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"))
+    frame = load_sweep(tmp_path / "out", as_frame=True)
+    assert list(frame["cell"]) == ["sched-fs_seed-1", "sched-grouper_seed-1"]
+    assert frame["completed"].all() and (frame["backend"] == "simulated").all()
+    assert {"per_model_avg_sct_s.vgg19", "per_model_avg_sct_s.deepspeech2"} <= set(frame.columns)
+    by = frame.set_index("scheduler.name")
+    assert by.loc["grouper", "avg_sct_s"] < by.loc["fs", "avg_sct_s"]
+
+
+def test_without_pandas_as_frame_is_one_line(tmp_path, monkeypatch):
+    sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=str(tmp_path / "out"), run_cell=FakeRunner())
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r"^as_frame: needs pandas, which is not importable here .*; without "
+                                          r"as_frame the rows are a list of dicts$"):
+        load_sweep(tmp_path / "out", as_frame=True)
+    assert len(load_sweep(tmp_path / "out")) == 1
+
+
+def test_a_directory_without_a_sweep_record_is_one_line(tmp_path):
+    with pytest.raises(SpecError, match=r"^DIR: no such sweep record: .*sweep.yaml$"):
+        load_sweep(tmp_path)
+    (tmp_path / "sweep.yaml").write_text("name: x\n")
+    with pytest.raises(SpecError, match=r"^DIR: .*sweep.yaml: not a sweep record \(no cells\)$"):
+        load_sweep(tmp_path)
