@@ -79,7 +79,7 @@ class CellResult:
     cell: str
     scheduler: str  # canonical (ALIASES) when one of the paper's designs
     seed: int | None
-    config: str  # the grid point, "field=value, ..." ("all" without a grid)
+    config: str  # the grid point, "field=value, ...", or the sweep part ("all" without either)
     metrics: dict  # grouper_metrics.summarise's fields (or the summary's own)
 
 
@@ -135,7 +135,7 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
         elif not summary_path.is_file():
             left_out.append(f"{row['cell']}: no summary.json")
         else:
-            config = ", ".join(f"{key}={row.get(key, '')}" for key in grid) or "all"
+            config = ", ".join(f"{key}={row.get(key, '')}" for key in grid) or row.get("part") or "all"
             metrics = _cell_metrics(summary_path.parent, json.loads(summary_path.read_text()), solo)
             if row["seed"] and not row["seed"].lstrip("-").isdigit():
                 raise SpecError(table.name, f"{row['cell']}: seed must be an integer, got {row['seed']!r}")
