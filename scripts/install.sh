@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
-APT_PACKAGES="mininet openvswitch-switch iperf3 tcpdump iptables ethtool iputils-ping iproute2 util-linux python3-venv"
+# chromium: the headless browser the report tests load report.html in
+APT_PACKAGES="mininet openvswitch-switch iperf3 tcpdump iptables ethtool iputils-ping iproute2 util-linux python3-venv chromium"
 
 stamp_inputs() { cat setup.cfg pyproject.toml scripts/install.sh scripts/install-gnn.sh; }
 want=$(stamp_inputs | sha256sum | cut -c1-16)

@@ -1,0 +1,274 @@
+"""A run directory as the reports read it: its summary, resolved spec, environment
+and kind, the fidelity verdict, and each kind's headline metrics.
+
+Everything here is read from the run's data files, never computed during a run; a
+file a partial run lacks is simply absent (``None``, ``[]``), so a failed run still
+gets its summary and report.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from experiments.errors import SpecError
+from experiments.kinds import COLOCATION_KINDS, kind_of
+
+
+@dataclass(frozen=True)
+class RunData:
+    path: Path
+    summary: dict
+    spec: dict | None  # spec.yaml (resolved); None for runs recorded without one
+    environment: dict
+    kind: str  # a name of ``experiments.kinds.KINDS``, or "unknown"
+
+    @property
+    def name(self) -> str:
+        return self.summary.get("name") or (self.spec or {}).get("name") or self.path.name
+
+    @property
+    def backend(self) -> str:
+        device = self.summary.get("device")  # a co-location run's: it has no network backend
+        return self.summary.get("backend") or (f"on {device['type']}" if isinstance(device, dict) else "emulated")
+
+    def read_json(self, relative: str):
+        path = self.path / relative
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def read_jsonl(self, relative: str) -> list:
+        """A JSON-lines file, or its ``.gz`` (recorded runs keep events compressed)."""
+        path = self.path / relative
+        if path.exists():
+            text = path.read_text()
+        elif path.with_name(path.name + ".gz").exists():
+            text = gzip.decompress(path.with_name(path.name + ".gz").read_bytes()).decode()
+        else:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def load(run: str | Path) -> RunData:
+    path = Path(run)
+    summary = json.loads((path / "summary.json").read_text())
+    spec_path = path / "spec.yaml"
+    spec = yaml.safe_load(spec_path.read_text()) if spec_path.exists() else None
+    env_path = path / "environment.json"
+    environment = json.loads(env_path.read_text()) if env_path.exists() else {}
+    return RunData(path, summary, spec, environment, _kind(spec, summary))
+
+
+def _kind(spec: dict | None, summary: dict) -> str:
+    """The kind by its spec, as ``trainbed run`` chose it; for a run recorded without
+    a spec (older sweep cells), by the fields its summary has."""
+    if spec is not None:
+        try:
+            return kind_of(spec).name
+        except SpecError:
+            pass
+    if summary.get("kind") in COLOCATION_KINDS and "methods" in summary:
+        return "colocation"
+    if "avg_sct_s" in summary:
+        return "cojob"
+    if "sync" in summary and "iterations" in summary:
+        return "gnn"
+    if isinstance(summary.get("flows"), dict):
+        return "timetable"
+    return "unknown"
+
+
+# -- the verdict -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    trustworthy: bool | None  # None: the kind records no fidelity verdict
+    reasons: list[str]
+    note: str  # what the verdict rests on, one line
+
+
+def verdict(data: RunData) -> Verdict:
+    s = data.summary
+    failed = s.get("completed") is False
+    trusted = False if failed else s.get("trustworthy")
+    reasons = [f"did not complete: {s['error']}" if s.get("error") else "did not complete"] if failed else []
+    if s.get("analysis_error"):
+        reasons.append(f"analysis failed: {s['analysis_error']}")
+    reasons += (s.get("fidelity") or {}).get("untrustworthy_reasons", [])
+    if trusted is None and data.kind == "colocation":
+        note = "co-location runs record no fidelity verdict: read the spreads over repeats"
+    elif s.get("backend") == "simulated":
+        note = "simulated: a flow-level model, no emulation fidelity to judge"
+    else:
+        note = _fidelity_note(s)
+    if trusted is False and not reasons:
+        reasons.append("no reason recorded (see summary.json)")
+    return Verdict(trusted, reasons, note)
+
+
+def _fidelity_note(s: dict) -> str:
+    parts = []
+    if s.get("cpu_idle_share") is not None:
+        lost = (s.get("cpu_stolen_share") or 0) + (s.get("cpu_throttled_share") or 0)
+        parts.append(f"CPU idle {pct(s['cpu_idle_share'])}, stolen or throttled {pct(lost)}")
+    if s.get("link_goodput_ratio") is not None:
+        parts.append(f"link goodput ratio {s['link_goodput_ratio']:.3f}")
+    if s.get("switch_loss_share") is not None:
+        parts.append(f"switch loss {pct(s['switch_loss_share'], 2)}")
+    if s.get("controller_outages"):
+        parts.append(f"{len(s['controller_outages'])} controller outage(s)")
+    return "; ".join(parts)
+
+
+# -- headline metrics --------------------------------------------------------------
+
+Row = tuple[str, str]  # (label, value with its unit)
+
+
+def num(value, unit: str = "", digits: int = 3) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        text = f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".rstrip()
+
+
+def pct(share, digits: int = 1) -> str:
+    return "n/a" if share is None else f"{100 * share:.{digits}f}%"
+
+
+def _timetable(data: RunData) -> list[Row]:
+    s = data.summary
+    flows = {f["name"]: f for f in (data.spec or {}).get("flows", [])}
+    rows = []
+    for name, values in (s.get("flows") or {}).items():
+        policy = ", ".join(f"{key} {flows.get(name, {})[key]:g}" for key in ("queue", "host_queue", "rate_mbps")
+                           if flows.get(name, {}).get(key) is not None)
+        rows.append((f"flow {name}", f"{num(values.get('mean_goodput_mbps'), 'Mbit/s')} mean goodput"
+                                     + (f" ({policy})" if policy else "")))
+    rows += [(f"flow {name}", f"FAILED: {failure.get('error', failure)}")
+             for name, failure in (s.get("failed_flows") or {}).items()]
+    priority = ((data.spec or {}).get("analysis") or {}).get("priority") or {"high": "high", "low": "low"}
+    if "high_share_while_both" in s:
+        rows.append((f"{priority['high']}'s share while both ran", pct(s["high_share_while_both"])))
+    if "low_recovery_s" in s:
+        rows.append((f"{priority['low']} back to 90% after {priority['high']} ended", num(s["low_recovery_s"], "s")))
+    if "rate_limit_target_mbps" in s:
+        rows.append(("rate limit achieved", f"{num(s.get('rate_limit_achieved_mbps'), 'Mbit/s')} of "
+                                            f"{num(s['rate_limit_target_mbps'], 'Mbit/s')} "
+                                            f"({s.get('rate_limit_mechanism') or 'mechanism unknown'})"))
+    if s.get("policy_changes_delayed"):
+        rows.append(("policy changes delayed", str(len(s["policy_changes_delayed"]))))
+    return rows
+
+
+def _cojob(data: RunData) -> list[Row]:
+    s = data.summary
+    done = s.get("stages_completed")
+    stages = None if done is None else f"{done} of {done + (s.get('stages_unfinished') or 0)}"
+    cojobs = s.get("cojobs_completed")
+    rows = [("scheduler", str(s.get("scheduler", "n/a"))),
+            ("avg SCT", num(s.get("avg_sct_s"), "s")),
+            ("avg CoJCT", num(s.get("avg_cojct_s"), "s")),
+            ("avg JCT", num(s.get("avg_jct_s"), "s")),
+            ("avg T90", num(s.get("avg_t90_s"), "s")),
+            ("stages done", stages or "n/a"),
+            ("cojobs done", "n/a" if cojobs is None else f"{cojobs} of {cojobs + (s.get('cojobs_unfinished') or 0)}"),
+            ("scheduling decisions", num(s.get("decisions")))]
+    if s.get("simulated_s") is not None:
+        rows.append(("simulated time", num(s["simulated_s"], "s")))
+    if isinstance(s.get("conformance"), dict) and s["conformance"].get("dscp_match_share") is not None:
+        rows.append(("packets in their decided queue", pct(s["conformance"]["dscp_match_share"])))
+    return rows
+
+
+def gnn_epochs(data: RunData) -> float | None:
+    """Training seeds drawn over the training nodes: every sampler draws ``batch_size``
+    seeds an iteration from its shard and every worker consumes all its samplers'
+    mini-batches (``hosts/gnn/task.py``); None without the job's ``ids.npz``."""
+    workload = (data.spec or {}).get("workload") or {}
+    ids = data.path / "job" / "graph" / "ids.npz"
+    if not (ids.exists() and data.summary.get("iterations") and workload.get("batch_size")):
+        return None
+    import numpy as np
+    with np.load(ids) as arrays:
+        train = len(arrays["train"])
+    seeds = data.summary["iterations"] * workload["workers"] * workload["samplers_per_worker"] * workload["batch_size"]
+    return seeds / train if train else None
+
+
+def _gnn(data: RunData) -> list[Row]:
+    s = data.summary
+    rows = [("training", f"{s.get('sync', 'n/a')} sync, scheduler {s.get('scheduler', 'n/a')}"),
+            ("iteration time", f"{num(s.get('iteration_s_median'), 's')} median, "
+                               f"{num(s.get('iteration_s_mean'), 's')} mean"),
+            ("iterations", num(s.get("iterations"))),
+            ("epochs", num(gnn_epochs(data), digits=2)),
+            ("validation accuracy", f"{pct(s.get('val_accuracy'))} last, {pct(s.get('val_accuracy_best'))} best"),
+            ("training loss", f"{num(s.get('train_loss_first'))} first, {num(s.get('train_loss_last'))} last"),
+            ("communication share of an iteration", pct(s.get("communication_share")))]
+    if s.get("time_to_accuracy_s") is not None:
+        rows.append(("time to target accuracy", num(s["time_to_accuracy_s"], "s")))
+    if s.get("training_s") is not None:
+        rows.append(("training time", num(s["training_s"], "s")))
+    return rows
+
+
+def colocation_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
+    """A table of every method: header and rows (makespan, JCT, QoS violations, ...)."""
+    inference = summary.get("kind") == "inference"
+    columns = [("makespan_s", "makespan", "s"), ("avg_jct_s", "avg JCT", "s"), ("avg_queuing_s", "avg queuing", "s")]
+    columns += [("qos_violation_rate", "QoS violations", "%")] if inference else []
+    columns += [("memory_violations", "memory violations", ""), ("failed", "failed", "")]
+    rows = []
+    for method, m in (summary.get("methods") or {}).items():
+        cells = [method + (" (primary)" if method == summary.get("primary") else "")]
+        for key, _, unit in columns:
+            value = m.get(key)
+            text = pct(value) if unit == "%" else num(value, unit)
+            if m.get(f"{key}_sd"):
+                text += f" ± {num(m[f'{key}_sd'])}"
+            cells.append(text)
+        rows.append(cells)
+    return ["method"] + [label for _, label, _ in columns], rows
+
+
+def _colocation(data: RunData) -> list[Row]:
+    s = data.summary
+    device = (s.get("device") or {}).get("name", "n/a")
+    rows = [("queue", f"{s.get('kind')}: {s.get('tasks')} tasks, {s.get('workers')} workers, "
+                      f"{s.get('repeats')} repeat(s) on {device}")]
+    primary = (s.get("methods") or {}).get(s.get("primary"))
+    if primary:  # every method is in the methods table (``tables``)
+        rows += [(f"{s['primary']} (primary) makespan", num(primary.get("makespan_s"), "s")),
+                 (f"{s['primary']} (primary) avg JCT", num(primary.get("avg_jct_s"), "s"))]
+        if s.get("kind") == "inference":
+            rows.append((f"{s['primary']} (primary) QoS violations", pct(primary.get("qos_violation_rate"))))
+    return rows
+
+
+def _generic(data: RunData) -> list[Row]:
+    """A kind without its own headline: its top-level numbers."""
+    skip = {"wall_s", "cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "switch_loss_share"}
+    return [(key, num(value)) for key, value in data.summary.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in skip]
+
+
+HEADLINES: dict[str, Callable[[RunData], list[Row]]] = {
+    "timetable": _timetable, "cojob": _cojob, "gnn": _gnn, "colocation": _colocation}
+
+
+def headline(data: RunData) -> list[Row]:
+    return HEADLINES.get(data.kind, _generic)(data)
+
+
+def tables(data: RunData) -> list[tuple[str, list[str], list[list[str]]]]:
+    """A kind's tables beside its headline: (title, header, rows)."""
+    if data.kind == "colocation" and data.summary.get("methods"):
+        return [("Methods (mean over repeats ± standard deviation)", *colocation_rows(data.summary))]
+    return []

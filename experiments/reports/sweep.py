@@ -1,0 +1,163 @@
+"""A sweep's ``report.html`` and console summary, read from its directory:
+``results.csv`` (one row per cell), ``sweep.yaml``, each cell's ``summary.json``
+for the reasons behind an untrustworthy cell, and any figures already written there
+(``trainbed figures``)."""
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+from html import escape
+from pathlib import Path
+
+import yaml
+
+from experiments.errors import one_line
+from experiments.reports import html
+from experiments.reports.run import REPORT, where
+from experiments.reports.rundata import load, num, verdict
+
+RESULTS = "results.csv"
+# What a sweep compares its schedulers by, per kind of its cells (column, label, unit);
+# the kinds without a scheduler compare in their results table only.
+COMPARED = {"cojob": ("avg_sct_s", "avg SCT", "s"), "gnn": ("iteration_s_median", "median iteration time", "s")}
+
+
+class SweepData:
+    def __init__(self, directory: str | Path):
+        self.path = Path(directory)
+        with open(self.path / RESULTS, newline="") as f:
+            self.rows = list(csv.DictReader(f))
+        record = self.path / "sweep.yaml"
+        self.record = (yaml.safe_load(record.read_text()) or {}) if record.exists() else {}
+        self.name = self.record.get("name") or self.path.name
+        self.problems = {row["cell"]: self._reasons(row) for row in self.rows if self._flagged(row)}
+
+    @staticmethod
+    def _flagged(row: dict) -> bool:
+        return row.get("completed") != "true" or row.get("trustworthy") == "false"
+
+    def _reasons(self, row: dict) -> list[str]:
+        cell = self.path / "cells" / row["cell"]
+        try:
+            reasons = verdict(load(cell)).reasons
+        except (OSError, ValueError, yaml.YAMLError) as err:  # the cell failed before writing its summary
+            reasons = [f"no summary.json ({one_line(err)})"]
+        if row.get("error") and not any(row["error"] in r for r in reasons):
+            reasons.insert(0, row["error"])
+        return reasons or ["no reason recorded"]
+
+    def kind(self) -> str | None:
+        for row in self.rows:
+            try:
+                return load(self.path / "cells" / row["cell"]).kind
+            except (OSError, ValueError, yaml.YAMLError):
+                continue
+        return None
+
+    def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
+        """Per scheduler, the mean of the kind's compared metric over its completed cells."""
+        metric = COMPARED.get(self.kind() or "")
+        if metric is None or not any(row.get("scheduler") for row in self.rows):
+            return None
+        column, _, unit = metric
+        by: dict[str, list[float]] = {}
+        for row in self.rows:
+            if row.get("completed") == "true" and row.get(column):
+                by.setdefault(row["scheduler"], []).append(float(row[column]))
+        if not by:
+            return None
+        rows = [[scheduler, num(statistics.fmean(values), unit), str(len(values)),
+                 num(statistics.stdev(values), unit) if len(values) > 1 else "n/a"] for scheduler, values in by.items()]
+        return metric, rows
+
+
+def _figures(sweep: SweepData) -> list[Path]:
+    """PNG files in the sweep directory and its folders, except the cells' own."""
+    return sorted(p for p in [*sweep.path.glob("*.png"), *sweep.path.glob("*/*.png")]
+                  if p.parent.name not in ("cells", "failed"))
+
+
+def render_sweep(sweep: SweepData) -> str:
+    completed = sum(row.get("completed") == "true" for row in sweep.rows)
+    trusted = sum(row.get("trustworthy") == "true" for row in sweep.rows)
+    subtitle = (f"{len(sweep.rows)} cells, {completed} completed, {trusted} trustworthy"
+                + (f" · base spec {sweep.record['base_spec']}" if sweep.record.get("base_spec") else "")
+                + (f" · backend {sweep.record['backend']}" if sweep.record.get("backend") else ""))
+    parts = []
+    compared = sweep.compared()
+    if compared:
+        (_, label, _), rows = compared
+        parts.append(html.section(f"{label} by scheduler (completed cells)",
+                                  html.table(["scheduler", f"mean {label}", "cells", "standard deviation"], rows)))
+    if sweep.problems:
+        parts.append(html.section("Untrustworthy or failed cells", html.table(
+            ["cell", "reasons"], [[cell, "; ".join(reasons)] for cell, reasons in sweep.problems.items()],
+            bad=[True] * len(sweep.problems))))
+    header = list(sweep.rows[0]) if sweep.rows else []
+    parts.append(html.section(f"Results ({RESULTS})", html.table(
+        header, [[row.get(h, "") for h in header] for row in sweep.rows],
+        bad=[row["cell"] in sweep.problems for row in sweep.rows])))
+    figures = _figures(sweep)
+    if figures:
+        parts.append(html.section("Figures", *[html.figure(p.relative_to(sweep.path).as_posix(), p.read_bytes())
+                                               for p in figures]))
+    cells = []
+    for row in sweep.rows:
+        cell = f"cells/{row['cell']}"
+        if not (sweep.path / cell).is_dir():
+            cells.append(f"<li>{escape(row['cell'])} (no directory)</li>")
+            continue
+        report = sweep.path / cell / REPORT
+        shown = html.link(f"{cell}/{REPORT}", row["cell"]) if report.exists() else escape(row["cell"])
+        cells.append(f"<li>{shown} ({html.link(cell + '/', 'files')})</li>")
+    parts.append(html.section("Cells", f"<ul>{''.join(cells)}</ul>"))
+    if sweep.record:
+        parts.append(html.section("Sweep record", html.preformatted(yaml.safe_dump(sweep.record, sort_keys=False),
+                                                                    "sweep.yaml")))
+    top = [p.name for p in sorted(sweep.path.iterdir()) if p.is_file() and p.name != REPORT]
+    parts.append(html.section("Files", f"<ul>{''.join(f'<li>{html.link(n, n)}</li>' for n in top)}</ul>"))
+    return html.page(f"sweep {sweep.name}", subtitle, parts)
+
+
+def write_sweep_report(sweep_dir: str | Path) -> Path:
+    """Write ``report.html`` into a sweep directory (one with ``results.csv``); returns its path."""
+    sweep = SweepData(sweep_dir)
+    path = sweep.path / REPORT
+    tmp = path.with_name(f".{REPORT}.{os.getpid()}")
+    tmp.write_text(render_sweep(sweep))
+    os.replace(tmp, path)
+    return path
+
+
+def sweep_summary(sweep_dir: str | Path) -> str:
+    """A sweep for the console: cells done and trusted, the compared metric per
+    scheduler, every untrustworthy or failed cell with its reasons, where things are."""
+    sweep = SweepData(sweep_dir)
+    completed = sum(row.get("completed") == "true" for row in sweep.rows)
+    trusted = sum(row.get("trustworthy") == "true" for row in sweep.rows)
+    lines = [f"sweep {sweep.name}: {len(sweep.rows)} cells, {completed} completed, {trusted} trustworthy"]
+    compared = sweep.compared()
+    if compared:
+        (_, label, _), rows = compared
+        lines.append(f"  {label} by scheduler: " + ", ".join(
+            f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''})" for r in rows))
+    for cell, reasons in sweep.problems.items():
+        lines.append(f"  {cell}: " + "; ".join(reasons))
+    report = sweep.path / REPORT
+    if report.exists():
+        lines.append(f"report: {where(report)}")
+    lines.append(f"results: {where(sweep.path / RESULTS)}")
+    return "\n".join(lines)
+
+
+def publish_sweep(sweep_dir: str | Path) -> None:
+    """Write the sweep's report and print its summary: the end of every sweep."""
+    try:
+        write_sweep_report(sweep_dir)
+    except Exception as err:  # noqa: BLE001 - the sweep's results are its data files
+        print(f"trainbed: sweep report not written: {one_line(err)}")
+    try:
+        print(sweep_summary(sweep_dir), flush=True)
+    except Exception as err:  # noqa: BLE001 - as above
+        print(f"trainbed: no sweep summary: {one_line(err)}", flush=True)

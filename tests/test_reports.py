@@ -1,0 +1,277 @@
+"""Reports of runs and sweeps (``experiments.reports``), on recorded run directories
+of every kind, a simulated run, and in a real headless browser (Debian's Chromium)."""
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import re
+import shutil
+import struct
+import subprocess
+from html import unescape
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from experiments.cli import main
+from experiments.platform.run import RunError, finish_run
+from experiments.reports import (
+    run_summary,
+    sweep_summary,
+    write_run_report,
+    write_sweep_report,
+)
+from experiments.reports.figures import QUEUE_OCCUPANCY
+from experiments.reports.rundata import load, verdict
+from experiments.store import start_run
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = ROOT / "tests" / "data" / "runs"
+MEASURED = ROOT / "measurements"
+SWEEP = MEASURED / "grouper-2026-11-23b" / "tb-fix"
+RUNS = {  # name: (recorded run directory, kind, trustworthy, figures in its report)
+    "timetable": (RECORDED / "timetable-priority", "timetable", True, 2),  # goodput.png, CPU
+    "gnn": (RECORDED / "gnn-untrustworthy", "gnn", False, 3),  # bandwidth, loss/accuracy, CPU
+    "cojob": (SWEEP / "cells" / "sched-fs_seed-1", "cojob", True, 2),  # no spec.yaml, events.jsonl.gz
+    "colocation": (MEASURED / "colocate-h100-2026-11-23" / "infer-gcn-low", "colocation", None, 1),
+    "colocation-interrupted": (MEASURED / "colocate-h100-2026-11-23" / "train-gat-interrupted", "colocation",
+                               False, 1),
+}
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+class Page(HTMLParser):
+    def __init__(self, text: str):
+        super().__init__()
+        self.images: list[dict] = []
+        self.links: list[str] = []
+        self.text: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "img":
+            self.images.append(attrs)
+        elif tag == "a":
+            self.links.append(attrs["href"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def copy(source: Path, tmp_path: Path) -> Path:
+    target = tmp_path / source.name
+    shutil.copytree(source, target)
+    return target
+
+
+def check_page(path: Path) -> Page:
+    """A report page that stands alone: every image an embedded PNG, every link a
+    relative path to a file or folder that exists."""
+    page = Page(path.read_text())
+    for image in page.images:
+        head, _, data = image["src"].partition(",")
+        assert head == "data:image/png;base64"
+        assert min(png_size(base64.b64decode(data))) > 0
+        assert image["alt"]
+    for href in page.links:
+        assert "://" not in href and not href.startswith("/")
+        assert (path.parent / unquote(href)).exists(), href
+    return page
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_a_recorded_run_of_every_kind_gets_its_report(name, tmp_path):
+    source, kind, trusted, figures = RUNS[name]
+    run = copy(source, tmp_path)
+    report = write_run_report(run)
+    assert report == run / "report.html"
+    page = check_page(report)
+    text = " ".join(page.text)
+    data = load(run)
+    assert data.kind == kind
+    assert verdict(data).trustworthy is trusted
+    assert len(page.images) == figures
+    assert {"Headline", "Summary", "Resolved spec", "Files"} <= set(page.text)
+    assert "summary.json" in page.links and "report.html" not in page.links
+    for reason in verdict(data).reasons:
+        assert reason in text
+
+
+def test_the_console_says_what_happened_and_why_a_run_is_not_trusted(tmp_path):
+    run = copy(RECORDED / "gnn-untrustworthy", tmp_path)
+    write_run_report(run)
+    lines = run_summary(run).splitlines()
+    assert lines[0].startswith("bench-gnn-oes-old: gnn · emulated · completed")
+    assert any(line.split() == ["iterations", "12"] for line in lines)
+    # 12 iterations x 2 workers x 1 sampler each x 32 seeds over the 240 training nodes
+    assert any(line.split() == ["epochs", "3.2"] for line in lines)
+    assert any(line.startswith("  iteration time") and "median" in line for line in lines)
+    assert any(line.startswith("  validation accuracy") for line in lines)
+    at = lines.index(next(line for line in lines if line.startswith("trustworthy:")))
+    assert lines[at].startswith("trustworthy: NO")
+    assert lines[at + 1] == "  - CPU idle share 0.03 < 0.05"
+    assert lines[-2] == f"report: {run / 'report.html'}"
+    assert lines[-1].startswith(f"files:  {run}/ (")
+
+
+def test_timetable_and_colocation_headlines(tmp_path):
+    timetable = run_summary(RECORDED / "timetable-priority")
+    assert "flow high" in timetable and "97.3 Mbit/s mean goodput (queue 1)" in timetable
+    assert re.search(r"^  high's share while both ran +98.0%$", timetable, re.MULTILINE)
+    assert "39.7 Mbit/s of 40 Mbit/s (host)" in timetable
+    assert "trustworthy: yes (CPU idle 38.5%" in timetable
+    colocation = run_summary(MEASURED / "colocate-h100-2026-11-23" / "infer-gcn-low")
+    assert re.search(r"^  bqt \(primary\) QoS violations +24.0%$", colocation, re.MULTILINE)
+    assert any(line.split()[:2] == ["default", "2.71"] for line in colocation.splitlines())
+    assert "trustworthy: not judged" in colocation
+
+
+def test_a_simulated_run_prints_its_summary_and_writes_its_report(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", str(ROOT / "experiments" / "specs" / "grouper-smoke.yaml"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("grouper-smoke: cojob · simulated · completed")
+    assert re.search(r"^  avg SCT +[0-9.]+ s$", printed, re.MULTILINE) and re.search(r"^  stages done +4 of 4$", printed, re.MULTILINE)
+    assert "trustworthy: yes (simulated" in printed
+    assert f"report: {out / 'report.html'}" in printed
+    page = check_page(out / "report.html")
+    assert [image["alt"].split(":")[0] for image in page.images] == ["Stage timeline", "Stage completion times (SCT), "
+                                                                     "scheduler grouper (summary.json sct_s)"]
+
+
+def test_a_failed_run_still_gets_its_summary_report_and_reasons(tmp_path, capsys):
+    run = start_run({"name": "broken", "flows": []}, str(tmp_path / "run"))
+
+    def analysis():
+        raise KeyError("flows.csv")
+
+    with pytest.raises(RunError):
+        finish_run(run, {"name": "broken", "backend": "emulated"}, RuntimeError("the fabric did not start"), analysis)
+    printed = capsys.readouterr().out
+    assert "broken: timetable · emulated · did NOT complete" in printed
+    assert "trustworthy: NO" in printed
+    assert "  - did not complete: RuntimeError: the fabric did not start" in printed
+    assert "  - analysis failed: KeyError: 'flows.csv'" in printed
+    assert "traceback.txt" in check_page(run / "report.html").links
+
+
+def test_a_plot_that_cannot_be_drawn_is_one_line_and_the_queue_sampler_is_drawn(tmp_path):
+    gnn = copy(RECORDED / "gnn-untrustworthy", tmp_path)
+    (gnn / "flows.csv").write_text("flow,src\nx,tbh1\n")
+    page = check_page(write_run_report(gnn))
+    assert any(line.startswith("gnn_bandwidth: not drawn (KeyError: ") for line in page.text)
+    assert len(page.images) == 2
+    timetable = copy(RECORDED / "timetable-priority", tmp_path)
+    rows = [f"{t / 10:.1f},tbl1-eth1,{q},{(t * 1500 * q) % 150000}" for t in range(50) for q in (1, 7)]
+    (timetable / QUEUE_OCCUPANCY).write_text("time_s,port,queue,backlog_bytes\n" + "\n".join(rows) + "\n")
+    page = check_page(write_run_report(timetable))
+    assert any(image["alt"].startswith("Queue occupancy over time, the 2 busiest") for image in page.images)
+
+
+def make_sweep(tmp_path) -> Path:
+    """The recorded testbed sweep with a figure beside it, one cell made untrustworthy
+    and one failed without a summary."""
+    sweep = copy(SWEEP, tmp_path)
+    shutil.copy(MEASURED / "grouper-2026-11-23b" / "figures" / "figure-11.png", sweep)
+    cell = sweep / "cells" / "sched-baraat_seed-1" / "summary.json"
+    summary = json.loads(cell.read_text())
+    summary["trustworthy"] = summary["fidelity"]["trustworthy"] = False
+    summary["fidelity"]["untrustworthy_reasons"] = ["CPU idle share 0.03 < 0.05"]
+    cell.write_text(json.dumps(summary))
+    shutil.rmtree(sweep / "cells" / "sched-sincronia_seed-1")
+    with open(sweep / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows[1]["trustworthy"] = "false"
+    rows[2].update(completed="false", trustworthy="", error="RunError: run did not complete (Timeout)")
+    with open(sweep / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    for cell_dir in (sweep / "cells").iterdir():
+        write_run_report(cell_dir)
+    return sweep
+
+
+def test_a_sweep_report_has_its_table_its_doubtful_cells_and_its_figures(tmp_path):
+    sweep = make_sweep(tmp_path)
+    page = check_page(write_sweep_report(sweep))
+    text = " ".join(page.text)
+    assert [image["alt"] for image in page.images] == ["figure-11.png"]
+    assert "sched-baraat_seed-1" in text and "CPU idle share 0.03 < 0.05" in text
+    assert "RunError: run did not complete (Timeout)" in text
+    assert "cells/sched-fs_seed-1/report.html" in page.links and "results.csv" in page.links
+    assert "cells/sched-sincronia_seed-1/report.html" not in page.links
+    assert (sweep / "report.html").read_text().count('<tr class="bad">') == 2 + 2  # problem table + results rows
+    lines = sweep_summary(sweep).splitlines()
+    assert lines[0] == "sweep grouper-testbed-sendbuf: 4 cells, 3 completed, 2 trustworthy"
+    assert lines[1] == "  avg SCT by scheduler: fs 66.7 s (1 cell), baraat 69 s (1 cell), grouper 60.8 s (1 cell)"
+    assert "  sched-baraat_seed-1: CPU idle share 0.03 < 0.05" in lines
+    assert any(line.startswith("  sched-sincronia_seed-1: RunError: run did not complete (Timeout); no summary.json")
+               for line in lines)
+    assert lines[-2:] == [f"report: {sweep / 'report.html'}", f"results: {sweep / 'results.csv'}"]
+
+
+def test_reports_of_existing_directories_can_be_rewritten(tmp_path, capsys):
+    from experiments.reports.__main__ import main as reports
+    run, sweep = copy(RECORDED / "timetable-priority", tmp_path), make_sweep(tmp_path / "sweep")
+    assert reports([str(run), str(sweep)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("bench-priority-new: timetable") and "\nsweep grouper-testbed-sendbuf: " in printed
+    assert (run / "report.html").exists() and (sweep / "report.html").exists()
+
+
+# -- in a real browser ------------------------------------------------------------------
+
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener('error', e => window.__errors.push(String(e.message || (e.target && e.target.src) || e)), true);
+window.addEventListener('load', () => {
+  const images = [...document.images];
+  const out = document.createElement('pre');
+  out.id = 'trainbed-probe';
+  out.textContent = JSON.stringify({images: images.length, errors: window.__errors,
+    broken: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt)});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def browse(page: Path, tmp_path: Path) -> tuple[dict, list[str]]:
+    """Load a page in headless Chromium with a probe script injected first in its
+    head: what the probe found (images, broken images, errors) and every console
+    message the browser logged."""
+    probed = page.with_name(f"probed-{page.name}")
+    probed.write_text(page.read_text().replace("<head>", "<head>" + PROBE, 1))
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", f"--user-data-dir={tmp_path / 'ud'}",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    probed.unlink()
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = Page(result.stdout)
+    marker = result.stdout.index('id="trainbed-probe">')
+    probe = json.loads(unescape(result.stdout[marker + len('id="trainbed-probe">'):].split("</pre>", 1)[0]))
+    assert found.images, "the dumped DOM lost the page"
+    return probe, [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary: `apt-get install chromium` (scripts/install.sh "
+                                              "installs it)")
+def test_reports_render_in_a_real_browser(tmp_path):
+    pages = [write_run_report(copy(RUNS[name][0], tmp_path)) for name in ("timetable", "gnn", "cojob", "colocation")]
+    pages.append(write_sweep_report(make_sweep(tmp_path / "sweep")))
+    for page in pages:
+        probe, console = browse(page, tmp_path)
+        assert probe["images"] == len(Page(page.read_text()).images) > 0, page
+        assert probe["broken"] == [], page
+        assert probe["errors"] == [], page
+        assert console == [], page
