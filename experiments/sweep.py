@@ -67,6 +67,7 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
+from experiments.reports import publish_sweep
 from experiments.results import durations, lookup, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
@@ -573,6 +574,8 @@ def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = No
         result.rows.append(row)
         rows[cell.id] = row
         write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
+    if rows:
+        publish_sweep(directory)  # report.html and the console summary; never stops the sweep
     return result
 
 
