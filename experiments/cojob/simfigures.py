@@ -401,6 +401,12 @@ def _colour(scheduler: str) -> str:
     return f"C{order.index(scheduler)}" if scheduler in order else "C9"
 
 
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
 def _log_x(ax, xs: Iterable[float]) -> None:
     """A log x axis ticked at the values swept."""
     xs = sorted(set(xs))
@@ -423,9 +429,7 @@ def _lines_plot(rows: Sequence[dict], column: str, xlabel: str, title: str, path
         ax.grid(alpha=0.3)
         if block:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 def figure16_plot(rows: Sequence[dict], path: Path) -> None:
@@ -445,9 +449,7 @@ def figure16_plot(rows: Sequence[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
         if block:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 def figure17_plot(rows: Sequence[dict], points: Sequence[dict], path: Path) -> None:
@@ -465,9 +467,7 @@ def figure17_plot(rows: Sequence[dict], points: Sequence[dict], path: Path) -> N
                color=[_colour(r["scheduler"]) for r in rows])
     bar_ax.set(ylabel="average stage slowdown", title="Fig. 17(b): average stage slowdown")
     bar_ax.tick_params(axis="x", labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, path)
 
 
 NORMALISED_COLUMNS = ("metric", "scheduler", "seeds", "mean_s", "normalised_to_fs", "grouper_reduction_pct")

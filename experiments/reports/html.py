@@ -4,6 +4,7 @@ be copied or archived and its ``report.html`` still opens."""
 from __future__ import annotations
 
 import base64
+import os
 from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
@@ -27,6 +28,14 @@ figcaption { color: #555; font-size: 0.9em; }
 pre { background: #f8f8f8; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 .scroll { overflow-x: auto; }
 """
+
+
+def write(path: Path, text: str) -> Path:
+    """Write a page whole (through a temporary name): a reader never sees half a report."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
 
 
 def page(title: str, subtitle: str, parts: Iterable[str]) -> str:

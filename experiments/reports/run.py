@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from experiments.errors import one_line
@@ -76,11 +75,7 @@ def render_run(data: RunData) -> str:
 def write_run_report(run: str | Path) -> Path:
     """Write ``report.html`` into a run directory (one with ``summary.json``); returns its path."""
     data = load(run)
-    path = data.path / REPORT
-    tmp = path.with_name(f".{REPORT}.{os.getpid()}")
-    tmp.write_text(render_run(data))
-    os.replace(tmp, path)
-    return path
+    return html.write(data.path / REPORT, render_run(data))
 
 
 def run_summary(run: str | Path) -> str:

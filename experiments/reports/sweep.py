@@ -5,7 +5,6 @@ for the reasons behind an untrustworthy cell, and any figures already written th
 from __future__ import annotations
 
 import csv
-import os
 import statistics
 from html import escape
 from pathlib import Path
@@ -123,11 +122,7 @@ def render_sweep(sweep: SweepData) -> str:
 def write_sweep_report(sweep_dir: str | Path) -> Path:
     """Write ``report.html`` into a sweep directory (one with ``results.csv``); returns its path."""
     sweep = SweepData(sweep_dir)
-    path = sweep.path / REPORT
-    tmp = path.with_name(f".{REPORT}.{os.getpid()}")
-    tmp.write_text(render_sweep(sweep))
-    os.replace(tmp, path)
-    return path
+    return html.write(sweep.path / REPORT, render_sweep(sweep))
 
 
 def sweep_summary(sweep_dir: str | Path) -> str:
