@@ -55,7 +55,8 @@ class SweepData:
         return None
 
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
-        """Per scheduler, the mean of the kind's compared metric over its completed cells."""
+        """Per scheduler (per part and scheduler in a sweep of parts: they differ in more
+        than the scheduler), the mean of the kind's compared metric over its completed cells."""
         metric = COMPARED.get(self.kind() or "")
         if metric is None or not any(row.get("scheduler") for row in self.rows):
             return None
@@ -63,7 +64,8 @@ class SweepData:
         by: dict[str, list[float]] = {}
         for row in self.rows:
             if row.get("completed") == "true" and row.get(column):
-                by.setdefault(row["scheduler"], []).append(float(row[column]))
+                group = f"{row['part']} / {row['scheduler']}" if row.get("part") else row["scheduler"]
+                by.setdefault(group, []).append(float(row[column]))
         if not by:
             return None
         rows = [[scheduler, num(statistics.fmean(values), unit), str(len(values)),
