@@ -30,8 +30,10 @@ from experiments.platform.run import run_workload
 from topologies import queues
 from topologies.fabric import host_interface
 
-# Packets whose TCP sequence number's low 6 bits are 0: about 1 in 64 data segments,
-# spread over the whole run (1448-byte segments walk through every residue).
+# Packets whose TCP sequence number's low 6 bits are 0. Full segments are 8948 bytes
+# (4 x an odd number; 1448 = 8 x odd at MTU 1500), so a connection's sequence numbers
+# walk through 16 of the 64 residues: a random quarter of the connections (by their
+# initial sequence number) is sampled, at 1 in 16 of its segments, over the whole run.
 SAMPLE_FILTER = "tcp and (tcp[7] & 0x3f) == 0"
 SAMPLE_LIMIT = 20000
 
