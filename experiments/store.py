@@ -8,6 +8,7 @@ CPUs, load and the checkout's ``git_commit`` and ``git_dirty``), raw logs,
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import platform
@@ -62,11 +63,18 @@ def point_latest(run: Path) -> None:
 
 def read_jsonl(path: Path, missing_ok: bool = False) -> list:
     """A JSON-lines file (``events.jsonl``, ``decisions.jsonl``): one value a line,
-    blank lines skipped; a missing file is ``[]`` when ``missing_ok`` (a run cut short
+    blank lines skipped; where only ``NAME.gz`` exists (a run kept in measurements/)
+    that is read; a missing file is ``[]`` when ``missing_ok`` (a run cut short
     before its driver wrote one)."""
-    if missing_ok and not path.exists():
+    path = Path(path)
+    packed = path.with_name(path.name + ".gz")
+    if not path.exists() and packed.exists():
+        text = gzip.decompress(packed.read_bytes()).decode()
+    elif missing_ok and not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    else:
+        text = path.read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def write_jsonl(path: Path, rows) -> None:

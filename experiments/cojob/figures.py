@@ -97,15 +97,14 @@ def solo_calibration(run_dirs: Iterable[str | Path]) -> gm.SoloSct:
     runs = []
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
-        for name in ("events.jsonl", "workload.json"):
-            if not (run_dir / name).is_file():
-                raise SpecError("--solo", f"{run_dir}: no {name} (a solo run directory holds both)")
+        if not gm.has_run(run_dir):
+            raise SpecError("--solo", f"{run_dir}: no events.jsonl and workload.json (a solo run directory holds both)")
         runs.append(gm.read_run(run_dir))
     return gm.pool_solo(runs)
 
 
 def _cell_metrics(cell_dir: Path, summary: dict, solo: gm.SoloSct | None) -> dict:
-    if (cell_dir / "events.jsonl").is_file() and (cell_dir / "workload.json").is_file():
+    if gm.has_run(cell_dir):
         return gm.summarise(*gm.read_run(cell_dir), solo)
     if solo:
         return {**summary, "stage_slowdown": gm.stage_slowdown(summary.get("sct_s", []), solo)}

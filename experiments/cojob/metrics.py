@@ -56,6 +56,13 @@ from experiments.errors import SpecError
 SoloSct = dict[tuple[str, int], float]
 
 
+def has_run(run_dir: str | Path) -> bool:
+    """Whether ``read_run`` can read the directory (events plain or gzipped, and the workload)."""
+    run_dir = Path(run_dir)
+    return (run_dir / "workload.json").is_file() and any(
+        (run_dir / name).is_file() for name in ("events.jsonl", "events.jsonl.gz"))
+
+
 def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
     """The events (one JSON object a line) and workload dict of a run directory."""
     run_dir = Path(run_dir)

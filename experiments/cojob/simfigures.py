@@ -163,7 +163,7 @@ def load(results_dir: str | Path) -> SimSweep:
             left_out.append(f"{row['cell']}: not completed")
         elif row["trustworthy"] != "true":
             left_out.append(f"{row['cell']}: untrustworthy")
-        elif not ((run_dir / "events.jsonl").is_file() and (run_dir / "workload.json").is_file()):
+        elif not gm.has_run(run_dir):
             left_out.append(f"{row['cell']}: no events.jsonl and workload.json")
         else:
             if row["seed"] and not row["seed"].isdigit():
