@@ -95,8 +95,7 @@ def validate(raw) -> dict:
         if jobs != 2 ** (len(stages) - 1):
             raise SpecError("workload.jobs", f"successive halving over {len(stages)} stages needs "
                                              f"{2 ** (len(stages) - 1)} jobs, got {jobs}")
-        resolved_workload["placement"] = _placement(workload.get("placement"),
-                                                    [h.name for h in emulation_spec.fabric_of(common).hosts])
+        resolved_workload["placement"] = _placement(workload.get("placement"), common)
         resolved_workload.update(models=models, stage_iterations=stages, jobs=jobs,
                                  cojobs_per_model=integer("workload.cojobs_per_model",
                                                           workload.get("cojobs_per_model", 1), minimum=1,
@@ -114,7 +113,7 @@ def validate(raw) -> dict:
             "workload": resolved_workload, "scheduler": resolved_scheduler}
 
 
-def _placement(raw, hosts: list[str]) -> dict:
+def _placement(raw, common: dict) -> dict:
     """``spread`` (every task over every host: fewest of its job's tasks, then racks,
     then load) or ``{kind: gpu_servers, gpu_hosts: [...]}``: the paper's testbed
     (§V-A), workers on the GPU servers and PSs on the CPU servers (every other host)."""
@@ -131,6 +130,7 @@ def _placement(raw, hosts: list[str]) -> dict:
         return {"kind": kind}
     if "gpu_hosts" not in placement:
         raise SpecError("workload.placement.gpu_hosts", "is required for gpu_servers placement")
+    hosts = [h.name for h in emulation_spec.fabric_of(common).hosts]  # only this kind names hosts
     gpu_hosts = []
     for path, host in items("workload.placement.gpu_hosts", placement["gpu_hosts"], non_empty=True):
         if word(path, host) not in hosts:

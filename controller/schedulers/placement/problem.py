@@ -186,6 +186,18 @@ class Pair:
         return any(b > 0 for series in self.phases for b in series)
 
 
+def _by_name(field: str, values: Iterable, cls: type, name) -> dict:
+    """``values`` keyed by ``name(value)``, each a ``cls``, no name twice."""
+    out = {}
+    for value in values:
+        if not isinstance(value, cls):
+            raise ValueError(f"{field}: expected a {cls.__name__}, got {value!r}")
+        if name(value) in out:
+            raise ValueError(f"{field}: {name(value)} given twice")
+        out[name(value)] = value
+    return out
+
+
 class Problem:
     """Machines, tasks and transfers, validated together.
 
@@ -197,22 +209,10 @@ class Problem:
     """
 
     def __init__(self, machines: Iterable[Machine], tasks: Iterable[Task], transfers: Iterable[Transfer]):
-        self.machines: dict[str, Machine] = {}
-        for m in machines:
-            if not isinstance(m, Machine):
-                raise ValueError(f"machines: expected a Machine, got {m!r}")
-            if m.name in self.machines:
-                raise ValueError(f"machines: {m.name} given twice")
-            self.machines[m.name] = m
+        self.machines: dict[str, Machine] = _by_name("machines", machines, Machine, lambda m: m.name)
         if not self.machines:
             raise ValueError("machines: none given")
-        self.tasks: dict[str, Task] = {}
-        for t in tasks:
-            if not isinstance(t, Task):
-                raise ValueError(f"tasks: expected a Task, got {t!r}")
-            if t.task_id in self.tasks:
-                raise ValueError(f"tasks: {t.task_id} given twice")
-            self.tasks[t.task_id] = t
+        self.tasks: dict[str, Task] = _by_name("tasks", tasks, Task, lambda t: t.task_id)
         self._check_stores()
         self.rings = self._rings()
         self._check_uniform_demands()
