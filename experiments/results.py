@@ -24,6 +24,17 @@ from experiments.validation import read_yaml, shown_path
 DURATION_COLUMNS = ("cell_s", "wall_s")
 
 
+def csv_value(value) -> str:
+    """A value as ``results.csv`` spells it (a mapping or list as sorted JSON)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
 def lookup(data, dotted: str):
     """``data``'s value at a dotted field (``topology.host_mbps``); None where absent."""
     for part in dotted.split("."):

@@ -52,7 +52,6 @@ import copy
 import csv
 import fnmatch
 import itertools
-import json
 import math
 import os
 import random
@@ -68,7 +67,7 @@ import yaml
 from experiments import store
 from experiments.errors import SpecError, one_line
 from experiments.reports import publish_sweep
-from experiments.results import durations, lookup, read_summary
+from experiments.results import csv_value, durations, lookup, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
 
@@ -382,16 +381,6 @@ def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None,
     return row
 
 
-def _csv_value(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return str(value)
-
-
 def write_results(path: Path, rows: list[dict]) -> None:
     """One row per cell; fixed columns first, then every other column in first-seen
     order (later cells may add summary fields). Replaced atomically, as a reader
@@ -403,7 +392,7 @@ def write_results(path: Path, rows: list[dict]) -> None:
     with open(tmp, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(columns)
-        writer.writerows([_csv_value(row.get(key)) for key in columns] for row in rows)
+        writer.writerows([csv_value(row.get(key)) for key in columns] for row in rows)
     os.replace(tmp, path)
 
 
@@ -429,7 +418,7 @@ def select(sweep: Sweep, patterns=()) -> tuple[Cell, ...]:
 def list_lines(cells) -> list[str]:
     """``--list``: each cell's id and its overrides (and part), in run order."""
     width = max((len(cell.id) for cell in cells), default=0)
-    return [f"{cell.id:<{width}}  " + " ".join([*(f"{k}={_csv_value(v)}" for k, v in cell.overrides.items()),
+    return [f"{cell.id:<{width}}  " + " ".join([*(f"{k}={csv_value(v)}" for k, v in cell.overrides.items()),
                                                  *([f"part={cell.part}"] if cell.part else [])])
             for cell in cells]
 

@@ -1,11 +1,15 @@
 """The cojob coordinator's decisions on hand-made workloads: the paper's Sincronia
 (one coflow per job and iteration) against the stage-level one."""
+import json
+
 import pytest
 
 from experiments.cojob import scheduling
+from experiments.cojob import spec as cojob_spec
 from experiments.cojob import simulated
 from experiments.cojob import workload as cojob_mod
 from experiments.cojob.coordinator import CojobCoordinator, Decision
+from experiments.errors import SpecError
 from experiments.runner import read_spec
 
 SCALING = cojob_mod.Scaling(link_mbps=8, bytes_scale=1.0)
@@ -115,3 +119,85 @@ def test_a_job_without_load_is_no_coflow_and_no_stage(scheduler):
     _, decisions = _started(workload, scheduler)
     assert {key.job for key in decisions[-1].queues} == {"c1j0"}
     assert len(decisions[-1].order) == 1
+
+
+# --- a GPU cluster: cojobs wait for GPUs, placed as admitted -------------------------------
+
+def _gpu_workload(gpus_per_host: int, workers: int = 1, n_cojobs: int = 2) -> cojob_mod.Workload:
+    """``n_cojobs`` cojobs of 2 jobs x 2 stages (job 1 killed after stage 0), ``workers``
+    workers and one PS a job, all arriving at 0, on hosts h1..h3 in two racks."""
+    plans = tuple(cojob_mod.CojobPlan(c, cojob_mod.ModelProfile(f"m{c}", 1.0, 0.0), (1, 1),
+                                      (cojob_mod.JobPlan(c, 0, 2), cojob_mod.JobPlan(c, 1, 1)),
+                                      cojob_mod.Arrival(at_s=0)) for c in range(n_cojobs))
+    racks = {"h1": "s1", "h2": "s1", "h3": "s2"}
+    return cojob_mod.Workload(plans, {}, "test",
+                              cojob_mod.GpuCluster(tuple(racks), racks, gpus_per_host, workers, 1, seed=0))
+
+
+def _kinds(actions) -> list[str]:
+    return [a.kind if hasattr(a, "kind") else type(a).__name__ for a in actions]
+
+
+def test_a_cojob_waits_for_gpus_and_is_placed_when_a_killed_job_frees_them():
+    coordinator = CojobCoordinator(_gpu_workload(gpus_per_host=1), SCALING, "fs", 2.0)
+    assert _kinds(coordinator.arrive(0, 0.0)) == ["cojob_arrival", "cojob_admitted", "StartCojob"]
+    assert _kinds(coordinator.arrive(1, 0.5)) == ["cojob_arrival"]  # 2 of 3 GPUs taken, it needs 2
+    assert set(coordinator.placements) == {"c0j0", "c0j1"}
+    coordinator.ready(0, 1.0)
+    coordinator.worker_done("c0j0", 0, 0, 2.0)
+    actions = coordinator.worker_done("c0j1", 0, 0, 3.0)  # stage 0 ends: c0j1 killed, its GPU freed
+    admitted = [a for a in actions if getattr(a, "kind", None) == "cojob_admitted"]
+    assert len(admitted) == 1 and admitted[0].fields["cojob"] == 1 and admitted[0].fields["waited_s"] == 2.5
+    workers = [coordinator.placements[key].workers[0] for key in ("c0j0", "c1j0", "c1j1")]
+    assert len(set(workers)) == 3  # one GPU a host: never two workers on one
+    assert coordinator.placements["c1j0"].workers[0] == coordinator.placements["c0j1"].workers[0] or \
+        coordinator.placements["c1j1"].workers[0] == coordinator.placements["c0j1"].workers[0]
+
+
+def test_gpu_slots_pack_workers_first_fit_and_keep_ps_off_their_workers_hosts():
+    workload = _gpu_workload(gpus_per_host=2)
+    slots = cojob_mod.GpuSlots(workload.gpus)
+    placements = slots.place(workload.cojobs[0])
+    first = slots.order[0]
+    assert [placements[k].workers for k in ("c0j0", "c0j1")] == [(first,), (first,)]  # both on one server
+    assert all(p.ps[0] != first for p in placements.values())
+    assert sum(slots.free.values()) == 4 and not slots.fits(cojob_mod.CojobPlan(
+        9, cojob_mod.ModelProfile("big", 1.0, 0.0), (1,) * 4, tuple(cojob_mod.JobPlan(9, j, 4) for j in range(8)),
+        cojob_mod.Arrival(at_s=0)))
+    for placement in placements.values():
+        slots.release(placement)
+    assert slots.free == dict.fromkeys(("h1", "h2", "h3"), 2) and set(slots.ps_load.values()) == {0}
+
+
+def test_a_cojob_larger_than_the_cluster_is_refused_naming_the_field():
+    with pytest.raises(SpecError, match="workload.placement.gpus_per_host.*needs 4 GPUs.*has 3"):
+        _gpu_workload(gpus_per_host=1, workers=2)
+
+
+def test_gpu_slots_is_simulator_only_and_its_runs_record_their_placements(tmp_path):
+    raw = read_spec("experiments/specs/grouper-sim-paper-smoke.yaml")
+    raw["workload"]["placement"] = {"kind": "gpu_slots", "gpus_per_host": 1}
+    raw["topology"].update(host_mbps=100, fabric_mbps=100)  # emulatable rates: the placement is what is refused
+    with pytest.raises(SpecError, match="workload.placement.kind: gpu_slots runs only on the simulator"):
+        cojob_spec.validate(raw)
+    spec = simulated.validate(raw)
+    run = simulated.simulate_spec(spec, str(tmp_path / "run"))
+    placements = json.loads((run / "workload.json").read_text())["placements"]
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    admitted = [e for e in events if e["kind"] == "cojob_admitted"]
+    assert len(admitted) == len({e["cojob"] for e in admitted})  # once each
+    assert {e["cojob"] for e in admitted} == {e["cojob"] for e in events if e["kind"] == "cojob_arrival"}
+    assert any(e["waited_s"] > 0 for e in admitted)  # 1 GPU a host: the smoke cluster makes cojobs queue
+    assert set(placements) == {e["job"] for e in events if e["kind"] in ("job_killed", "job_finished")}
+    # At no time do the live jobs' workers hold more GPUs than a host has.
+    live, held = set(), {}
+    for event in events:
+        if event["kind"] == "cojob_admitted":
+            live |= {key for key in placements if key.startswith(f"c{event['cojob']}j")}
+        elif event["kind"] in ("job_killed", "job_finished"):
+            live.discard(event["job"])
+        held = {}
+        for key in live:
+            for host in placements[key]["workers"]:
+                held[host] = held.get(host, 0) + 1
+        assert max(held.values(), default=0) <= 1

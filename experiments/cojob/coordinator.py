@@ -8,9 +8,13 @@ It never reads a clock, starts a process or touches a socket: every call takes
 backend carries out in order.
 
 What it knows and does:
-- A cojob arrives (``arrive``: at a timed arrival, or ``StartCojob`` returned when the
-  stage it waits on ends); its tasks start; once they are ready (``ready``: every task
+- A cojob arrives (``arrive``: at a timed arrival, or when the stage it waits on
+  ends); its tasks start (``StartCojob``); once they are ready (``ready``: every task
   said hello in the emulation, at once in the simulator) its stage 0 starts.
+- On a GPU cluster (``workload.gpus``) an arrived cojob first waits for GPUs, first
+  come first served: it is admitted (``cojob_admitted``) and its jobs placed
+  (``placements``) once its stage 0's workers fit in the free GPUs, which stopped jobs
+  give back. Its SCTs still count from its arrival.
 - A stage ends when every worker of every surviving job reported it done
   (``worker_done``); then the worse half is killed by the plan's learning curves
   (offline knowledge the plan holds; an online scheduler never reads it before the
@@ -103,6 +107,10 @@ class CojobCoordinator:
         self.cojob_of = {job.key: plan.cojob_id for plan in workload.cojobs for job in plan.jobs}
         self.iterations_done: dict[str, int] = {}  # live job -> worker 0's iterations in the running stage
         self.stopped: set[str] = set()
+        # Where every job's tasks run: the workload's, or filled in as cojobs are admitted.
+        self.placements: dict[str, cojob_mod.JobPlacement] = dict(workload.placements)
+        self.slots = cojob_mod.GpuSlots(workload.gpus) if workload.gpus else None
+        self.waiting: list[int] = []  # arrived cojobs waiting for GPUs, in arrival order
 
     @property
     def periodic(self) -> bool:
@@ -122,13 +130,29 @@ class CojobCoordinator:
                       for c in self.cojobs.values() if c.plan.arrival.at_s is not None)
 
     def workers(self, job: str) -> int:
-        return len(self.workload.placements[job].workers)
+        return len(self.placements[job].workers)
 
     # --- events in ---------------------------------------------------------------------
     def arrive(self, cojob: int, now: float) -> list[Action]:
         c = self.cojobs[cojob]
         c.arrived_t, c.alive = now, [job.key for job in c.plan.jobs]
-        return [Note("cojob_arrival", {"cojob": cojob, "model": c.plan.model}), StartCojob(cojob)]
+        arrival = Note("cojob_arrival", {"cojob": cojob, "model": c.plan.model})
+        if self.slots is None:
+            return [arrival, StartCojob(cojob)]
+        self.waiting.append(cojob)
+        return [arrival, *self._admit(now)]
+
+    def _admit(self, now: float) -> list[Action]:
+        """Start waiting cojobs, oldest first, while the oldest fits (no overtaking)."""
+        actions: list[Action] = []
+        while self.waiting and self.slots.fits(self.cojobs[self.waiting[0]].plan):
+            c = self.cojobs[self.waiting.pop(0)]
+            placements = self.slots.place(c.plan)
+            self.placements.update(placements)
+            actions += [Note("cojob_admitted", {"cojob": c.plan.cojob_id, "waited_s": now - c.arrived_t,
+                                                "hosts": sorted({h for p in placements.values() for h in p.workers})}),
+                        StartCojob(c.plan.cojob_id)]
+        return actions
 
     def ready(self, cojob: int, now: float) -> list[Action]:
         """The cojob's tasks are up: its stage 0 starts."""
@@ -183,10 +207,14 @@ class CojobCoordinator:
             actions.append(StopJob(key))
             self.stopped.add(key)
             self.iterations_done.pop(key, None)
+            if self.slots:
+                self.slots.release(self.placements[key])
         c.alive = [key for key in c.alive if key not in self.stopped]
         for other in self.cojobs.values():
             if other.arrived_t is None and other.plan.arrival.after == (cojob, stage):
                 actions += self.arrive(other.plan.cojob_id, now)
+        if self.slots:
+            actions += self._admit(now)  # the stopped jobs' GPUs are free
         if last:
             c.ended, c.stage = True, None
             actions.append(Note("cojob_end", {"cojob": cojob}))
@@ -204,7 +232,7 @@ class CojobCoordinator:
         for c in self.cojobs.values():
             if c.stage is None:
                 continue
-            stages = scheduling.remaining_stages(c.plan, self.workload.placements, self.scaling.bytes_scale, c.stage,
+            stages = scheduling.remaining_stages(c.plan, self.placements, self.scaling.bytes_scale, c.stage,
                                                  {key: self.progress(key) if self.progress else
                                                   self.iterations_done[key] for key in c.alive},
                                                  c.stage_started_t, now, offline)
@@ -215,7 +243,7 @@ class CojobCoordinator:
     def coflows_now(self) -> list[Stage]:
         """Each live job's current iteration as one coflow (``sincronia``), loads in bytes."""
         return [coflow for c in self.cojobs.values() if c.stage is not None
-                for coflow in scheduling.iteration_coflows(c.plan, self.workload.placements,
+                for coflow in scheduling.iteration_coflows(c.plan, self.placements,
                                                            self.scaling.bytes_scale, c.alive)]
 
     def _reschedule(self, now: float) -> list[Action]:
@@ -236,7 +264,7 @@ class CojobCoordinator:
             stage_id = f"c{c.plan.cojob_id}/s{c.stage}"
             for key in c.alive:
                 ranked_id = key if self.per_iteration else stage_id  # what the order ranks the job's flows as
-                placement = self.workload.placements[key]
+                placement = self.placements[key]
                 for w, worker in enumerate(placement.workers):
                     for p, ps in enumerate(placement.ps):
                         if worker == ps:

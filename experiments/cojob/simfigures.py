@@ -44,6 +44,7 @@ import matplotlib
 from experiments.cojob import metrics as gm
 from experiments.cojob.figures import FS, GROUPER, LABELS, PAPER_ORDER, canonical, paired_ratio, write_csv
 from experiments.errors import SpecError
+from experiments.results import csv_value
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -132,13 +133,6 @@ def _value(text: str):
         return text
 
 
-def _csv_text(value) -> str:
-    """A base spec's value as ``results.csv`` would spell it."""
-    if value is None:
-        return ""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def load(results_dir: str | Path) -> SimSweep:
     """The usable cells of a simulated sweep directory, with what was left out and the base point."""
     results_dir = Path(results_dir)
@@ -150,7 +144,7 @@ def load(results_dir: str | Path) -> SimSweep:
     if not isinstance(record, dict) or not isinstance(record.get("base_spec"), dict):
         raise SpecError("DIR", f"{record_path}: not a sweep record")
     fields = list(record.get("grid") or {})
-    base = {field: _value(_csv_text(_dotted(record["base_spec"], field))) for field in fields}
+    base = {field: _value(csv_value(_dotted(record["base_spec"], field))) for field in fields}
     with open(table, newline="") as f:
         rows = list(csv.DictReader(f))
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy", *fields):

@@ -165,13 +165,8 @@ class CojobSimulation:
         self.policy: dict[FlowKey, tuple[int, int]] = {}
         self.events: list[dict] = []
         self.decisions: list[dict] = []
-        self.jobs: dict[str, _Job] = {}
-        for plan in workload.cojobs:
-            for job in plan.jobs:
-                placement = workload.placements[job.key]
-                iteration = cojob_mod.scaled(plan.profile, scaling, len(placement.ps))
-                self.jobs[job.key] = _Job(job.key, placement, iteration.bytes_per_partition,
-                                          iteration.compute_s if variant.compute else 0.0)
+        self.scaling = scaling
+        self.jobs: dict[str, _Job] = {}  # of every started cojob (placed by then, on a GPU cluster as admitted)
 
     # --- the clock -----------------------------------------------------------------
     def at(self, t: float, action: Callable, *args, tick: bool = False) -> None:
@@ -212,6 +207,12 @@ class CojobSimulation:
             if isinstance(action, Note):
                 self.events.append({"kind": action.kind, "t": self.now, **action.fields})
             elif isinstance(action, StartCojob):
+                plan = self.coordinator.cojobs[action.cojob].plan
+                for job in plan.jobs:
+                    placement = self.coordinator.placements[job.key]
+                    iteration = cojob_mod.scaled(plan.profile, self.scaling, len(placement.ps))
+                    self.jobs[job.key] = _Job(job.key, placement, iteration.bytes_per_partition,
+                                              iteration.compute_s if self.variant.compute else 0.0)
                 # After this batch: the emulation's stage 0 waits for the tasks' hello, so
                 # its decision sees whatever else this batch started.
                 self.at(self.now, self.ready, action.cojob)
@@ -352,7 +353,7 @@ def model_avg_sct_s(run: cojob_spec.CojobRun) -> float:
 def validate(raw) -> dict:
     """A cojob spec validated for the simulator: link rates beyond what this box emulates are allowed."""
     with simulated_rates():
-        return cojob_spec.validate(raw)
+        return cojob_spec.validate(raw, simulated=True)
 
 
 def simulate_spec(spec: dict, out: str | None = None) -> Path:
@@ -365,6 +366,9 @@ def _simulate_into(spec: dict, run: Path) -> dict:
     workload = simulation.coordinator.workload
     store.write_json(run / "workload.json", workload.to_dict())
     result = simulation.run()
+    if workload.gpus:  # the placements are the run's own, made as cojobs were admitted
+        store.write_json(run / "workload.json", {**workload.to_dict(), "placements": {
+            key: placement.to_dict() for key, placement in simulation.coordinator.placements.items()}})
     store.write_jsonl(run / "events.jsonl", result.events)
     store.write_jsonl(run / "decisions.jsonl", result.decisions)
     return {**grouper_metrics.summarise(result.events, workload.to_dict()), "scheduler": spec["scheduler"]["name"],

@@ -45,7 +45,8 @@ WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iteratio
                    "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob", "comm_comp_ratio", "placement"}
 ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor", "shape"}
 ARRIVAL_KINDS = ("testbed", "poisson", "weibull")
-PLACEMENT_KINDS = ("spread", "gpu_servers")
+PLACEMENT_KINDS = ("spread", "gpu_servers", "gpu_slots")
+MAX_GPUS_PER_HOST = 64
 # sincronia is the paper's baseline (one coflow per job and iteration); sincronia-stage
 # runs the same BSSI over cojob stages, which is not the paper's (scheduling.py).
 SCHEDULERS = ("fs", "baraat", "sincronia", "sincronia-stage", "grouper", "grouper-immediate", "grouper-offline")
@@ -56,8 +57,9 @@ MAX_COJOBS = 200
 MAX_STAGE_ITERATIONS = 100_000
 
 
-def validate(raw) -> dict:
-    """Check a cojob spec and return it resolved (defaults filled)."""
+def validate(raw, simulated: bool = False) -> dict:
+    """Check a cojob spec and return it resolved (defaults filled); ``simulated``: for
+    the simulator, which alone places jobs as they are admitted (``gpu_slots``)."""
     spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "workload", "scheduler"))
     common = emulation_spec.validate_common(spec)
     workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind",))
@@ -95,7 +97,7 @@ def validate(raw) -> dict:
         if jobs != 2 ** (len(stages) - 1):
             raise SpecError("workload.jobs", f"successive halving over {len(stages)} stages needs "
                                              f"{2 ** (len(stages) - 1)} jobs, got {jobs}")
-        resolved_workload["placement"] = _placement(workload.get("placement"), common)
+        resolved_workload["placement"] = _placement(workload.get("placement"), common, simulated)
         resolved_workload.update(models=models, stage_iterations=stages, jobs=jobs,
                                  cojobs_per_model=integer("workload.cojobs_per_model",
                                                           workload.get("cojobs_per_model", 1), minimum=1,
@@ -113,17 +115,31 @@ def validate(raw) -> dict:
             "workload": resolved_workload, "scheduler": resolved_scheduler}
 
 
-def _placement(raw, common: dict) -> dict:
+def _placement(raw, common: dict, simulated: bool) -> dict:
     """``spread`` (every task over every host: fewest of its job's tasks, then racks,
-    then load) or ``{kind: gpu_servers, gpu_hosts: [...]}``: the paper's testbed
-    (§V-A), workers on the GPU servers and PSs on the CPU servers (every other host)."""
+    then load), ``{kind: gpu_servers, gpu_hosts: [...]}``: the paper's testbed
+    (§V-A), workers on the GPU servers and PSs on the CPU servers (every other host),
+    or ``{kind: gpu_slots, gpus_per_host: 4}``: the paper's simulated cluster (§V-C),
+    every host a GPU server, cojobs admitted as GPUs free up (``workload.GpuSlots``;
+    simulator only: the emulated tasks start with their cojob's placement known)."""
     if raw is None or raw == "spread":
         return {"kind": "spread"}
     if not isinstance(raw, dict):
         raise SpecError("workload.placement", f"must be spread or a mapping {{kind: gpu_servers, gpu_hosts: [...]}}, "
                                               f"got {raw!r:.60}")
-    placement = mapping("workload.placement", raw, allowed={"kind", "gpu_hosts"}, required=("kind",))
+    placement = mapping("workload.placement", raw, allowed={"kind", "gpu_hosts", "gpus_per_host"}, required=("kind",))
     kind = choice("workload.placement.kind", placement["kind"], PLACEMENT_KINDS)
+    if "gpus_per_host" in placement and kind != "gpu_slots":
+        raise SpecError("workload.placement.gpus_per_host", "only for gpu_slots placement")
+    if kind == "gpu_slots":
+        if not simulated:
+            raise SpecError("workload.placement.kind", "gpu_slots runs only on the simulator (backend: simulated, "
+                                                       "trainbed simulate)")
+        if "gpu_hosts" in placement:
+            raise SpecError("workload.placement.gpu_hosts", "only for gpu_servers placement")
+        return {"kind": kind, "gpus_per_host": integer("workload.placement.gpus_per_host",
+                                                       placement.get("gpus_per_host", 4), minimum=1,
+                                                       maximum=MAX_GPUS_PER_HOST)}
     if kind == "spread":
         if "gpu_hosts" in placement:
             raise SpecError("workload.placement.gpu_hosts", "only for gpu_servers placement")
@@ -208,8 +224,10 @@ def build_workload(spec: dict, fabric: Fabric | None = None) -> cojob_mod.Worklo
         raise SpecError("workload.only_cojob", f"no cojob {only} (have 0..{len(full.cojobs) - 1})")
     plan = replace(plans[0], arrival=cojob_mod.Arrival(at_s=0.0))
     keys = {job.key for job in plan.jobs}
+    # On a GPU cluster the solo cojob is placed as admitted into the empty cluster: the
+    # same packing, though not always the same hosts as in the full run (run-dependent).
     return cojob_mod.Workload((plan,), {k: v for k, v in full.placements.items() if k in keys},
-                              f"{full.source}, cojob {only} alone")
+                              f"{full.source}, cojob {only} alone", full.gpus)
 
 
 def _build_full(spec: dict, fab: Fabric) -> cojob_mod.Workload:
@@ -240,6 +258,11 @@ def _build_full(spec: dict, fab: Fabric) -> cojob_mod.Workload:
     else:
         plans = cojob_mod.testbed_cojobs(w["cojobs_per_model"], spec["seed"], models, w["jobs"], stages)
     placement = w.get("placement", {"kind": "spread"})
+    if placement["kind"] == "gpu_slots":
+        gpus = cojob_mod.GpuCluster(tuple(hosts), racks, placement["gpus_per_host"], w["workers"], w["ps"],
+                                    spec["seed"])
+        return cojob_mod.Workload(tuple(plans), {}, f"{arrivals['kind']} arrivals, gpu_slots placement "
+                                                    f"({placement['gpus_per_host']} GPUs per host)", gpus)
     return cojob_mod.placed(plans, hosts, racks, source=f"{arrivals['kind']} arrivals, {placement['kind']} placement",
                             workers=w["workers"], ps=w["ps"], seed=spec["seed"],
                             worker_hosts=placement.get("gpu_hosts"))

@@ -494,6 +494,94 @@ def place(jobs: Sequence[JobPlan], hosts: Sequence[str], racks: Mapping[str, str
     return placements
 
 
+@dataclass(frozen=True)
+class GpuCluster:
+    """Every host a GPU server with ``gpus_per_host`` GPUs (the paper's simulated
+    cluster, §V-C: "60 GPU-servers and every GPU-server contains 4 GPUs"). Jobs are
+    placed when their cojob is admitted, not in advance (``GpuSlots``); a job has
+    ``workers`` workers, one per GPU, and ``ps`` PSs on the servers' CPUs."""
+
+    hosts: tuple[str, ...]
+    racks: Mapping[str, str]
+    gpus_per_host: int
+    workers: int
+    ps: int
+    seed: int
+
+    def __post_init__(self):
+        if self.ps > len(self.hosts) - 1:
+            raise SpecError("workload.ps", f"at most {len(self.hosts) - 1} PSs: they sit off their job's worker hosts")
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_host * len(self.hosts)
+
+    def check_fits(self, plan: CojobPlan) -> None:
+        """A cojob whose stage 0 needs more GPUs than the cluster has would wait forever."""
+        need = len(plan.jobs) * self.workers
+        if need > self.gpus:
+            raise SpecError("workload.placement.gpus_per_host",
+                            f"cojob {plan.cojob_id} needs {need} GPUs at its stage 0; the cluster has {self.gpus}")
+
+    def to_dict(self) -> dict:
+        return {"hosts": list(self.hosts), "racks": dict(self.racks), "gpus_per_host": self.gpus_per_host,
+                "workers": self.workers, "ps": self.ps, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> GpuCluster:
+        return cls(tuple(data["hosts"]), dict(data["racks"]), data["gpus_per_host"], data["workers"], data["ps"],
+                   data["seed"])
+
+
+class GpuSlots:
+    """Which GPUs of a ``GpuCluster`` are taken, and where admitted jobs go.
+
+    Workers are packed first-fit over the hosts in an order drawn from the seed (a
+    job's workers fill one server's free GPUs before the next server's, as a
+    consolidating cluster scheduler does: our reading; §V-C does not say how jobs
+    are placed). A job's PSs go on hosts other than its workers', each on the one with
+    fewest of the job's tasks in its rack, then fewest live PSs, then the seed's
+    order. A job's GPUs and PS slots are given back when it stops."""
+
+    def __init__(self, cluster: GpuCluster):
+        self.cluster = cluster
+        self.order = list(cluster.hosts)
+        random.Random(f"gpu-slots:{cluster.seed}").shuffle(self.order)
+        self.rank = {host: i for i, host in enumerate(self.order)}
+        self.free = dict.fromkeys(cluster.hosts, cluster.gpus_per_host)
+        self.ps_load = dict.fromkeys(cluster.hosts, 0)
+
+    def fits(self, plan: CojobPlan) -> bool:
+        return len(plan.jobs) * self.cluster.workers <= sum(self.free.values())
+
+    def place(self, plan: CojobPlan) -> dict[str, JobPlacement]:
+        """Take GPUs for every job of ``plan`` (which must fit)."""
+        if not self.fits(plan):
+            raise ValueError(f"cojob {plan.cojob_id} does not fit in the free GPUs")
+        racks, placements = self.cluster.racks, {}
+        for job in plan.jobs:
+            workers = []
+            for _ in range(self.cluster.workers):
+                host = next(h for h in self.order if self.free[h])
+                self.free[host] -= 1
+                workers.append(host)
+            ps = []
+            for _ in range(self.cluster.ps):
+                chosen = workers + ps
+                host = min((h for h in self.order if h not in chosen),
+                           key=lambda h: (sum(racks[c] == racks[h] for c in chosen), self.ps_load[h], self.rank[h]))
+                self.ps_load[host] += 1
+                ps.append(host)
+            placements[job.key] = JobPlacement(tuple(workers), tuple(ps))
+        return placements
+
+    def release(self, placement: JobPlacement) -> None:
+        for host in placement.workers:
+            self.free[host] += 1
+        for host in placement.ps:
+            self.ps_load[host] -= 1
+
+
 class Flow(NamedTuple):
     src: str
     dst: str
@@ -556,6 +644,7 @@ class Workload:
     cojobs: tuple[CojobPlan, ...]
     placements: Mapping[str, JobPlacement]
     source: str
+    gpus: GpuCluster | None = None  # set: jobs are placed as their cojob is admitted, placements empty
 
     def __post_init__(self):
         stages = {}
@@ -564,8 +653,10 @@ class Workload:
                 raise SpecError(f"cojobs[{plan.cojob_id}].cojob_id", "duplicate")
             stages[plan.cojob_id] = len(plan.stage_iterations)
         for plan in self.cojobs:
+            if self.gpus is not None:
+                self.gpus.check_fits(plan)
             for job in plan.jobs:
-                if job.key not in self.placements:
+                if self.gpus is None and job.key not in self.placements:
                     raise SpecError(f"placements.{job.key}", "missing")
             if plan.arrival.after is not None:
                 cojob_id, stage_index = plan.arrival.after
@@ -575,12 +666,14 @@ class Workload:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "cojobs": [plan.to_dict() for plan in self.cojobs],
-                "placements": {key: placement.to_dict() for key, placement in self.placements.items()}}
+                "placements": {key: placement.to_dict() for key, placement in self.placements.items()},
+                **({"gpus": self.gpus.to_dict()} if self.gpus else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Workload:
         return cls(tuple(CojobPlan.from_dict(plan) for plan in data["cojobs"]),
-                   {key: JobPlacement.from_dict(p) for key, p in data["placements"].items()}, data["source"])
+                   {key: JobPlacement.from_dict(p) for key, p in data["placements"].items()}, data["source"],
+                   GpuCluster.from_dict(data["gpus"]) if "gpus" in data else None)
 
 
 def placed(cojobs: Sequence[CojobPlan], hosts: Sequence[str], racks: Mapping[str, str], source: str,
