@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from experiments.errors import SpecError
@@ -48,12 +50,26 @@ def _sweep(args) -> int:
         if invalid:
             print(f"{len(invalid)} cells have an invalid spec: {', '.join(invalid)}")
         return 1 if invalid else 0
-    result = run_sweep_file(args.sweep, out=args.out, only=args.only, force=args.force)
+    executor = contextlib.nullcontext()  # None: the cells run here, one after another
+    if args.cluster:
+        from experiments.cluster import connect
+        executor = connect(args.cluster)
+    elif args.local is not None:
+        from experiments.cluster import local
+        executor = local(args.local, emulated=load(args.sweep).backend == "emulated")
+    with executor as running:
+        result = run_sweep_file(args.sweep, out=args.out, only=args.only, force=args.force, executor=running)
     if result.failed:
         print(f"{len(result.failed)} of {len(result.rows)} cells did not complete: {', '.join(result.failed)} "
               f"(run again with --out {result.directory} to retry only those)")
         return 1
     return 0
+
+
+def _worker(args) -> int:
+    from experiments.cluster import worker_command
+    command = worker_command(args.address, args.fabric, args.cpus)
+    os.execv(command[0], command)
 
 
 def _figures(args) -> int:
@@ -99,7 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check every cell's spec, print what would run and the estimated time; run nothing")
     sweep.add_argument("--force", action="store_true",
                        help="resume a sweep directory started under another commit (or a clean tree, now dirty)")
+    where = sweep.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="ADDRESS",
+                       help="run the cells on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786)")
+    where.add_argument("--local", type=int, metavar="N",
+                       help="run the cells N at a time on this machine, through a local Dask cluster")
     sweep.set_defaults(func=_sweep)
+    worker = sub.add_parser("worker", help="serve sweep cells to a Dask scheduler (trainbed sweep --cluster)")
+    worker.add_argument("address", help="the Dask scheduler's address (e.g. tcp://10.0.0.1:8786)")
+    worker.add_argument("--fabric", action="store_true",
+                        help="this machine's fabric slot: run emulated cells, one at a time (as root)")
+    worker.add_argument("--cpus", type=int, metavar="K",
+                        help="run K simulated cells at once (default: the usable CPUs; 0 with --fabric)")
+    worker.set_defaults(func=_worker)
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
     figures.add_argument("paper", choices=("grouper", "grouper-sim"),
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18")

@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import time
@@ -126,8 +127,9 @@ def git_state() -> dict:
 
 
 def environment() -> dict:
-    """Package versions, kernel, CPUs (count, usable, cgroup quota), load and the
-    code's commit: what a reader needs to judge a run and find its code again."""
+    """Package versions, kernel, the machine (host name) and its architecture, CPUs
+    (count, usable, cgroup quota), load and the code's commit: what a reader needs to
+    judge a run and find its code again."""
     versions = {}
     for pkg in PACKAGES:
         try:
@@ -146,7 +148,8 @@ def environment() -> dict:
         "packages": versions,
         "tools": tools,
         "kernel": platform.release(),
-        "machine": platform.machine(),
+        "machine": socket.gethostname(),  # which machine ran it: cells of a cluster sweep run on several
+        "arch": platform.machine(),
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "cpu_quota_cores": cpu.quota_cores(cpu.cgroup_cpu_dirs()),

@@ -12,14 +12,15 @@ A sweep file::
     report: [avg_jct_s, fidelity.cpu_idle_share]   # optional: summary fields to show
     order: {shuffle: 7}                    # optional: cells in a shuffled order, seed 7
 
-Every combination is a cell, run one after another (one fabric is up at a time)
-into ``DIR/cells/<cell id>/``; the id is a slug of the cell's overrides
+Every combination is a cell, run one after another (one fabric is up at a time),
+or by another ``Executor`` (a Dask cluster: ``experiments.cluster``), into
+``DIR/cells/<cell id>/``; the id is a slug of the cell's overrides
 (``sched-grouper_seed-1_topology.host_mbps-100``), so it is the same on every run of
 the sweep. Re-running into the same directory resumes: a cell whose summary.json
 says ``"completed": true`` is kept; any other is set aside under ``DIR/failed/`` and
 run again into a fresh directory (a runner refuses a directory holding a summary).
-A cell that raises is recorded and the sweep goes on. ``DIR/results.csv`` is
-rewritten after every cell, so a sweep stopped halfway still has its table; its
+A cell that raises is recorded and the sweep goes on. ``DIR/results.csv`` and the
+report are rewritten after every cell, so a sweep stopped halfway still has its table; its
 ``cell_s`` (seconds per cell) makes the ETA of the progress lines of a later resume.
 
 Cells run seeds outermost and schedulers innermost. ``order: {shuffle: SEED}`` runs
@@ -58,9 +59,10 @@ import random
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import yaml
 
@@ -244,17 +246,23 @@ def _shuffle(raw) -> int | None:
     return integer("order.shuffle", order["shuffle"], minimum=0)
 
 
-def _ordered(cells, seed: int | None) -> tuple[Cell, ...]:
-    """``cells`` as declared, or with ``seed`` their groups shuffled: a group is the
-    cells that differ only in their scheduler, kept together and in their order, so
-    that each comparison of schedulers still runs side by side."""
-    if seed is None:
-        return tuple(cells)
-    groups: dict[tuple, list[Cell]] = {}
+def groups(cells) -> list[list[Cell]]:
+    """``cells`` in groups, in first-seen order: a group is the cells that differ only
+    in their scheduler (one part, seed and grid point), a comparison of schedulers."""
+    by_key: dict[tuple, list[Cell]] = {}
     for cell in cells:
         key = (cell.part, tuple((k, v) for k, v in cell.overrides.items() if k != SCHEDULER_FIELD))
-        groups.setdefault(key, []).append(cell)
-    shuffled = list(groups.values())
+        by_key.setdefault(key, []).append(cell)
+    return list(by_key.values())
+
+
+def _ordered(cells, seed: int | None) -> tuple[Cell, ...]:
+    """``cells`` as declared, or with ``seed`` their groups shuffled, each kept
+    together and in its order, so that each comparison of schedulers still runs
+    side by side."""
+    if seed is None:
+        return tuple(cells)
+    shuffled = groups(cells)
     random.Random(seed).shuffle(shuffled)
     return tuple(cell for group in shuffled for cell in group)
 
@@ -478,25 +486,45 @@ def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, run
     (directory / "sweep.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
 
 
-def _run_cell(cell: Cell, directory: Path, run_cell: RunCell) -> tuple[dict | None, str | None, float | None]:
-    """(summary, error, seconds) of one cell; a cell completed earlier is not run
-    again (seconds None), any other leftover is set aside first."""
-    cell_dir = directory / "cells" / cell.id
-    summary = read_summary(cell_dir)
-    if summary is not None and summary.get("completed") is True:
-        return summary, None, None
-    if cell_dir.exists():
-        _set_aside(cell_dir, directory / "failed")
-    started = time.monotonic()
-    error_text = None
-    try:
-        run_cell(copy.deepcopy(cell.spec), cell_dir)
-    except Exception as err:  # noqa: BLE001 - one failed cell must not stop the sweep
-        error_text = one_line(err)
-    summary = read_summary(cell_dir)
-    if error_text is None and summary is None:
-        error_text = "the runner wrote no summary.json"
-    return summary, error_text, time.monotonic() - started
+# A cell that ran: (the cell, the error its run raised or None, seconds it took or
+# None where unknown). Its files are in ``DIR/cells/<id>/`` by then.
+Landed = tuple[Cell, str | None, float | None]
+
+
+class Executor(Protocol):
+    """How a sweep's cells run: one after another here (``SerialExecutor``), or on a
+    Dask cluster (``experiments.cluster.DaskExecutor``). ``run_sweep`` keeps the
+    books (rows, ``results.csv``, the report, the progress lines) as cells land."""
+
+    def slots(self, sweep: Sweep) -> int:
+        """How many cells run at once, for the ETA."""
+
+    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, run_cell: RunCell,
+            started: Callable[[Cell], None]) -> Iterator[Landed]:
+        """Run ``cells`` into ``directory/cells/<id>/``, yielding each as it lands;
+        ``started(cell)`` where the executor knows when a cell starts."""
+
+
+class SerialExecutor:
+    """Every cell in this process, in order (one fabric is up at a time)."""
+
+    def slots(self, sweep: Sweep) -> int:
+        return 1
+
+    def run(self, sweep, cells, directory, run_cell, started):
+        for cell in cells:
+            started(cell)
+            began = time.monotonic()
+            error_text = None
+            try:
+                run_cell(copy.deepcopy(cell.spec), cell_dir(directory, cell))
+            except Exception as err:  # noqa: BLE001 - one failed cell must not stop the sweep
+                error_text = one_line(err)
+            yield cell, error_text, time.monotonic() - began
+
+
+def cell_dir(directory: Path, cell: Cell) -> Path:
+    return directory / "cells" / cell.id
 
 
 def _duration(seconds: float) -> str:
@@ -507,65 +535,85 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _estimate(cells_left: int, ran: list[float], earlier: dict[str, float]) -> str | None:
-    """The time ``cells_left`` more cells take at the mean of the cells this sweep
-    ran so far, or before any at the mean of an earlier run's (``results.csv``)."""
+def _estimate(cells_left: int, ran: list[float], earlier: dict[str, float], slots: int = 1) -> str | None:
+    """The time ``cells_left`` more cells take, ``slots`` at a time, at the mean of
+    the cells this sweep ran so far, or before any at the mean of an earlier run's
+    (``results.csv``)."""
     seconds = ran or list(earlier.values())
-    return _duration(cells_left * sum(seconds) / len(seconds)) if seconds else None
+    return _duration(cells_left * sum(seconds) / len(seconds) / max(slots, 1)) if seconds else None
 
 
-def _eta(cells_left: int, ran: list[float], earlier: dict[str, float]) -> str:
-    return f"ETA {_estimate(cells_left, ran, earlier) or 'unknown'}"
+def _eta(cells_left: int, ran: list[float], earlier: dict[str, float], slots: int = 1) -> str:
+    return f"ETA {_estimate(cells_left, ran, earlier, slots) or 'unknown'}"
 
 
 def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = None, only=(),
-              force: bool = False) -> SweepResult:
+              force: bool = False, executor: Executor | None = None) -> SweepResult:
     """Run every cell not yet completed in ``directory`` with ``run_cell(spec, cell
     directory)`` (default ``run_with_runner``), only those whose id matches a pattern
-    of ``only`` where given; ``force``: resume under other code. See the module
-    docstring. ``results.csv`` keeps the rows of earlier cells left out by ``only``."""
+    of ``only`` where given; ``force``: resume under other code; ``executor``: where
+    the cells run (default: here, one after another). See the module docstring.
+    ``results.csv`` keeps the rows of earlier cells left out by ``only``."""
     run_cell = run_cell or (simulate_with_runner if sweep.backend == "simulated" else run_with_runner)
+    executor = executor or SerialExecutor()
     directory = Path(directory)
     chosen = select(sweep, only)
-    to_run = sum(not _is_done(directory, cell) for cell in chosen)
-    now, previous = _check_directory(sweep, directory, to_run > 0, force)
-    _record(sweep, directory, now, previous, to_run > 0)
+    pending = [cell for cell in chosen if not _is_done(directory, cell)]
+    now, previous = _check_directory(sweep, directory, bool(pending), force)
+    _record(sweep, directory, now, previous, bool(pending))
     (directory / "cells").mkdir(exist_ok=True)
     earlier = durations(directory)
+    slots = executor.slots(sweep) if pending else 1
     picked = f", {len(chosen)} chosen by --only" if len(chosen) < len(sweep.cells) else ""
-    print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {to_run} to run, "
-          f"{_eta(to_run, [], earlier)})", flush=True)
+    print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {len(pending)} to run, "
+          f"{_eta(len(pending), [], earlier, slots)})", flush=True)
     rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
     chosen_ids = {cell.id for cell in chosen}
     for cell in sweep.cells:
-        summary = read_summary(directory / "cells" / cell.id)
+        summary = read_summary(cell_dir(directory, cell))
         if cell.id not in chosen_ids and summary is not None:
             rows[cell.id] = _row(sweep, cell, summary, None, earlier.get(cell.id))
-    result, ran = SweepResult(directory), []
+    ran: list[float] = []
+    to_run = len(pending)
     shown_fields = sweep.report or [HEADLINE[0]]
-    for n, cell in enumerate(chosen, 1):
-        where = f"[{n}/{len(chosen)}] {cell.id}"
-        if not _is_done(directory, cell):
-            print(f"{where} ...", flush=True)  # a line of its own: the run prints its summary
-        summary, error_text, seconds = _run_cell(cell, directory, run_cell)
-        if seconds is not None:
-            ran.append(seconds)
-            to_run -= 1
-        row = _row(sweep, cell, summary, error_text, earlier.get(cell.id) if seconds is None else seconds)
+
+    def where(cell: Cell) -> str:
+        return f"[{len(rows.keys() & chosen_ids) + 1}/{len(chosen)}] {cell.id}"
+
+    def land(cell: Cell, summary: dict | None, error_text: str | None, seconds: float | None, kept: bool) -> None:
+        row = _row(sweep, cell, summary, error_text, seconds)
         details = [f"{key} {_shown(lookup(summary or {}, key))}" for key in shown_fields]
         details.append(f"trustworthy {_shown(row['trustworthy'])}")
         if not row["completed"] and row["error"]:
             details.append(f"error: {row['error']}")
-        outcome = "already done" if seconds is None else \
-            f"{'done' if row['completed'] else 'FAILED'} in {seconds:.0f} s"
-        left = f"; {to_run} to run, {_eta(to_run, ran, earlier)}" if to_run else ""
-        print(f"{where}: {outcome} ({', '.join(details)}){left}", flush=True)
-        result.rows.append(row)
+        took = "" if seconds is None else f" in {seconds:.0f} s"
+        outcome = "already done" if kept else f"{'done' if row['completed'] else 'FAILED'}{took}"
+        left = f"; {to_run} to run, {_eta(to_run, ran, earlier, slots)}" if to_run else ""
+        print(f"{where(cell)}: {outcome} ({', '.join(details)}){left}", flush=True)
         rows[cell.id] = row
         write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
+        if to_run and not kept:  # the last cell's report is written by publish_sweep below
+            publish_sweep(directory, console=False)
+
+    pending_ids = {cell.id for cell in pending}
+    for cell in chosen:
+        if cell.id not in pending_ids:
+            land(cell, read_summary(cell_dir(directory, cell)), None, earlier.get(cell.id), kept=True)
+    for cell in pending:
+        if cell_dir(directory, cell).exists():
+            _set_aside(cell_dir(directory, cell), directory / "failed")
+    started = (lambda cell: print(f"{where(cell)} ...", flush=True))  # a line of its own: the run prints its summary
+    for cell, error_text, seconds in executor.run(sweep, pending, directory, run_cell, started):
+        summary = read_summary(cell_dir(directory, cell))
+        if error_text is None and summary is None:
+            error_text = "the runner wrote no summary.json"
+        to_run -= 1
+        if seconds is not None:
+            ran.append(seconds)
+        land(cell, summary, error_text, seconds, kept=False)
     if rows:
         publish_sweep(directory)  # report.html and the console summary; never stops the sweep
-    return result
+    return SweepResult(directory, [rows[cell.id] for cell in chosen if cell.id in rows])
 
 
 def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = False,
@@ -607,8 +655,8 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
 
 
 def run_sweep_file(path: str | Path, out: str | None = None, run_cell: RunCell | None = None, only=(),
-                   force: bool = False) -> SweepResult:
+                   force: bool = False, executor: Executor | None = None) -> SweepResult:
     """Load, check and run a sweep file into ``out`` (default: a new results directory)."""
     sweep = load(path)
     select(sweep, only)  # a pattern matching no cell stops before a directory is made
-    return run_sweep(sweep, store.new_run_dir("sweep", sweep.name, out), run_cell, only, force)
+    return run_sweep(sweep, store.new_run_dir("sweep", sweep.name, out), run_cell, only, force, executor)

@@ -38,7 +38,7 @@ site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 mkdir -p "$VENV/debian-mininet"
 ln -sfn /usr/lib/python3/dist-packages/mininet "$VENV/debian-mininet/mininet"
 echo "$(realpath "$VENV/debian-mininet")" > "$site/trainbed-debian-mininet.pth"
-"$VENV/bin/python" -c 'import mininet.net, os_ken, torch, torch_geometric, yaml, scapy'
+"$VENV/bin/python" -c 'import mininet.net, os_ken, torch, torch_geometric, yaml, scapy, distributed'
 # DGL (CPU) for the distributed GNN workload: its own pins, torch left as it is.
 bash scripts/install-gnn.sh
 

@@ -148,12 +148,15 @@ def sweep_summary(sweep_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
-def publish_sweep(sweep_dir: str | Path) -> None:
-    """Write the sweep's report and print its summary: the end of every sweep."""
+def publish_sweep(sweep_dir: str | Path, console: bool = True) -> None:
+    """Write the sweep's report and print its summary: the end of every sweep;
+    without ``console`` only the report, as each cell lands."""
     try:
         write_sweep_report(sweep_dir)
     except Exception as err:  # noqa: BLE001 - the sweep's results are its data files
         print(f"trainbed: sweep report not written: {one_line(err)}")
+    if not console:
+        return
     try:
         print(sweep_summary(sweep_dir), flush=True)
     except Exception as err:  # noqa: BLE001 - as above
