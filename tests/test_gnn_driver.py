@@ -27,7 +27,7 @@ def rates() -> OesRates:
 
 def start(flow, iteration=0, src="tbh1", dst="tbh2", src_task="store0", dst_task="sampler1", t=1.0):
     return {"kind": "flow_start", "t": t, "flow": flow, "src": src, "dst": dst, "src_task": src_task,
-            "dst_task": dst_task, "iteration": iteration, "src_port": 40000, "dst_port": 21000}
+            "dst_task": dst_task, "iteration": iteration, "bytes": 1_000_000, "src_port": 40000, "dst_port": 21000}
 
 
 def end(flow, t=2.0):

@@ -2,8 +2,9 @@
 
 Data model, placement-independent: ``Machine`` (a NIC's ingress and egress rate in
 Mbit/s, which may differ per machine) and ``Flow`` (an id, the sending and the
-receiving machine). Tasks and their placement stay with the caller; it hands in
-the flows that cross machines.
+receiving machine; for the baselines of ``coflow_rates`` also its remaining volume
+and its coflow). Tasks and their placement stay with the caller; it hands in the
+flows that cross machines.
 
 - ``oes_rates``: Alg. 1 lines 18-21. Every active flow m -> m' gets
   min(B_in(m') / Δ_in(m'), B_out(m) / Δ_out(m)), Δ counting the active flows into
@@ -17,17 +18,17 @@ the flows that cross machines.
   iteration n waits while a flow of its pair from an earlier iteration is active or
   pending. The pair is the paper's task pair (j, j') when the caller names it
   (``Flow.pair``), else the machine pair.
-- ``simulate``: a fluid simulation of flows with sizes and release times under OES
-  or max-min fair rates, with the pipeline; event-driven (rates are constant
-  between releases and completions), so its times are exact, the continuous limit
-  of Alg. 1's time slots. With ``max_degree`` and ``chain_lower_bound`` it checks
+- ``simulate``: a fluid simulation of flows with sizes and release times under OES,
+  max-min fair rates or a baseline of ``coflow_rates`` (``rate_policies``), with
+  the pipeline; event-driven (rates are constant between releases and
+  completions), so its times are exact, the continuous limit of Alg. 1's time slots. With ``max_degree`` and ``chain_lower_bound`` it checks
   Theorem 1 on flow-only instances: T_OES <= Δ x the bound (24) <= Δ x T*.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 _EPS = 1e-9
 
@@ -51,6 +52,10 @@ class Flow:
 
     ``pair`` keys the pipeline: the paper's task pair (j, j'); None means the
     machine pair (src, dst). ``iteration`` orders the flows of one pair.
+    ``remaining_mbit`` (what is left to send) and ``coflow`` are read only by the
+    baselines of ``coflow_rates``; OES and max-min fair rates ignore them. A coflow
+    is every transfer into one task in one iteration (the receiving task and the
+    iteration); None means the receiving machine stands for the task.
     """
 
     flow_id: str
@@ -58,10 +63,16 @@ class Flow:
     dst: str
     iteration: int = 0
     pair: Hashable | None = None
+    remaining_mbit: float | None = None
+    coflow: Hashable | None = None
 
     @property
     def pipeline_key(self) -> Hashable:
         return (self.src, self.dst) if self.pair is None else self.pair
+
+    @property
+    def coflow_key(self) -> Hashable:
+        return (self.dst, self.iteration) if self.coflow is None else self.coflow
 
 
 def _by_name(machines: Iterable[Machine]) -> dict[str, Machine]:
@@ -121,7 +132,14 @@ def max_min_fair_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]
     return rates
 
 
-POLICIES = {"oes": oes_rates, "fair": max_min_fair_rates}
+RatePolicy = Callable[[Iterable[Machine], Sequence[Flow]], dict[str, float]]
+
+
+def rate_policies() -> dict[str, RatePolicy]:
+    """Every rate policy by name: OES, max-min fair, and the DGTP paper's baselines."""
+    # Imported here, not at the top: the baselines build on this module's Machine and Flow.
+    from controller.schedulers.coflow_rates import mrtf_rates, omcoflow_rates
+    return {"oes": oes_rates, "fair": max_min_fair_rates, "mrtf": mrtf_rates, "omcoflow": omcoflow_rates}
 
 
 class PairPipeline:
@@ -190,14 +208,16 @@ class TimedFlow:
 
 def simulate(flows: Sequence[TimedFlow], machines: Iterable[Machine], policy: str = "oes") -> dict[str, float]:
     """flow id -> completion time (s): flows admitted to a ``PairPipeline`` at their
-    release, active ones sent at the rates of ``policy`` ("oes" or "fair")."""
+    release, active ones sent at the rates of ``policy`` (a name of ``rate_policies``),
+    each handed its remaining volume. A flow whose rate is 0 waits."""
     table = _by_name(machines)
     _check_flows([t.flow for t in flows], table)
     if any(not t.size_mbit > 0 or t.release_s < 0 for t in flows):
         raise ValueError("sizes must be > 0 and release times >= 0")
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {sorted(POLICIES)}, not {policy!r}")
-    rates_of = POLICIES[policy]
+    policies = rate_policies()
+    if policy not in policies:
+        raise ValueError(f"policy must be one of {sorted(policies)}, not {policy!r}")
+    rates_of = policies[policy]
     arrivals = sorted(flows, key=lambda t: (t.release_s, t.flow.iteration, t.flow.flow_id))
     left = {t.flow.flow_id: t.size_mbit for t in flows}
     scale = max(left.values(), default=1.0)
@@ -209,8 +229,8 @@ def simulate(flows: Sequence[TimedFlow], machines: Iterable[Machine], policy: st
             pipeline.start(arrivals[nxt].flow)
             nxt += 1
         active = pipeline.active
-        rates = rates_of(table.values(), active)
-        step = min([left[f.flow_id] / rates[f.flow_id] for f in active]
+        rates = rates_of(table.values(), [replace(f, remaining_mbit=left[f.flow_id]) for f in active])
+        step = min([left[f.flow_id] / rates[f.flow_id] for f in active if rates[f.flow_id] > 0]
                    + ([arrivals[nxt].release_s - now] if nxt < len(arrivals) else []))
         now += step
         for f in active:

@@ -6,18 +6,26 @@ a simulator would drive: it tracks the inter-machine transfers the tasks report
 pipelining (Alg. 1 lines 8-17: a task pair's transfers share one connection, so a
 transfer reported while its pair's previous one is still on the wire waits behind
 it, pending, with no rate and not counted in Δ), and turns the active ones into one
-rate per flow 5-tuple (``decide``). It reads no clock and touches no socket.
+rate per flow 5-tuple (``decide``) by a rate policy of ``oes.rate_policies``. It
+reads no clock and touches no socket: time is the events' ``t``.
+
+The baselines (``coflow_rates``) need each flow's remaining volume, which the tasks
+do not report; it is the fluid estimate: the reported bytes less what the decided
+rates would have sent since (each rate counted from the latest event before its
+decision), floored at ``MIN_REMAINING_SHARE`` of the transfer, so a transfer that
+TCP has not finished yet keeps a positive volume. A flow's coflow is its receiving
+task and iteration.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from controller.schedulers import oes
 from experiments.platform.channel import DriverError
 
 FlowKey = tuple  # (src host, dst host, "tcp", src port, dst port)
-RatePolicy = Callable[[Sequence[oes.Machine], Sequence[oes.Flow]], dict[str, float]]
+MIN_REMAINING_SHARE = 0.01  # of a transfer: the least remaining volume estimated while it is active
 
 
 @dataclass(frozen=True)
@@ -29,10 +37,13 @@ class RateDecision:
 
 
 class RateCoordinator:
-    def __init__(self, machines: Sequence[oes.Machine], policy: RatePolicy = oes.oes_rates):
+    def __init__(self, machines: Sequence[oes.Machine], policy: oes.RatePolicy = oes.oes_rates):
         self.machines, self.policy = list(machines), policy
         self.pipeline = oes.PairPipeline()  # F_act and F_pend of Alg. 1
         self.started: dict[str, dict] = {}  # flow id -> its flow_start event, while active or pending
+        self.sent_mbit: dict[str, float] = {}  # flow id -> estimated Mbit sent, while it has a rate
+        self.rates_by_id: dict[str, float] = {}  # the latest decision's Mbit/s per active flow id
+        self.clock: float | None = None  # the latest event time heard
         self.ended_early: set[str] = set()  # flow_end heard before its flow_start
         self.local: set[str] = set()  # same-machine transfers in flight (profiling runs report them)
         # Event times the next decision answers: not empty exactly when the active flows
@@ -44,6 +55,7 @@ class RateCoordinator:
         One receiver reports a pair's ends in order, and a flow whose end overtook its
         start is dropped on arrival of the start."""
         flow_id = message["flow"]
+        self._advance(message["t"])
         if message["kind"] == "flow_start":
             if message["src"] == message["dst"]:
                 self.local.add(flow_id)
@@ -65,20 +77,36 @@ class RateCoordinator:
             if flow_id not in {f.flow_id for f in self.pipeline.active}:
                 raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
             self.pipeline.end(self._flow(start))
+            self.sent_mbit.pop(flow_id, None)
+            self.rates_by_id.pop(flow_id, None)
         self.pending_triggers.append(message["t"])
         return True
 
     def decide(self) -> RateDecision:
         """The policy's rates of the active flows, keyed by 5-tuple."""
         flows = self.pipeline.active
+        by_id = self.policy(self.machines, [replace(f, remaining_mbit=self._remaining_mbit(f.flow_id)) for f in flows])
+        self.rates_by_id = dict(by_id)
         rates = {}
-        for fid, mbps in sorted(self.policy(self.machines, flows).items()):
+        for fid, mbps in sorted(by_id.items()):
             f = self.started[fid]
             rates[(f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])] = mbps
         triggers, self.pending_triggers = self.pending_triggers, []
         return RateDecision(list(flows), len(self.pipeline.pending), triggers, rates)
 
+    def _advance(self, t: float) -> None:
+        """Count what the decided rates sent up to ``t`` (events may arrive slightly out of order)."""
+        if self.clock is not None and t > self.clock:
+            for fid, mbps in self.rates_by_id.items():
+                self.sent_mbit[fid] = self.sent_mbit.get(fid, 0.0) + mbps * (t - self.clock)
+        self.clock = t if self.clock is None else max(self.clock, t)
+
+    def _remaining_mbit(self, flow_id: str) -> float:
+        total = self.started[flow_id]["bytes"] * 8 / 1e6
+        return max(total - self.sent_mbit.get(flow_id, 0.0), MIN_REMAINING_SHARE * total)
+
     @staticmethod
     def _flow(message: dict) -> oes.Flow:
         return oes.Flow(message["flow"], message["src"], message["dst"], message["iteration"],
-                        pair=(message["src_task"], message["dst_task"]))
+                        pair=(message["src_task"], message["dst_task"]),
+                        coflow=(message["dst_task"], message["iteration"]))

@@ -1,4 +1,5 @@
-"""The GNN training driver: starts the DGL tasks, hears their flows, runs OES.
+"""The GNN training driver: starts the DGL tasks, hears their flows, runs OES (or a
+baseline rate policy).
 
 It prepares the job (``experiments.gnn.job``), starts every task
 (``hosts.gnn.task``) in its machine's namespace, and reads their events from the
@@ -16,6 +17,10 @@ driver only schedules the network:
   and gets its rate when that one ends. A flow's policy stays installed
   when it ends (an idle class costs nothing) and is updated when its pair's next
   flow starts.
+- ``mrtf``, ``omcoflow``: the same, with the rates of the paper's baselines
+  (``controller.schedulers.coflow_rates``). A rate below ``WAITING_MBPS`` (0: the
+  flow waits) is installed as ``WAITING_MBPS``: a flow policy needs a positive
+  rate (and a decided rate rounds to 3 decimals).
 - ``default``: no policy at all: TCP shares the links, tasks run when ready (the
   DistDGL baseline's scheduling).
 
@@ -47,6 +52,7 @@ from topologies.fabric import host_interface
 
 READBACK_EVERY = 10  # decisions between read-backs of the installed rates
 ROOT_CAUSE_WAIT_S = 1.0  # after a failure, how long to look for a killed task behind it
+WAITING_MBPS = 0.1  # the least rate installed: for a flow its policy holds at (or near) 0
 
 
 class GnnDriver(Driver):
@@ -68,8 +74,8 @@ class GnnDriver(Driver):
                                       self.machines, spec["seed"], run_dir / "job")
         super().__init__(em, run_dir, events_path, spec["time_limit_s"])
         self.readback_out = open(run_dir / "rate_readback.jsonl", "w")
-        self.oes = OesRates(em, self.oes_machines, self.decisions_out, self.readback_out) \
-            if self.scheduler == "oes" else None
+        self.oes = None if self.scheduler == "default" else OesRates(
+            em, self.oes_machines, self.decisions_out, self.readback_out, oes.rate_policies()[self.scheduler])
         self.finished: set[str] = set()
         self.stopping = False
         self.reached_t: float | None = None  # when worker 0 reported the target accuracy
@@ -163,15 +169,17 @@ class GnnDriver(Driver):
 
 
 class OesRates:
-    """OES in the fabric: the emulation backend of ``RateCoordinator`` (the active
-    inter-machine flows and their rates), and the policies installed for them
-    (``policies``: one per flow 5-tuple, {rate_mbps, rate_mechanism}; policy id =
-    host class slot). A policy stays installed when its flow ends."""
+    """OES (or another rate policy) in the fabric: the emulation backend of
+    ``RateCoordinator`` (the active inter-machine flows and their rates), and the
+    policies installed for them (``policies``: one per flow 5-tuple, {rate_mbps,
+    rate_mechanism}; policy id = host class slot). A policy stays installed when its
+    flow ends."""
 
-    def __init__(self, em, machines: list[oes.Machine], decisions_out, readback_out):
+    def __init__(self, em, machines: list[oes.Machine], decisions_out, readback_out,
+                 policy: oes.RatePolicy = oes.oes_rates):
         self.em = em
         self.decisions_out, self.readback_out = decisions_out, readback_out
-        self.coordinator = RateCoordinator(machines)
+        self.coordinator = RateCoordinator(machines, policy)
         self.policies = PolicySync(em.client)
         self.decisions = 0
         self.readback_errors: list[float] = []
@@ -185,11 +193,11 @@ class OesRates:
         return self.coordinator.pending_triggers
 
     def decide(self) -> None:
-        """OES rates of the active flows, installed as one batch of changed policies
-        (in flow id order); the policies of flows no longer active stay as they are."""
+        """The policy's rates of the active flows, installed as one batch of changed
+        policies (in flow id order); the policies of flows no longer active stay as they are."""
         started = time.monotonic()
         decision = self.coordinator.decide()
-        desired = {key: {"rate_mbps": round(mbps, 3), "rate_mechanism": "host"}
+        desired = {key: {"rate_mbps": round(max(mbps, WAITING_MBPS), 3), "rate_mechanism": "host"}
                    for key, mbps in decision.rates.items()}
         batch = self.policies.sync(desired, remove_unlisted=False)
         if not batch.changes:
