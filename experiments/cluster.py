@@ -16,7 +16,10 @@ Faults: a worker that dies while running a group has it run again on another
 worker by the scheduler, once where the scheduler's ``allowed-failures`` is 1 (as
 ``--local``'s is; the docs start ``dask scheduler`` so); after that its cells are
 recorded as failed, with the reason. A scheduler that goes away stops the sweep with
-the cells that landed in ``DIR``; a resume runs the rest.
+the cells that landed in ``DIR``; a resume runs the rest. A worker stops (SIGTERM)
+the cell whose result nobody will take: its task cancelled (the sweep stopped), or
+the worker closing (its scheduler went away); a cell's process also ends with its
+worker.
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,6 +43,7 @@ import cloudpickle
 from distributed import Client, Nanny, Scheduler, SpecCluster, as_completed, get_worker
 from distributed.core import Status
 from distributed.scheduler import KilledWorker
+from distributed.worker import thread_state
 
 from experiments.errors import SpecError, one_line
 from experiments.store import REPO_ROOT
@@ -49,22 +53,29 @@ logger = logging.getLogger("distributed.worker")  # shown where the worker's own
 RESOURCE = {"emulated": "fabric", "simulated": "cpu"}  # what one cell of each backend holds on its worker
 ALLOWED_FAILURES = 1  # a group whose worker dies runs again once
 CONNECT_TIMEOUT_S = 10
-CLOSING = (Status.closing, Status.closed, Status.failed)  # a worker in these stops the cell it runs
+CLOSING = (Status.closing, Status.closed, Status.failed)
 
 
 def run_group(cells: list[tuple[str, dict]], run_cell: RunCell, emulated: bool) -> list[dict]:
     """The task of one group, on a worker: each cell in turn, as ``run_cell(spec,
     dir)`` in a process of its own; per cell ``{"error", "seconds", "files"}``
     (``files``: the run directory as a tar.gz, None where the run left none)."""
-    worker, landed = get_worker(), []
+    worker, key, landed = get_worker(), thread_state.key, []
+
+    def unwanted() -> bool:
+        """Nobody will take the result: the worker is closing (e.g. its scheduler went
+        away) or the task was cancelled (the sweep stopped)."""
+        task = worker.state.tasks.get(key)
+        return worker.status in CLOSING or task is None or task.state == "cancelled"
     for cell_id, spec in cells:
-        if worker.status in CLOSING:
-            raise RuntimeError(f"worker {worker.address} closed before cell {cell_id} ran")
-        landed.append(_run_in_process(cell_id, spec, run_cell, emulated, worker))
+        if unwanted():
+            raise RuntimeError(f"stopped before cell {cell_id}: its sweep or scheduler went away")
+        landed.append(_run_in_process(cell_id, spec, run_cell, emulated, worker.address, unwanted))
     return landed
 
 
-def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool, worker) -> dict:
+def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool, address: str,
+                    unwanted: Callable[[], bool]) -> dict:
     with tempfile.TemporaryDirectory(prefix="trainbed-cell-") as tmp:
         tmp = Path(tmp)
         out, error_file, cell_pickle = tmp / cell_id, tmp / "error.txt", tmp / "cell.pickle"
@@ -81,7 +92,7 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
                     process.wait(timeout=1)
                     break
                 except subprocess.TimeoutExpired:
-                    if worker.status in CLOSING:  # e.g. its scheduler went away: the cell's result has no taker
+                    if unwanted():
                         process.terminate()  # an emulated runner tears its fabric down
             seconds = time.monotonic() - began
             output.seek(0)
@@ -100,7 +111,7 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
         environment = out / "environment.json"
         if environment.exists():
             env = json.loads(environment.read_text())
-            environment.write_text(json.dumps({**env, "worker": worker.address}, indent=2, sort_keys=True) + "\n")
+            environment.write_text(json.dumps({**env, "worker": address}, indent=2, sort_keys=True) + "\n")
         return {"error": error, "seconds": seconds, "files": _pack(out) if out.is_dir() else None}
 
 

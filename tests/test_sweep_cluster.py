@@ -16,7 +16,7 @@ import pytest
 
 from experiments import sweep as sweep_mod
 from experiments.cli import main
-from experiments.cluster import connect
+from experiments.cluster import connect, run_group
 from experiments.errors import SpecError
 from experiments.store import REPO_ROOT
 
@@ -248,6 +248,20 @@ def test_a_scheduler_that_goes_away_leaves_the_landed_cells_and_a_resume_finishe
     assert main(["sweep", str(SWEEP), "--only", ONLY, "--local", "2", "--out", str(out)]) == 0
     assert capsys.readouterr().out.count("already done") == 5
     assert rows(out) == rows(serial)
+
+
+def test_a_sweep_that_stops_stops_its_running_cell_and_leaves_the_worker_serving(cluster):
+    held_cell = "sched-fs_seed-1_workload.arrivals.workload_factor-0.5"
+    dask = cluster(hold_cell=held_cell, holds=1)
+    worker, = dask.workers(1)
+    spec = next(cell.spec for cell in sweep_mod.load(SWEEP).cells if cell.id == held_cell)
+    from distributed import Client
+    with Client(dask.address, timeout=30) as client:  # the sweep's client, gone as the block ends
+        task = client.submit(run_group, [(held_cell, spec)], held_then_simulated, False, resources={"cpu": 1})
+        _, cell_process = dask.held(1)
+        assert not task.done()
+    assert ends(cell_process), "the cell of a sweep that stopped runs on"
+    assert worker.poll() is None
 
 
 def test_cluster_options_refuse_bad_input_in_one_line(tmp_path, capsys, monkeypatch):
