@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import yaml
 
 from experiments import sweep as sweep_mod
 from experiments.cli import main
-from experiments.cluster import connect, run_group
+from experiments.cluster import connect, local, run_group
 from experiments.errors import SpecError
 from experiments.store import REPO_ROOT
 
@@ -60,13 +61,15 @@ class Cluster:
         self.processes.append(process)
         return process
 
-    def worker(self) -> subprocess.Popen:
-        return self._start("worker", [str(REPO_ROOT / ".venv/bin/trainbed"), "worker", self.address, "--cpus", "1"])
+    def worker(self, *options: str) -> subprocess.Popen:
+        return self._start("worker", [str(REPO_ROOT / ".venv/bin/trainbed"), "worker", self.address,
+                                      *(options or ("--cpus", "1"))])
 
-    def workers(self, n: int) -> list[subprocess.Popen]:
-        """``n`` more workers, once the scheduler has them all."""
+    def workers(self, n: int, *options: str) -> list[subprocess.Popen]:
+        """``n`` more workers (``trainbed worker`` options, default ``--cpus 1``), once
+        the scheduler has them all."""
         from distributed import Client
-        started = [self.worker() for _ in range(n)]
+        started = [self.worker(*options) for _ in range(n)]
         with Client(self.address, timeout=30) as client:
             client.wait_for_workers(len([p for p in self.processes[1:] if p.poll() is None]), timeout=60)
         return started
@@ -264,6 +267,13 @@ def test_a_sweep_that_stops_stops_its_running_cell_and_leaves_the_worker_serving
     assert worker.poll() is None
 
 
+def test_local_gives_one_worker_the_fabric_slot_in_an_emulated_sweep_and_none_in_a_simulated_one():
+    for emulated, slots in ((True, [{"cpu": 1}, {"fabric": 1}]), (False, [{"cpu": 1}, {"cpu": 1}])):
+        with local(2, emulated=emulated) as executor:
+            workers = executor.client.scheduler_info(n_workers=-1)["workers"].values()
+            assert sorted((worker["resources"] for worker in workers), key=str) == slots
+
+
 def test_cluster_options_refuse_bad_input_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("experiments.cluster.CONNECT_TIMEOUT_S", 1)
     assert main(["sweep", str(SWEEP), "--local", "0", "--out", str(tmp_path / "out")]) == 2
@@ -283,3 +293,47 @@ def test_a_fabric_worker_needs_root_and_a_worker_some_slot(monkeypatch):
         worker_command("tcp://127.0.0.1:8786", fabric=False, cpus=0)
     command = worker_command("tcp://127.0.0.1:8786", fabric=False, cpus=3)
     assert command[command.index("--resources") + 1] == "cpu=3" and command[command.index("--nthreads") + 1] == "3"
+
+
+TWO_FLOWS = {"name": "cluster-two-flows", "topology": {"kind": "star", "hosts": 3, "host_mbps": 20}, "duration_s": 8,
+             "flows": [{"name": "low", "src": "tbh2", "dst": "tbh1", "queue": 7},
+                       {"name": "high", "src": "tbh3", "dst": "tbh1", "start_s": 2, "duration_s": 4, "queue": 1}]}
+
+
+@pytest.mark.root
+def test_emulated_cells_run_on_the_fabric_worker_and_a_killed_one_leaves_no_fabric(cluster, tmp_path, private_state):
+    from distributed import Client
+    from emulation_checks import netns_inodes
+    namespaces = netns_inodes()
+    (tmp_path / "two-flows.yaml").write_text(yaml.safe_dump(TWO_FLOWS))
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(yaml.safe_dump({"name": "cluster-emulated", "spec": "two-flows.yaml",
+                                          "grid": {"topology.host_mbps": [20, 40]}}))
+    dask = cluster()
+    fabric_worker, = dask.workers(1, "--fabric")
+    dask.workers(1, "--cpus", "1")  # simulation only: no emulated cell may land here
+    with Client(dask.address, timeout=30) as client:
+        cpu_only = next(address for address, worker in client.scheduler_info(n_workers=-1)["workers"].items()
+                        if "fabric" not in worker["resources"])
+
+    def kill_the_fabric_worker_mid_cell():
+        deadline = time.monotonic() + 120
+        while not list(private_state.glob("*.json")):  # the first cell's run record: its fabric is coming up
+            assert time.monotonic() < deadline, "no emulated cell started"
+            time.sleep(0.2)
+        dask.kill(fabric_worker.pid)
+        deadline = time.monotonic() + 60
+        while list(private_state.glob("*.json")):  # its cell's process tears the fabric down (SIGTERM)
+            assert time.monotonic() < deadline, "the killed worker's fabric stays up"
+            time.sleep(0.2)
+        dask.workers(1, "--fabric")  # the group runs again there
+    out = tmp_path / "out"
+    with dask.meanwhile(kill_the_fabric_worker_mid_cell), connect(dask.address) as executor:
+        result = sweep_mod.run_sweep_file(sweep_file, out=str(out), executor=executor)
+    assert result.failed == []
+    for row in result.rows:
+        cell = out / "cells" / row["cell"]
+        assert {"summary.json", "flows.csv", "fabric.json", "controller.log", "raw"} <= set(files(cell))
+        assert environment(out, row["cell"])["worker"] != cpu_only
+    assert list(private_state.glob("*.json")) == [], "a run record is left"
+    assert netns_inodes() <= namespaces, "host namespaces (or their processes) left behind"
