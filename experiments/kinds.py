@@ -3,7 +3,7 @@ simulated. ``KINDS`` is the registry, ``kind_of(raw)`` decides a spec's kind:
 
 * a spec with a top-level ``kind: training|inference`` is a co-location queue
   (``colocation``), run on one GPU (or the CPU) rather than on an emulated network;
-* otherwise ``workload.kind`` names the kind (``cojob``, ``gnn``, ``timetable``);
+* otherwise ``workload.kind`` names the kind (``cojob``, ``gnn``, ``programs``, ``timetable``);
 * a spec without a ``workload:`` section is a timetable of flows (``flows:``).
 
 A kind's callables import their modules when called, so that reading this registry
@@ -87,6 +87,16 @@ def _run_gnn(spec: dict, out: str | None = None) -> Path:
     return run_gnn_spec(spec, out)
 
 
+def _validate_programs(raw) -> dict:
+    from experiments.programs.spec import validate
+    return validate(raw)
+
+
+def _run_programs(spec: dict, out: str | None = None) -> Path:
+    from experiments.programs.runner import run_programs_spec
+    return run_programs_spec(spec, out)
+
+
 def _validate_colocation(raw) -> dict:
     from experiments.colocation.spec import resolve  # imports torch
     return resolve(raw)
@@ -105,6 +115,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
          summary="cojobs of PS-trained jobs under one network scheduler"),
     Kind("gnn", _validate_gnn, _run_gnn, summary="distributed GNN training (graph stores, samplers, workers)"),
+    Kind("programs", _validate_programs, _run_programs,
+         summary="your own commands on the hosts (e.g. torch.distributed), with per-flow policies"),
     Kind("colocation", _validate_colocation, _run_colocation, by_workload=False,
          summary="a queue of GNN tasks co-located on one GPU (top-level kind: training or inference)"),
 )}

@@ -207,7 +207,7 @@ def _set(raw: dict, path: str, value) -> dict:
 
 BAD = [
     ("scheduler", KeyError, "scheduler: is required"),
-    ("scheduler.name", "grouper", "scheduler.name: must be one of oes, default, got 'grouper'"),
+    ("scheduler.name", "grouper", "scheduler.name: must be one of oes, default, omcoflow, mrtf, got 'grouper'"),
     ("scheduler.period_s", 1, "scheduler.period_s: unknown field (allowed: name)"),
     ("seed", -1, "seed: must be >= 0, got -1"),
     ("time_limit_s", 0, "time_limit_s: must be > 0, got 0"),
@@ -283,7 +283,7 @@ def test_a_workload_kind_is_checked_by_the_registry_then_by_its_own_validator():
         validate_any(raw)
     raw = copy.deepcopy(smoke())
     raw["workload"] = {"kind": "GNN"}
-    with pytest.raises(SpecError, match=r"^workload.kind: unknown workload kind 'GNN' \(known: cojob, gnn, timetable\)$"):
+    with pytest.raises(SpecError, match=r"^workload.kind: unknown workload kind 'GNN' \(known: cojob, gnn, programs, timetable\)$"):
         validate_any(raw)
     raw["workload"] = {"kind": "gnn"}
     with pytest.raises(SpecError, match=r"^workload.graph: is required$"):

@@ -12,7 +12,6 @@ import yaml
 from experiments import kinds, runner
 from experiments.errors import SpecError
 from experiments.kinds import KINDS, kind_of
-from topologies import fabric
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = sorted((REPO / "experiments" / "specs").glob("*.yaml"))
@@ -29,25 +28,21 @@ def expected_kind(raw: dict) -> str:
 
 
 def test_the_registry_holds_every_kind_with_callables():
-    assert set(KINDS) == {"timetable", "cojob", "gnn", "colocation"}
+    assert set(KINDS) == {"timetable", "cojob", "gnn", "programs", "colocation"}
     for name, kind in KINDS.items():
         assert kind.name == name and callable(kind.validate) and callable(kind.run) and kind.summary
         assert kind.simulate is None or callable(kind.simulate)
         with pytest.raises(dataclasses.FrozenInstanceError):
             kind.name = "other"
-    assert kinds.workload_kinds() == ["cojob", "gnn", "timetable"]
+    assert kinds.workload_kinds() == ["cojob", "gnn", "programs", "timetable"]
 
 
 def simulator_only(raw) -> bool:
-    """A spec written for the simulator: it validates only with the simulator's link rates."""
-    rates = getattr(fabric, "simulated_rates", None)
-    if rates is None:
+    """A spec written for the simulator: it validates as the simulator checks it."""
+    try:
+        runner.validate_any(raw, simulated=True)
+    except SpecError:
         return False
-    with rates():
-        try:
-            runner.kind_of(raw).validate(raw)
-        except SpecError:
-            return False
     return True
 
 
@@ -85,15 +80,15 @@ GNN_SMOKE = "gnn-oes-smoke"
 
 
 @pytest.mark.parametrize("workload, message", [
-    ({"kind": "GNN"}, "workload.kind: unknown workload kind 'GNN' (known: cojob, gnn, timetable)"),
-    ({"kind": {"name": "gnn"}}, "workload.kind: must be the name of a workload kind (cojob, gnn, timetable), "
+    ({"kind": "GNN"}, "workload.kind: unknown workload kind 'GNN' (known: cojob, gnn, programs, timetable)"),
+    ({"kind": {"name": "gnn"}}, "workload.kind: must be the name of a workload kind (cojob, gnn, programs, timetable), "
                                 "got a mapping"),
-    ({"kind": ["gnn"]}, "workload.kind: must be the name of a workload kind (cojob, gnn, timetable), "
+    ({"kind": ["gnn"]}, "workload.kind: must be the name of a workload kind (cojob, gnn, programs, timetable), "
                         "got a list of 1 item"),
-    ({"kind": None}, "workload.kind: must be the name of a workload kind (cojob, gnn, timetable), got null"),
+    ({"kind": None}, "workload.kind: must be the name of a workload kind (cojob, gnn, programs, timetable), got null"),
     ({"kind": "x" * 100_000}, "workload.kind: unknown workload kind 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-                              "xxxxxxxxx... (known: cojob, gnn, timetable)"),
-    ({"graph": "cora"}, "workload.kind: is required (one of cojob, gnn, timetable)"),
+                              "xxxxxxxxx... (known: cojob, gnn, programs, timetable)"),
+    ({"graph": "cora"}, "workload.kind: is required (one of cojob, gnn, programs, timetable)"),
     (["gnn"], "workload: must be a mapping, got a list of 1 item"),
     (None, "workload: must be a mapping, got null"),
     ({"kind": "colocation"}, "workload.kind: 'colocation' is not a workload kind: a co-location spec has a "
@@ -114,7 +109,7 @@ def test_a_top_level_kind_that_is_not_colocation_is_named():
     raw = spec("colocate-smoke")
     raw["kind"] = "train"
     with pytest.raises(SpecError, match=r"^kind: must be training or inference \(a co-location spec\), got 'train'; "
-                                        r"other kinds are set by workload.kind \(cojob, gnn, timetable\)$"):
+                                        r"other kinds are set by workload.kind \(cojob, gnn, programs, timetable\)$"):
         runner.validate_any(raw)
     raw["kind"] = {"a": 1}
     with pytest.raises(SpecError, match=r"^kind: must be training or inference .* got a mapping;"):
@@ -185,5 +180,5 @@ def test_cli_run_of_a_workload_kind_that_is_a_mapping_or_list_is_one_line(tmp_pa
     path.write_text(yaml.safe_dump(raw))
     assert main(["run", str(path), "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err == "trainbed: error: workload.kind: must be the name of a workload kind " \
-                                      f"(cojob, gnn, timetable), got {got}\n"
+                                      f"(cojob, gnn, programs, timetable), got {got}\n"
     assert not (tmp_path / "o").exists()

@@ -6,6 +6,7 @@ or item, adds an unknown field (of an odd name too), swaps a list for a mapping 
 mapping for a list, puts a huge string (100,000 characters) at a scalar, or gives a
 scalar another type. Validation only: nothing is run. Plus the helpers of
 ``experiments.validation`` and the cases that used to escape as TypeErrors."""
+import contextlib
 import copy
 import functools
 import re
@@ -165,52 +166,42 @@ def assert_accepted_or_one_line_error(validate, raw) -> None:
         raise AssertionError(problem)
 
 
-def check_spec(raw) -> None:
+def check_spec(raw, simulated: bool = False) -> None:
     """What a run checks before it starts anything: the spec, then the fabric or the
     workload built from it. (Not a co-location queue's tasks: nothing bounds their
-    count, so a mutant could take hours to build them.)"""
-    spec = validate_any(raw)
-    name = kind_of(raw).name
-    if name == "timetable":
-        platform_spec.fabric_of(spec)
-    elif name == "cojob":
-        build_workload(spec)
+    count, so a mutant could take hours to build them.) ``simulated``: as the
+    simulator checks it, with its link rates and, where the kind has a simulator, its
+    own validation."""
+    with fabric_mod.simulated_rates() if simulated else contextlib.nullcontext():
+        spec = validate_any(raw, simulated=simulated and kind_of(raw).simulate is not None)
+        name = kind_of(raw).name
+        if name == "timetable":
+            platform_spec.fabric_of(spec)
+        elif name == "cojob":
+            build_workload(spec)
 
 
 def simulator_only(raw) -> bool:
-    """A shipped spec written for the simulator: it validates only with the simulator's link rates."""
-    rates = getattr(fabric_mod, "simulated_rates", None)
-    if rates is None:
-        return False
+    """A shipped spec written for the simulator: it validates only as the simulator checks it."""
     try:
         check_spec(raw)
         return False
     except SpecError:
         pass
-    with rates():
-        try:
-            check_spec(raw)
-        except SpecError:
-            return False
+    try:
+        check_spec(raw, simulated=True)
+    except SpecError:
+        return False
     return True
 
 
 @functools.cache
 def checker(name: str):
-    """How a shipped spec's mutants are checked: as for an emulated run, or with the
-    simulator's rates for a spec written for it (its kind's ``validate_simulated``
-    once the kind has a simulator)."""
+    """How a shipped spec's mutants are checked: as for an emulated run, or as the
+    simulator checks a spec written for it."""
     if not simulator_only(RAW[name]):
         return check_spec
-    rates = fabric_mod.simulated_rates
-
-    def check(raw):
-        kind = kind_of(raw)
-        if kind.simulate is not None:
-            return validate_any(raw, simulated=True)
-        with rates():
-            return check_spec(raw)
-    return check
+    return functools.partial(check_spec, simulated=True)
 
 
 def check_sweep(path: Path, raw) -> None:
@@ -223,11 +214,7 @@ def check_sweep(path: Path, raw) -> None:
     for cell in sweep.cells:
         firsts.setdefault(cell.part, cell)
     for cell in list(firsts.values()) if sweep.parts else sweep.cells[:MAX_CELLS]:
-        if sweep.backend == "simulated":
-            with fabric_mod.simulated_rates():
-                check_spec(cell.spec)
-        else:
-            check_spec(cell.spec)
+        check_spec(cell.spec, simulated=sweep.backend == "simulated")
 
 
 MUTATION_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -219,6 +219,28 @@ def queue_counters(text: str) -> dict[int, dict[str, int]]:
     return {q: by_class[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in by_class}
 
 
+_BACKLOG_RE = re.compile(r"backlog (\d+(?:\.\d+)?)([KM]?)b ")
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024 * 1024}
+
+
+def queue_backlogs(text: str) -> dict[int, int]:
+    """Bytes waiting per queue number, from one switch port's ``tc -s class show``
+    (this tc prints classes as text only; it rounds a size to Kb or Mb only when that
+    is within 16 bytes or 1 KiB of exact)."""
+    backlogs: dict[str, int] = {}
+    current = None
+    for line in text.splitlines():
+        m = _CLASS_RE.match(line.strip())
+        if m:
+            current = m.group(1)
+            continue
+        m = _BACKLOG_RE.search(line + " ")
+        if m and current is not None:
+            backlogs[current] = round(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+            current = None
+    return {q: backlogs[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in backlogs}
+
+
 _RATE_RE = re.compile(r"^class htb 1:([0-9a-f]+) .*? rate (\d+(?:\.\d+)?)([KMG]?)bit ")
 _RATE_UNITS = {"": 1e-6, "K": 1e-3, "M": 1.0, "G": 1e3}
 

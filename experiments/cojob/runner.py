@@ -13,7 +13,6 @@ timetable runner, any fault still leaves
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from experiments.cojob import conformance, simulated
 from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
+from experiments.platform.capture import start_packet_captures, stop_packet_captures
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
 from experiments.platform.net import Emulation
@@ -36,28 +36,7 @@ from topologies.fabric import host_interface
 # initial sequence number) is sampled, at 1 in 16 of its segments, over the whole run.
 SAMPLE_FILTER = "tcp and (tcp[7] & 0x3f) == 0"
 SAMPLE_LIMIT = 20000
-
-
-def _start_captures(em: Emulation, raw: Path) -> list:
-    """A sampled capture of what every host receives (DSCP as the switches left it)."""
-    captures = []
-    for host in em.fabric.hosts:
-        intf = host_interface(host.name)
-        captures.append(em.popen(host.name, ["tcpdump", "-i", intf, "-Q", "in", "-n", "-s", "96", "-U",
-                                             "-c", str(SAMPLE_LIMIT), "-w", str(raw / f"sample-{host.name}.pcap"),
-                                             SAMPLE_FILTER], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    return captures
-
-
-def _stop_captures(captures: list) -> None:
-    for proc in captures:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # tcpdump flushes its file on SIGINT
-    for proc in captures:
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+SAMPLE_SNAP_BYTES = 96
 
 
 def _host_queue_counters(em: Emulation) -> dict:
@@ -110,7 +89,9 @@ class CojobWorkload:
         self.t0 = None  # run times count from the run's start
 
     def start(self, em: Emulation, events_path: str) -> None:
-        self.captures = _start_captures(em, self.run_dir / "raw")
+        # A sampled capture of what every host receives (DSCP as the switches left it).
+        self.captures = start_packet_captures(em, self.run_dir / "raw", [h.name for h in em.fabric.hosts],
+                                              SAMPLE_SNAP_BYTES, SAMPLE_LIMIT, SAMPLE_FILTER, prefix="sample")
         self.driver = CojobDriver(em, self.resolved, self.run_dir, events_path, progress=self.progress)
 
     def run(self) -> None:
@@ -119,7 +100,7 @@ class CojobWorkload:
     def stop(self) -> None:
         if self.driver is not None:
             self.driver.close()
-        _stop_captures(self.captures)
+        stop_packet_captures(self.captures)
 
     def collect(self, em: Emulation) -> None:
         """Every counter file, or an error naming the fabric counters that could not be read."""

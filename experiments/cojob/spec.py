@@ -39,8 +39,7 @@ from experiments.store import REPO_ROOT
 from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number, word
 from topologies.fabric import Fabric
 
-TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
-              "fidelity", "emulation"}
+TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
                    "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob", "comm_comp_ratio", "placement"}
 ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor", "shape"}

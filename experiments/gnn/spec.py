@@ -32,7 +32,7 @@ Format (defaults in comments)::
       task_resources:            # per task kind, see TASK_DEFAULTS
         worker: {cpus: 2}
       placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
-    scheduler: {name: oes}       # oes | default
+    scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
     fidelity: {...}
     emulation: {...}
 
@@ -49,14 +49,13 @@ from experiments.platform import spec as emulation_spec
 from experiments.validation import ROOT, at, boolean, choice, describe, integer, items, mapping, number
 from hosts.gnn.graphs import SHAPES, DatasetShape
 
-TOP_FIELDS = {"name", "description", "topology", "seed", "time_limit_s", "tcp_congestion", "workload", "scheduler",
-              "fidelity", "emulation"}
+TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
 WORKLOAD_FIELDS = {"kind", "graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
                    "lr", "iterations", "target_accuracy", "eval_every", "eval_nodes", "profile", "machines",
                    "task_resources", "placement"}
 GRAPH_FIELDS = {"shape", "nodes", "avg_degree"}
 SYNCS = ("ps", "allreduce")
-SCHEDULERS = ("oes", "default")
+SCHEDULERS = ("oes", "default", "omcoflow", "mrtf")  # each but default is a rate policy of oes.rate_policies
 SCHEDULER_FIELDS = {"name"}
 MACHINE_DEFAULTS = {"cpus": 8.0, "memory_gb": 32.0, "gpus": 0}
 TASK_DEFAULTS = {"store": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0},

@@ -20,16 +20,18 @@ from typing import Callable, Protocol
 from experiments import store
 from experiments.errors import one_line
 from experiments.platform import spec as emulation_spec
+from experiments.platform.capture import Capture
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.net import Emulation
 from experiments.reports import publish_run
 
 
-def terminate_on_signals():
+def interrupt_on_signals() -> dict:
+    """SIGINT and SIGTERM raise KeyboardInterrupt in the run, so that its ``finally``
+    blocks stop what it started; returns the handlers they replace."""
     def raise_interrupt(signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")
-    previous = {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    return previous
+    return {s: signal.signal(s, raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
 class RunError(RuntimeError):
@@ -49,8 +51,9 @@ class Workload(Protocol):
 def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workload]) -> Path:
     run = store.start_run(spec, out)
     workload = make(spec, run)
-    previous = terminate_on_signals()
+    previous = interrupt_on_signals()
     cpu = CpuMonitor(time.monotonic())
+    capture = Capture(spec.get("capture"), run / "raw")
     outages: list[dict] = []
     error: BaseException | None = None
     started = time.monotonic()
@@ -60,10 +63,12 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
             em.record.add_file(events_path)
             cpu.start()
             try:
+                capture.start(em)
                 workload.start(em, events_path)
                 workload.run()
             finally:
                 workload.stop()
+                capture.stop()
                 cpu.stopped.set()
                 cpu.join()
                 workload.collect(em)
@@ -75,8 +80,15 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
             signal.signal(sig, handler)
     cpu.write_csv(run / "cpu.csv")
     summary = {"name": spec["name"], "backend": "emulated", **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
-               **cpu.summary()}
-    return finish_run(run, summary, error, lambda: workload.analyse(cpu, outages))
+               **cpu.summary(), **capture.fields}
+    return finish_run(run, summary, error, lambda: _with_capture_cost(workload.analyse(cpu, outages), capture.fields))
+
+
+def _with_capture_cost(analysis: dict, fields: dict) -> dict:
+    """The queue sampler's CPU cost beside the fidelity verdict it may have moved."""
+    if fields and isinstance(analysis.get("fidelity"), dict):
+        analysis["fidelity"] = {**analysis["fidelity"], **fields}
+    return analysis
 
 
 def simulate_workload(spec: dict, out: str | None, simulate: Callable[[dict, Path], dict]) -> Path:

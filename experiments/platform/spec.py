@@ -8,6 +8,7 @@ and the options ``Emulation`` realises it with.
 from __future__ import annotations
 
 from experiments.errors import SpecError
+from experiments.platform.capture import validate_capture
 from experiments.platform.net import EmulationOptions
 from experiments.validation import at, choice, integer, mapping, number, relocate, string, word
 from topologies import fabric as fabric_mod
@@ -17,6 +18,8 @@ CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.platform.cpu).
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
 EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms"}
+# The top-level fields ``validate_common`` reads: every kind's spec allows them.
+COMMON_FIELDS = {"name", "description", "topology", "tcp_congestion", "fidelity", "emulation", "capture"}
 
 
 def emulation_options(raw) -> dict:
@@ -49,16 +52,18 @@ def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
 
 def validate_common(spec: dict) -> dict:
     """The fields every emulated workload kind shares: name, description, topology,
-    TCP congestion control, fidelity thresholds and how the fabric is realised."""
+    TCP congestion control, fidelity thresholds, how the fabric is realised, and what
+    to capture (``capture:``, only when the spec has one)."""
     name = word("name", spec["name"])
     description = string("description", spec.get("description", ""), non_empty=False)
-    topology, _fab = _topology(spec["topology"])
+    topology, fab = _topology(spec["topology"])
     congestion = choice("tcp_congestion", spec.get("tcp_congestion", "bbr"), CONGESTION_CONTROLS)
     fidelity = dict(FIDELITY_DEFAULTS)
     for key, value in mapping("fidelity", spec.get("fidelity"), allowed=FIDELITY_DEFAULTS, optional=True).items():
         fidelity[key] = number(at("fidelity", key), value, minimum=0, maximum=1)
+    capture = {"capture": validate_capture(spec["capture"], fab)} if spec.get("capture") is not None else {}
     return {"name": name, "description": description, "topology": topology, "tcp_congestion": congestion,
-            "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation"))}
+            "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation")), **capture}
 
 
 def options_of(spec: dict) -> EmulationOptions:

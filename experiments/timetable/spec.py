@@ -15,7 +15,7 @@ from pathlib import Path
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
-from experiments.platform.spec import fabric_of, validate_common
+from experiments.platform.spec import COMMON_FIELDS, fabric_of, validate_common
 from experiments.validation import (
     ROOT,
     at,
@@ -31,8 +31,7 @@ from experiments.validation import (
 )
 from topologies import fabric as fabric_mod
 
-TOP_FIELDS = {"name", "description", "topology", "duration_s", "tcp_congestion", "flows", "policy_changes",
-              "analysis", "fidelity", "emulation", "workload"}
+TOP_FIELDS = COMMON_FIELDS | {"duration_s", "flows", "policy_changes", "analysis", "workload"}
 FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "host_queue", "rate_mbps", "rate_mechanism"}
 CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
 POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")

@@ -1,0 +1,167 @@
+"""Packets and queues of a run, for any kind: the spec's ``capture:`` section.
+
+``capture: {hosts: all, snap_bytes: 128, packets: 20000, filter: "tcp", queue_interval_s: 0.2}``
+
+- Packet capture: one tcpdump per chosen host, on its interface in its namespace,
+  of what the host receives (``-Q in``: DSCP as the switches left it), the first
+  ``snap_bytes`` of each packet, at most ``packets`` packets per host, an optional
+  BPF ``filter``; ``raw/capture-<host>.pcap``.
+- Queue occupancy (``queue_interval_s``): every interval, every switch egress port's
+  backlog per queue from ``tc -s class show`` (the root namespace holds the switch
+  ports); ``raw/queue_occupancy.csv`` (``time_s,port,queue,backlog_bytes``, run time
+  from the fabric's start). The sampler's own cost, the CPU time of its tc processes,
+  is reported (``queue_sampler_cpu_s``, ``queue_sampler_cpu_share`` of the box's
+  CPU time over the sampling) beside the run's fidelity fields: it competes with the
+  emulation for the same cores.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from experiments.errors import SpecError
+from experiments.validation import at, integer, items, mapping, number, string, word
+from topologies import queues
+from topologies.fabric import Fabric, host_interface
+
+CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s"}
+DEFAULT_SNAP_BYTES, DEFAULT_PACKETS = 128, 20000
+MAX_PACKETS = 1_000_000
+MIN_QUEUE_INTERVAL_S = 0.05
+
+
+def validate_capture(raw, fab: Fabric) -> dict:
+    """The ``capture:`` section resolved: hosts (a list; ``all`` by default), snap
+    length, packet budget per host, filter, and the queue sampler's interval (None: off)."""
+    section = mapping("capture", raw, allowed=CAPTURE_FIELDS)
+    names = [h.name for h in fab.hosts]
+    hosts_raw = section.get("hosts", "all")
+    if hosts_raw == "all":
+        hosts = names
+    else:
+        hosts = []
+        for path, value in items("capture.hosts", hosts_raw, non_empty=True):
+            host = word(path, value)
+            if host not in names:
+                raise SpecError(path, f"{host!r} is not a host of the topology ({names[0]}..{names[-1]})")
+            if host not in hosts:
+                hosts.append(host)
+    interval = section.get("queue_interval_s")
+    return {"hosts": hosts,
+            "snap_bytes": integer("capture.snap_bytes", section.get("snap_bytes", DEFAULT_SNAP_BYTES), minimum=64,
+                                  maximum=65535),
+            "packets": integer("capture.packets", section.get("packets", DEFAULT_PACKETS), minimum=0,
+                               maximum=MAX_PACKETS),
+            "filter": string("capture.filter", section.get("filter", ""), non_empty=False),
+            "queue_interval_s": None if interval is None else number(at("capture", "queue_interval_s"), interval,
+                                                                     minimum=MIN_QUEUE_INTERVAL_S, maximum=60)}
+
+
+def start_packet_captures(em, raw: Path, hosts, snap_bytes: int, packets: int, bpf: str,
+                          prefix: str = "capture") -> list[subprocess.Popen]:
+    """One tcpdump per host of what it receives, into ``raw/<prefix>-<host>.pcap``."""
+    procs = []
+    for host in hosts:
+        cmd = ["tcpdump", "-i", host_interface(host), "-Q", "in", "-n", "-s", str(snap_bytes), "-U",
+               "-w", str(raw / f"{prefix}-{host}.pcap")]
+        if packets:
+            cmd[1:1] = ["-c", str(packets)]
+        if bpf:
+            cmd.append(bpf)
+        procs.append(em.popen(host, cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
+def stop_packet_captures(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # tcpdump flushes its file on SIGINT
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class QueueSampler(threading.Thread):
+    """Every ``interval_s``, every switch port's backlog per queue, into ``path``."""
+
+    def __init__(self, fabric: Fabric, path: Path, interval_s: float, t0: float):
+        super().__init__(name="queue-sampler", daemon=True)
+        self.ports = [intf for _switch, intf, _mbps in fabric.switch_ports()]
+        self.path, self.interval_s, self.t0 = path, interval_s, t0
+        self.stopped = threading.Event()
+        self.cpu_s = 0.0
+        self.samples = 0
+        self.error: str | None = None
+
+    def _read(self, intf: str) -> str:
+        """One port's ``tc -s class show``, its CPU time counted (its own rusage)."""
+        proc = subprocess.Popen(["tc", "-s", "class", "show", "dev", intf], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        out = proc.stdout.read()
+        proc.stdout.close()
+        _pid, _status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = 0  # reaped here: keep Popen from waiting on it again
+        self.cpu_s += usage.ru_utime + usage.ru_stime
+        return out.decode()
+
+    def run(self) -> None:
+        with open(self.path, "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["time_s", "port", "queue", "backlog_bytes"])
+            next_at = time.monotonic()
+            while not self.stopped.is_set():
+                t = time.monotonic() - self.t0
+                try:
+                    for intf in self.ports:
+                        for queue, backlog in sorted(queues.queue_backlogs(self._read(intf)).items()):
+                            writer.writerow([f"{t:.3f}", intf, queue, backlog])
+                except (OSError, ValueError) as err:  # a port gone at tear-down; keep what was sampled
+                    self.error = str(err)
+                    return
+                self.samples += 1
+                next_at += self.interval_s
+                self.stopped.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self) -> dict:
+        """Stop sampling; the summary fields of its cost."""
+        self.stopped.set()
+        self.join(timeout=10)
+        span = time.monotonic() - self.t0
+        cores = os.cpu_count() or 1
+        return {"queue_samples": self.samples, "queue_sampler_cpu_s": round(self.cpu_s, 3),
+                "queue_sampler_cpu_share": self.cpu_s / (span * cores) if span > 0 else None,
+                **({"queue_sampler_error": self.error} if self.error else {})}
+
+
+class Capture:
+    """What the spec's ``capture:`` asks for, started on a live fabric and stopped before it goes down."""
+
+    def __init__(self, options: dict | None, raw: Path):
+        self.options, self.raw = options, raw
+        self.packets: list[subprocess.Popen] = []
+        self.sampler: QueueSampler | None = None
+        self.fields: dict = {}
+
+    def start(self, em) -> None:
+        if not self.options:
+            return
+        o = self.options
+        self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
+        if o["queue_interval_s"]:
+            self.sampler = QueueSampler(em.fabric, self.raw / "queue_occupancy.csv", o["queue_interval_s"],
+                                        time.monotonic())
+            self.sampler.start()
+
+    def stop(self) -> None:
+        stop_packet_captures(self.packets)
+        if self.sampler is not None:
+            self.fields = self.sampler.stop()
+            self.sampler = None
