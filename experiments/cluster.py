@@ -46,7 +46,7 @@ from distributed.scheduler import KilledWorker
 from distributed.worker import thread_state
 
 from experiments.errors import SpecError, one_line
-from experiments.store import REPO_ROOT
+from experiments.store import REPO_ROOT, write_json
 from experiments.sweep import Cell, RunCell, Sweep, cell_dir, groups
 
 logger = logging.getLogger("distributed.worker")  # shown where the worker's own lines are
@@ -87,13 +87,15 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
                                         str(cell_pickle), str(out), str(error_file)], cwd=REPO_ROOT,
                                        env={**os.environ, "TRAINBED_RESULTS": str(tmp)}, stdout=output,
                                        stderr=subprocess.STDOUT)
+            terminated = False
             while True:
                 try:
                     process.wait(timeout=1)
                     break
                 except subprocess.TimeoutExpired:
-                    if unwanted():
+                    if unwanted() and not terminated:  # once: a second signal would cut the tear-down short
                         process.terminate()  # an emulated runner tears its fabric down
+                        terminated = True
             seconds = time.monotonic() - began
             output.seek(0)
             printed = output.read().strip()
@@ -110,8 +112,7 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
             error = None
         environment = out / "environment.json"
         if environment.exists():
-            env = json.loads(environment.read_text())
-            environment.write_text(json.dumps({**env, "worker": address}, indent=2, sort_keys=True) + "\n")
+            write_json(environment, {**json.loads(environment.read_text()), "worker": address})
         return {"error": error, "seconds": seconds, "files": _pack(out) if out.is_dir() else None}
 
 
