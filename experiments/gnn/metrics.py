@@ -132,3 +132,12 @@ def profile(events: list[dict], iterations: int = 50) -> dict:
             "compute_s": {task: [round(its.get(i, 0.0), 6) for i in range(iterations)]
                           for task, its in sorted(compute.items())},
             "flows": volumes}
+
+
+def epochs(iterations: int | None, workload: dict, train_nodes: int) -> float | None:
+    """Training seeds drawn over the training nodes: every sampler draws ``batch_size``
+    seeds an iteration from its shard and every worker consumes all its samplers'
+    mini-batches (``hosts/gnn/task.py``)."""
+    if not (iterations and train_nodes):
+        return None
+    return iterations * workload["workers"] * workload["samplers_per_worker"] * workload["batch_size"] / train_nodes

@@ -19,6 +19,8 @@ import csv
 import json
 from pathlib import Path
 
+import numpy as np
+
 from experiments import store
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
@@ -105,7 +107,10 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
                         if rel_error is not None and rel_error > MAX_READBACK_ERROR else [])
     ratios = [f["achieved_mbps"] / f["target_mbps"] for f in transfers
               if f["target_mbps"] and f["achieved_mbps"] and f["bytes"] >= 100_000]
-    return {**train, "reported_transfer_bytes": sum(f["bytes"] for f in transfers),
+    ids = run / "job" / "graph" / "ids.npz"  # the job's training nodes (absent if it never started)
+    train_nodes = len(np.load(ids)["train"]) if ids.exists() else 0
+    return {**train, "epochs": metrics.epochs(train.get("iterations"), spec["workload"], train_nodes),
+            "reported_transfer_bytes": sum(f["bytes"] for f in transfers),
             "fabric_counted_bytes": counted, "transfers": len(transfers),
             "oes_rate_max_rel_error": rel_error, "rate_readbacks": state.get("readbacks", 0),
             "achieved_over_target_median": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None,

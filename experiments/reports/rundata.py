@@ -187,28 +187,13 @@ def _cojob(data: RunData) -> list[Row]:
     return rows
 
 
-def gnn_epochs(data: RunData) -> float | None:
-    """Training seeds drawn over the training nodes: every sampler draws ``batch_size``
-    seeds an iteration from its shard and every worker consumes all its samplers'
-    mini-batches (``hosts/gnn/task.py``); None without the job's ``ids.npz``."""
-    workload = (data.spec or {}).get("workload") or {}
-    ids = data.path / "job" / "graph" / "ids.npz"
-    if not (ids.exists() and data.summary.get("iterations") and workload.get("batch_size")):
-        return None
-    import numpy as np
-    with np.load(ids) as arrays:
-        train = len(arrays["train"])
-    seeds = data.summary["iterations"] * workload["workers"] * workload["samplers_per_worker"] * workload["batch_size"]
-    return seeds / train if train else None
-
-
 def _gnn(data: RunData) -> list[Row]:
     s = data.summary
     rows = [("training", f"{s.get('sync', 'n/a')} sync, scheduler {s.get('scheduler', 'n/a')}"),
             ("iteration time", f"{num(s.get('iteration_s_median'), 's')} median, "
                                f"{num(s.get('iteration_s_mean'), 's')} mean"),
             ("iterations", num(s.get("iterations"))),
-            ("epochs", num(gnn_epochs(data), digits=2)),
+            ("epochs", num(s.get("epochs"), digits=2)),
             ("validation accuracy", f"{pct(s.get('val_accuracy'))} last, {pct(s.get('val_accuracy_best'))} best"),
             ("training loss", f"{num(s.get('train_loss_first'))} first, {num(s.get('train_loss_last'))} last"),
             ("communication share of an iteration", pct(s.get("communication_share")))]
@@ -225,8 +210,11 @@ def colocation_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
     columns = [("makespan_s", "makespan", "s"), ("avg_jct_s", "avg JCT", "s"), ("avg_queuing_s", "avg queuing", "s")]
     columns += [("qos_violation_rate", "QoS violations", "%")] if inference else []
     columns += [("memory_violations", "memory violations", ""), ("failed", "failed", "")]
+    methods = summary.get("methods") or {}
+    if any(m.get("group_boundary_s") is not None for m in methods.values()):  # runs before the pipeline lack it
+        columns.append(("group_boundary_s", "group boundary", "s"))
     rows = []
-    for method, m in (summary.get("methods") or {}).items():
+    for method, m in methods.items():
         cells = [method + (" (primary)" if method == summary.get("primary") else "")]
         for key, _, unit in columns:
             value = m.get(key)
