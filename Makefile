@@ -24,10 +24,12 @@ clean:
 	$(PY) -m experiments.cli clean
 
 # GPU co-location validation (CUDA machine; its own torch + PyG, no install step):
-# estimator grid at real dataset sizes, CoGNN Table V, GNNSched tables, into results/latest.
+# estimator grid at real dataset sizes, CoGNN Table V, GNNSched tables, into GPU_OUT.
+# Run it again to resume: parts measured already in GPU_OUT are kept.
 # GPU_ARGS trims it to a device-time budget, e.g. GPU_ARGS="--repeats 1 --queues gcn mix".
 GPU_PY ?= python3
 GPU_ARGS ?=
+GPU_OUT ?= results/colocate-gpu
 .PHONY: colocate-gpu
 colocate-gpu:
-	$(GPU_PY) -m experiments.colocation.gpu_validation --device cuda $(GPU_ARGS)
+	$(GPU_PY) -m experiments.colocation.gpu_validation --device cuda --out $(GPU_OUT) $(GPU_ARGS)

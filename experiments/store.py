@@ -85,7 +85,10 @@ def write_jsonl(path: Path, rows) -> None:
 
 
 def write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    """Written whole or not at all (a run killed mid-write, then resumed, reads it back)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)
 
 
 def start_run(spec: dict, out: str | os.PathLike | None = None) -> Path:

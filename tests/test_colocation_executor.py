@@ -14,6 +14,8 @@ import torch
 import yaml
 
 from experiments.cli import main
+from experiments.colocation.metrics import group_boundaries
+from experiments.reports.rundata import colocation_rows
 from experiments.colocation.runner import estimate_all, run_colocate_file
 from experiments.colocation.spec import build_tasks, load_spec, resolve
 from hosts.colocation import mps
@@ -64,7 +66,14 @@ def test_every_method_runs_the_queue_and_reports_every_metric(tmp_path, spec):
         if spec["kind"] == "inference":
             assert 0.0 <= metrics["qos_violation_rate"] <= 1.0
             assert metrics["p99_latency_s"] >= metrics["p90_latency_s"] >= metrics["median_latency_s"]
+        if name in ("base", "lmcf", "bmc", "sqtf", "bqt") and metrics["groups"] > 1:
+            assert metrics["group_boundary_max_s"] >= metrics["group_boundary_s"] >= 0
+        elif name not in ("base", "lmcf", "bmc", "sqtf", "bqt"):
+            assert metrics["group_boundary_s"] is None  # a baseline has no groups
     assert summary["pmc_max_relative_error"] < 0.03
+    assert set(summary["allocator_overhead_bytes"].values()) == {0}  # the CPU's allocator reserves nothing beside
+    header, _ = colocation_rows(summary)
+    assert "group boundary" in header and "group boundary (s)" in (run / "table.md").read_text()
     for name in ("spec.yaml", "environment.json", "tasks.json", "table.md", "table.csv", "plots/methods.png"):
         assert (run / name).exists(), name
 
@@ -88,8 +97,8 @@ def _plan(capacity_budget=None):
     return tasks, estimates, Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
 
 
-def _executor(allocatable=64 << 20, workers=2):
-    return Executor(torch.device("cpu"), allocatable, workers, PreparedInputs(seed=3))
+def _executor(allocatable=64 << 20, workers=2, pipeline_groups=True):
+    return Executor(torch.device("cpu"), allocatable, workers, PreparedInputs(seed=3), pipeline_groups)
 
 
 def test_task_over_its_budget_is_stopped_and_recorded_and_its_group_finishes():
@@ -102,7 +111,34 @@ def test_task_over_its_budget_is_stopped_and_recorded_and_its_group_finishes():
     assert stopped.error.startswith("stopped over budget") and stopped.watched_peak_bytes <= estimates[victim]
     others = [r for r in records if r.task_id != victim]
     assert all(r.error is None and r.result is not None and not r.memory_violation for r in others)
-    assert len({r.worker_pid for r in records}) == 2  # persistent workers: one per task of a group
+    # resident workers, a group's and the next group's standbys, serve task after task
+    assert len({r.worker_pid for r in records}) == 2 * 2 < len(records)
+
+
+def test_pipelined_groups_wait_prepared_while_the_previous_group_runs_and_start_sooner():
+    """GNNSched's pipeline: the next group is prepared on resident standbys before
+    the current one ends; without it a group is handed out after. The boundary
+    costs are compared as medians over two interleaved runs of each."""
+    tasks = build_tasks(resolve(dict(TRAINING, queue=dict(TRAINING["queue"], count=8, epochs=3))))
+    estimates = estimate_all(tasks, "cpu")
+    plan = Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
+    boundaries = {True: [], False: []}
+    for _ in range(2):
+        for pipelined in (True, False):
+            records, facts = _executor(pipeline_groups=pipelined).run("bmc", plan)
+            assert facts["pipelined_groups"] is pipelined and all(r.error is None for r in records)
+            groups: dict = {}
+            for r in records:
+                groups.setdefault((r.batch, r.group), []).append(r)
+            order = sorted(groups)
+            assert len(order) >= 4
+            for previous, current in zip(order, order[1:]):
+                ended = max(r.end_s for r in groups[previous])
+                ready = [r.ready_s for r in groups[current]]
+                assert all(t < ended for t in ready) if pipelined else all(t > ended for t in ready)
+                assert min(r.start_s for r in groups[current]) >= ended
+            boundaries[pipelined] += group_boundaries(records)
+    assert statistics.median(boundaries[True]) < statistics.median(boundaries[False]), boundaries
 
 
 def test_each_task_runs_in_a_process_of_its_own():

@@ -1,16 +1,24 @@
 """The GPU validation in one command: ``make colocate-gpu`` (or ``python -m
-experiments.colocation.gpu_validation --device cuda``).
+experiments.colocation.gpu_validation --device cuda --out DIR``).
 
 1. the estimator grid at the datasets' real sizes (``validate --grid gpu``);
 2. every CoGNN training queue (GCN, SAGE, GAT, GIN, Mix) under all baselines
-   and policies, then CoGNN Table V (queues as columns);
-3. every GNNSched inference queue at low and high load, and its summary table.
+   and policies, then CoGNN Table V (queues as columns) and each metric over
+   PipeSwitch's beside Table V's;
+3. every GNNSched inference queue at low and high load, and its tables beside
+   what GNNSched states of Fig. 5-8.
 
-Everything lands in one directory under ``results/`` (``results/latest``).
+Everything lands in one directory (``--out``, else a new one under ``results/``;
+``results/latest``). Re-run into the same ``--out`` it resumes: the estimator
+grid once done is kept, and so is every part of a queue measured already (a
+method's repeat), so a campaign longer than a session's device time is finished
+by running the command again. A queue's run refuses another spec (other
+``--epochs`` etc.) and other code unless ``--force`` (see ``runner``).
 The paper queues train for 200 epochs and send 100 requests; ``--epochs`` and
-``--requests`` shorten them, ``--repeats`` overrides the specs' repeats and
-``--queues``, ``--training-methods`` and ``--inference-methods`` pick queues and methods (all recorded in each run's resolved spec). ``--part``
-runs one part, for machines that limit a command's time.
+``--requests`` shorten them, ``--repeats`` sets the repeats (3 by default),
+``--queues``, ``--training-methods`` and ``--inference-methods`` pick queues and
+methods and ``--scale`` shrinks the graphs (a CPU check of the command), all
+recorded in each run's resolved spec. ``--part`` runs one part.
 """
 from __future__ import annotations
 
@@ -34,30 +42,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--part", choices=("all", "validation", "training", "inference"), default="all")
     parser.add_argument("--epochs", type=int, default=20, help="epochs per training task (paper: 200)")
     parser.add_argument("--requests", type=int, default=50, help="requests per inference queue (paper: 100)")
-    parser.add_argument("--repeats", type=int, help="repeats per method (default: the spec's)")
+    parser.add_argument("--repeats", type=int, default=3, help="repeats per method")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
     parser.add_argument("--training-methods", nargs="+", help="methods of the training queues (default: the spec's)")
     parser.add_argument("--inference-methods", nargs="+", help="methods of the inference queues (default: the spec's)")
-    parser.add_argument("--out")
+    parser.add_argument("--scale", type=float, help="graphs.scale of every queue (default: the spec's, real sizes)")
+    parser.add_argument("--out", help="the campaign's directory; re-run into it to resume")
+    parser.add_argument("--force", action="store_true", help="resume queues started under other code")
     args = parser.parse_args(argv)
-    repeats = {} if args.repeats is None else {"repeats": args.repeats}
+    common = {"repeats": args.repeats, **({} if args.scale is None else {"graphs.scale": args.scale})}
     queues = args.queues or TRAINING_QUEUES
     training_methods = {} if args.training_methods is None else {"methods": args.training_methods}
     inference_methods = {} if args.inference_methods is None else {"methods": args.inference_methods}
     root = new_run_dir("colocate", f"gpu-validation-{args.part}", args.out)
+
+    def queue(spec: str, out: str, overrides: dict) -> Path:
+        return run_colocate_file(SPECS / f"{spec}.yaml", args.device, out=root / out, overrides={**common, **overrides},
+                                 resume=True, force=args.force)
+
     if args.part in ("all", "validation"):
-        run, _ = run_validation(args.device, "gpu", out=root / "validation")
-        print((run / "validation.md").read_text(), flush=True)
+        if not (root / "validation" / "summary.json").exists():  # an interrupted grid runs again whole
+            run_validation(args.device, "gpu", out=root / "validation")
+        print((root / "validation" / "validation.md").read_text(), flush=True)
     if args.part in ("all", "training"):
-        runs = [run_colocate_file(SPECS / f"colocate-train-{q}.yaml", args.device, out=root / f"train-{q}",
-                                  overrides={"queue.epochs": args.epochs, **repeats, **training_methods}) for q in queues]
+        runs = [queue(f"colocate-train-{q}", f"train-{q}", {"queue.epochs": args.epochs, **training_methods})
+                for q in queues]
         text = table_v(runs)
         (root / "table-v-training.md").write_text(text)
         print(text, flush=True)
     if args.part in ("all", "inference"):
         for load in ("low", "high"):
-            runs = [run_colocate_file(SPECS / f"colocate-infer-{q}-{load}.yaml", args.device,
-                                      out=root / f"infer-{q}-{load}", overrides={"queue.count": args.requests, **repeats, **inference_methods})
+            runs = [queue(f"colocate-infer-{q}-{load}", f"infer-{q}-{load}",
+                          {"queue.count": args.requests, **inference_methods})
                     for q in INFERENCE_QUEUES if q in queues]
             text = table_v(runs)
             (root / f"table-inference-{load}.md").write_text(text)

@@ -28,6 +28,9 @@ def summarize(records: list[TaskRecord]) -> dict:
         "over_capacity_tasks": sum(r.over_capacity for r in records),
         "out_of_memory_tasks": sum(r.error == "out of memory" for r in records),
     }
+    boundaries = np.array(group_boundaries(records))
+    summary["group_boundary_s"] = _mean(boundaries)
+    summary["group_boundary_max_s"] = float(boundaries.max()) if boundaries.size else None
     with_qt = [r for r in finished if r.qt_s]
     if with_qt:
         normalized = np.array([(r.end_s - r.arrival_s) / r.qt_s for r in with_qt])
@@ -41,6 +44,24 @@ def summarize(records: list[TaskRecord]) -> dict:
         })
     summary.update(pmc_errors(records))
     return summary
+
+
+def group_boundaries(records: list[TaskRecord]) -> list[float]:
+    """Per group after the first, in run order: seconds from when it could start
+    to its first task's start. It could start when the previous group's last task
+    ended or, for the first group of a batch, when the batch's first task arrived
+    if that was later (waiting for arrivals is no boundary cost)."""
+    groups: dict[tuple[int, int], list[TaskRecord]] = {}
+    opened: dict[int, float] = {}
+    for r in records:
+        if r.batch is None:
+            continue
+        opened[r.batch] = min(opened.get(r.batch, r.arrival_s), r.arrival_s)
+        if r.start_s is not None:
+            groups.setdefault((r.batch, r.group), []).append(r)
+    order = sorted(groups)
+    return [min(r.start_s for r in groups[current]) - max(max(r.end_s for r in groups[previous]), opened[current[0]])
+            for previous, current in zip(order, order[1:])]
 
 
 def aggregate(runs: list[dict]) -> dict:

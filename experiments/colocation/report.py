@@ -6,7 +6,9 @@ rate and latencies normalised to QT, Fig. 5-8) and ``plots/``.
 
 Several runs (one per queue: GCN, SAGE, GAT, GIN, Mix): ``python -m
 experiments.colocation.report RUN_DIR... [--out FILE]`` prints the Table V layout,
-queues as columns, in minutes as the paper does.
+queues as columns, in minutes as the paper does, then each metric over
+PipeSwitch's beside Table V's ratios; inference runs as GNNSched's Fig. 5-8 with
+what its text states (``papers``).
 """
 from __future__ import annotations
 
@@ -16,15 +18,19 @@ import json
 import sys
 from pathlib import Path
 
+import yaml
+
+from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
 
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
                     ("avg_queuing_s", "avg queuing (s)"), ("memory_violations", "memory violations"),
-                    ("device_utilization", "device busy"), ("groups", "groups")]
+                    ("device_utilization", "device busy"), ("groups", "groups"),
+                    ("group_boundary_s", "group boundary (s)")]
 INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_latency_qt", "median latency / QT"),
                      ("p90_latency_qt", "p90 latency / QT"), ("p99_latency_qt", "p99 latency / QT"),
                      ("avg_jct_qt", "avg JCT / QT"), ("avg_queuing_qt", "avg queuing / QT"),
                      ("makespan_s", "makespan (s)"), ("memory_violations", "memory violations"),
-                     ("device_utilization", "device busy")]
+                     ("device_utilization", "device busy"), ("group_boundary_s", "group boundary (s)")]
 
 
 def write_report(run: Path, summary: dict, records) -> None:
@@ -44,8 +50,14 @@ def write_report(run: Path, summary: dict, records) -> None:
              "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join([name] + [_fmt_spread(methods[name], key) for key, _ in columns]) + " |"
               for name in methods]
+    overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
+                          for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
     lines += ["", f"PMC relative error over the run's tasks: max {_fmt(summary['pmc_max_relative_error'])}, "
-                  f"mean {_fmt(summary['pmc_mean_relative_error'])}", ""]
+                  f"mean {_fmt(summary['pmc_mean_relative_error'])}",
+              "", "Group boundary: seconds from a group's end (or its batch's first arrival, if later) to the next "
+                  f"group's first start; groups {'pipelined' if summary.get('pipeline_groups') else 'not pipelined'}.",
+              "", f"Allocator overhead allowed beyond the budgets, per model and size class: {overheads or 'none'}.",
+              ""]
     (run / "table.md").write_text("\n".join(lines))
     _plots(run, summary, records, columns)
 
@@ -98,31 +110,109 @@ def _plots(run: Path, summary: dict, records, columns) -> None:
 
 
 def table_v(runs: list[Path]) -> str:
-    """CoGNN Table V (training) or a GNNSched summary (inference), queues as columns."""
+    """Several runs of one kind, queues as columns, with the papers' numbers beside:
+    training as CoGNN Table V (minutes) and as ratios to PipeSwitch beside Table V's;
+    inference as GNNSched Fig. 5-8, one table per metric with the paper's statements."""
     summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
-    queues = [s["name"] for s in summaries]
+    queues = [_queue(s["name"]) for s in summaries]
     methods = list(dict.fromkeys(m for s in summaries for m in s["methods"]))
-    kind = summaries[0]["kind"]
-    metrics = ([("makespan_s", "Makespan (min)", 60), ("avg_jct_s", "Average JCT (min)", 60),
-                ("avg_queuing_s", "Average QT (min)", 60)] if kind == "training" else
-               [("qos_violation_rate", "QoS violation rate", 1), ("p99_latency_qt", "p99 latency / QT", 1),
-                ("avg_jct_qt", "Average JCT / QT", 1)])
-    header = ["Method-policy"] + [f"{label}: {q}" for _, label, _ in metrics for q in queues]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for method in methods:
-        cells = [method]
-        for key, _, divisor in metrics:
-            for s in summaries:
-                value = s["methods"].get(method, {}).get(key)
-                cells.append(_fmt(value / divisor if value is not None else None))
-        lines.append("| " + " | ".join(cells) + " |")
     devices = sorted({s["device"]["name"] for s in summaries})
-    return "\n".join(lines) + f"\n\nDevice: {', '.join(devices)}\n"
+    repeats = sorted({s["repeats"] for s in summaries})
+    head = f"Device: {', '.join(devices)}; mean ± sd over {'/'.join(map(str, repeats))} repeats per method.\n"
+    if summaries[0]["kind"] == "training":
+        body = _training_tables(runs, summaries, queues, methods)
+    else:
+        body = _inference_tables(runs, summaries, queues, methods)
+    return head + "\n" + body
 
 
-def _fmt_spread(row: dict, key: str) -> str:
-    sd = row.get(f"{key}_sd")
-    return _fmt(row.get(key)) + (f" ± {_fmt(sd)}" if sd else "")
+def _training_tables(runs, summaries, queues, methods) -> str:
+    labels = {"makespan_s": "Makespan", "avg_jct_s": "Average JCT", "avg_queuing_s": "Average QT"}
+    header = ["Method-policy"] + [f"{labels[key]} (min): {q}" for key in TABLE_V_METRICS for q in queues]
+    lines = ["## CoGNN Table V (minutes)", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for method in methods:
+        cells = [_fmt_spread(s["methods"][method], key, 60) if method in s["methods"] else "-"
+                 for key in TABLE_V_METRICS for s in summaries]
+        lines.append("| " + " | ".join([method, *cells]) + " |")
+    per_repeat = [_runs_csv(run) for run in runs]
+    for key in TABLE_V_METRICS:
+        header = ["Method-policy"] + [c for q in queues for c in (q, "paper")]
+        lines += ["", f"## {labels[key]} / PipeSwitch's, beside Table V's (V100)", "",
+                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for method in methods:
+            cells = [method]
+            for queue, rows in zip(queues, per_repeat):
+                cells += [_ratio(rows, method, key), _fmt(table_v_ratio(method, key, queue))]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _inference_tables(runs, summaries, queues, methods) -> str:
+    loads = {_load(run) for run in runs}
+    load = loads.pop() if len(loads) == 1 else None
+    lines = [f"GNNSched's queues at {load or 'mixed'} load; `paper`: what GNNSched's text states of its figure "
+             "(V100, MPS = MPS-Aggr)."]
+    for key, label in GNNSCHED_FIGURES:
+        header = ["method", *queues, "paper"]
+        lines += ["", f"## {label}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for method in methods:
+            cells = [_fmt_spread(s["methods"][method], key) if method in s["methods"] else "-" for s in summaries]
+            lines.append("| " + " | ".join([method, *cells, gnnsched(key, method, load) or "-"]) + " |")
+    lines += ["", "## GNNSched's reductions against the baselines (mean over the queues)", "",
+              "| metric | policy | against | ours | paper |", "|---|---|---|---|---|"]
+    for key, against in GNNSCHED_REDUCTIONS.items():
+        for policy in ("sqtf", "bqt"):
+            for baseline, paper in against.items():
+                reductions = [1 - s["methods"][policy][key] / s["methods"][baseline][key] for s in summaries
+                              if policy in s["methods"] and baseline in s["methods"]
+                              and s["methods"][policy].get(key) is not None and s["methods"][baseline].get(key)]
+                ours = f"{100 * sum(reductions) / len(reductions):.1f}%" if reductions else "-"
+                lines.append(f"| {key} | {policy} | {baseline} | {ours} | {100 * paper:.1f}% |")
+    return "\n".join(lines) + "\n"
+
+
+GNNSCHED_FIGURES = [("qos_violation_rate", "QoS violation rate (Fig. 5)"),
+                    ("median_latency_qt", "median latency / QT (Fig. 6)"),
+                    ("p90_latency_qt", "p90 latency / QT (Fig. 6)"), ("p99_latency_qt", "p99 latency / QT (Fig. 6)"),
+                    ("avg_jct_qt", "average JCT / QT (Fig. 7)"), ("avg_queuing_qt", "average queuing / QT (Fig. 8)"),
+                    ("group_boundary_s", "group boundary (s): a group's end to the next group's first start")]
+
+
+def _queue(name: str) -> str:
+    """'colocate-train-gcn' and 'colocate-infer-gcn-low' are the queue 'gcn'."""
+    for prefix in ("colocate-train-", "colocate-infer-"):
+        if name.startswith(prefix):
+            return name[len(prefix):].removesuffix("-low").removesuffix("-high")
+    return name
+
+
+def _load(run: Path) -> str | None:
+    """GNNSched's loads: 1 (low) or 2 (high) requests per tick on average."""
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    return {1: "low", 2: "high"}.get(spec.get("arrivals", {}).get("mean_per_tick"))
+
+
+def _runs_csv(run: Path) -> dict[tuple[str, str], dict]:
+    with open(run / "runs.csv", newline="") as fh:
+        return {(row["method"], row["repeat"]): row for row in csv.DictReader(fh)}
+
+
+def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:
+    """Mean ± sd over the repeats of the method's value over PipeSwitch's in the same repeat."""
+    ratios = [float(row[key]) / float(rows[("pipeswitch", repeat)][key]) for (m, repeat), row in rows.items()
+              if m == method and row[key] and ("pipeswitch", repeat) in rows and rows[("pipeswitch", repeat)][key]]
+    if not ratios:
+        return "-"
+    mean = sum(ratios) / len(ratios)
+    if len(ratios) == 1:
+        return _fmt(mean)
+    sd = (sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1)) ** 0.5
+    return f"{_fmt(mean)} ± {_fmt(sd)}"
+
+
+def _fmt_spread(row: dict, key: str, divisor: float = 1) -> str:
+    value, sd = row.get(key), row.get(f"{key}_sd")
+    return _fmt(value / divisor if value is not None else None) + (f" ± {_fmt(sd / divisor)}" if sd else "")
 
 
 def _fmt(value) -> str:

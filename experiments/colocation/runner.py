@@ -1,38 +1,50 @@
 """``trainbed colocate SPEC --device cpu|cuda``: run a task queue under every method.
 
 A run: load the spec, build the queue, estimate every task's peak (PMC), check
-that each task fits the allocatable memory alone, measure each distinct task's
-peak alone and time inference tasks alone (the QoS target is twice that), then
-run the queue ``repeats`` times under every method and write the run directory:
-``spec.yaml`` (resolved), ``environment.json``, ``tasks.json`` (the queue with
-estimates), ``records-<method>.json`` (raw per-task records and facts of every
-repeat), ``runs.csv`` (a row per method and repeat), ``summary.json`` (per
-method the mean of every metric and its spread as ``<metric>_sd``),
-``table.md``/``table.csv`` and ``plots/``.
+that each task fits the allocatable memory alone, then profile each distinct
+task alone: its exact peak, inference tasks' run time (the QoS target is twice
+that) and, in a warm worker, what its allocator reserves beyond its tensors (the
+cap's overhead, per model and size class); then run the queue ``repeats`` times
+under every method and write the run directory: ``spec.yaml`` (resolved),
+``environment.json``, ``tasks.json`` (the queue with estimates and the profile),
+``records-<method>.json`` (raw per-task records and facts of every repeat),
+``runs.csv`` (a row per method and repeat), ``summary.json`` (per method the
+mean of every metric and its spread as ``<metric>_sd``), ``table.md``/``table.csv``
+and ``plots/``.
+
+Resuming (``resume=True``, used by ``make colocate-gpu``): a run directory that
+holds a run of the same resolved spec is continued; its profile (``tasks.json``)
+is kept, and a part measured already (a method's repeat in ``records-<method>.json``)
+is not run again. Another spec is refused; so is other code (another commit, or
+a dirty tree where the first run's was clean) unless ``force``, as sweeps do.
 """
 from __future__ import annotations
 
 import csv
+import json
 import math
+import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
+import yaml
 
-from experiments.colocation.metrics import aggregate, pmc_errors, summarize
+from experiments.colocation.metrics import aggregate, group_boundaries, pmc_errors, summarize
 from experiments.colocation.report import write_report
 from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
 from experiments.errors import SpecError, one_line
-from experiments.store import environment, new_run_dir, point_latest, write_json, write_spec
-from hosts.colocation.executor import Executor, Plan, PreparedInputs
+from experiments.store import environment, git_state, new_run_dir, point_latest, write_json, write_spec
+from hosts.colocation.allocator import class_key, overhead_by_class, size_class
+from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
 from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
-                      overrides: dict | None = None) -> Path:
-    return run_colocate(load_spec(spec_path, overrides), device, out)
+                      overrides: dict | None = None, resume: bool = False, force: bool = False) -> Path:
+    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force)
 
 
 def run_colocate_spec(raw: dict, out: str | Path | None = None, device: str = "cpu") -> Path:
@@ -40,8 +52,8 @@ def run_colocate_spec(raw: dict, out: str | Path | None = None, device: str = "c
     return run_colocate(resolve(raw), device, out)
 
 
-def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
-    """Run a resolved spec; returns the run directory."""
+def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False) -> Path:
+    """Run a resolved spec (``resume``: continue the run in ``out``, see above); returns the run directory."""
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
     tasks = build_tasks(spec)
@@ -54,22 +66,21 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
                 f"{needs[task.task_id] / MIB:.1f} MiB with the x{SAFETY_THRESHOLD[task.kind]} threshold, "
                 f"more than the {allocatable / MIB:.1f} MiB allocatable"))
 
-    run = new_run_dir("colocate", spec["name"], out)
-    write_spec(run, spec)
-    env = environment()
-    env["device"] = describe_device(dev)
-    write_json(run / "environment.json", env)
+    run = _open_run(spec, dev, out, resume, force)
+    env = json.loads((run / "environment.json").read_text())
 
     base = {"name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
             "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
-            "repeats": spec["repeats"]}
+            "repeats": spec["repeats"], "pipeline_groups": spec["pipeline_groups"]}
     runs: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
     all_records: list = []
+    profile: dict = {}
     try:
-        _measure(spec, dev, allocatable, tasks, estimates, needs, run, runs, all_records)
+        _measure(spec, dev, allocatable, tasks, estimates, needs, run, runs, all_records, profile)
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json with what was measured, re-raised
         done = {method: aggregate(rows) for method, rows in runs.items() if rows}
-        write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, "methods": done})
+        write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, **profile,
+                                          "methods": done})
         write_runs_csv(run / "runs.csv", runs)
         raise
     methods = {method: aggregate(rows) for method, rows in runs.items()}
@@ -78,9 +89,11 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
     summary = {
         "completed": True, **base,
         **{key: primary[key] for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
-                                         "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s")},
+                                         "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s",
+                                         "group_boundary_s")},
         "qos_violation_rate": primary.get("qos_violation_rate"),
         **pmc_errors(all_records),
+        **profile,
         "methods": methods,
     }
     write_json(run / "summary.json", summary)
@@ -89,44 +102,117 @@ def run_colocate(spec: dict, device: str, out: str | Path | None) -> Path:
     return run
 
 
+def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: bool, force: bool) -> Path:
+    """A fresh run directory, or with ``resume`` the one in ``out`` if it holds this spec's run."""
+    run = Path(out) if out is not None else None
+    if not (resume and run is not None and (run / "spec.yaml").exists()):
+        run = new_run_dir("colocate", spec["name"], out)
+        write_spec(run, spec)
+        env = environment()
+        env["device"] = describe_device(dev)
+        write_json(run / "environment.json", env)
+        return run
+    if yaml.safe_load((run / "spec.yaml").read_text()) != yaml.safe_load(yaml.safe_dump(spec, sort_keys=False)):
+        raise SpecError("--out", f"{run} holds a run of another spec (spec.yaml differs); choose a new directory")
+    env = json.loads((run / "environment.json").read_text())
+    now = git_state()
+    first = env.get("git_commit")
+    if first is None or now.get("git_commit") is None:
+        print(f"warning: cannot tell whether {run} ran under this code: "
+              f"{now.get('git_note') or env.get('git_note') or 'no git_commit recorded'}", file=sys.stderr, flush=True)
+    elif first != now["git_commit"] or (env.get("git_dirty") is False and now["git_dirty"]):
+        change = (f"{run} was started under commit {first[:12]}, this checkout is commit {now['git_commit'][:12]}"
+                  f"{' (dirty)' if now['git_dirty'] else ''}")
+        if not force:
+            raise SpecError("--out", f"{change}; pass --force to resume it under this code, or choose a new --out")
+        print(f"warning: {change}; resuming under this code (--force)", file=sys.stderr, flush=True)
+    if env["device"]["name"] != describe_device(dev)["name"]:
+        raise SpecError("--device", f"{run} was measured on {env['device']['name']}, not on this device")
+    env["resumes"] = [*env.get("resumes", []), {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
+    write_json(run / "environment.json", env)
+    return run
+
+
 def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task], estimates: dict, needs: dict,
-             run: Path, runs: dict[str, list[dict]], all_records: list) -> None:
-    """Profile the tasks alone, then run the queue under every method ``repeats``
-    times, appending to ``runs`` and ``all_records`` as it goes (a fault keeps them)."""
+             run: Path, runs: dict[str, list[dict]], all_records: list, profile: dict) -> None:
+    """Profile the tasks alone (or keep a resumed run's profile), then run the queue
+    under every method ``repeats`` times, appending to ``runs`` and ``all_records``
+    as it goes (a fault keeps them); a method's repeat found in its records file
+    is kept, not run again."""
     inputs = PreparedInputs(spec["seed"])
+    executor = Executor(dev, allocatable, spec["workers"], inputs, spec["pipeline_groups"])
+    plan = (_kept_profile(run, tasks, estimates, needs) if (run / "tasks.json").exists()
+            else _profile(spec, dev, tasks, estimates, needs, inputs, executor, run))
+    profile["allocator_overhead_bytes"] = overhead_by_class(
+        [(t.model, estimates[t.task_id], plan.overhead_bytes[t.task_id]) for t in plan.tasks])
+    raw: dict[str, list[dict]] = {}
+    for method in spec["methods"]:
+        path = run / f"records-{method}.json"
+        raw[method] = json.loads(path.read_text())["runs"] if path.exists() else []
+    # Repeat outermost, so that a slow spell of a shared machine falls on every method alike.
+    for repeat in range(spec["repeats"]):
+        for method in spec["methods"]:
+            entry = next((e for e in raw[method] if e["repeat"] == repeat), None)
+            kept = entry is not None
+            if not kept:
+                started = time.perf_counter()
+                records, facts = executor.run(method, plan)
+                entry = {"repeat": repeat, "facts": facts, "records": [asdict(r) for r in records],
+                         "group_boundaries_s": group_boundaries(records), "wall_s": time.perf_counter() - started}
+                raw[method] = sorted([*raw[method], entry], key=lambda e: e["repeat"])
+                write_json(run / f"records-{method}.json", {"runs": raw[method]})
+            else:
+                records = [TaskRecord(**r) for r in entry["records"]]
+            all_records.extend(records)
+            row = _row(records, entry["facts"], entry["wall_s"])
+            runs[method].append(row)
+            print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {_seconds(row['makespan_s'])}, "
+                  f"avg JCT {_seconds(row['avg_jct_s'])}, memory violations {row['memory_violations']}, "
+                  f"failed {row['failed']}{' (measured earlier, kept)' if kept else ''}", flush=True)
+
+
+def _row(records: list[TaskRecord], facts: dict, wall_s: float) -> dict:
+    row = {**summarize(records), "device_peak_bytes": facts["device_peak_bytes"],
+           "over_capacity_events": facts["over_capacity_events"],
+           "groups": sum(len(batch) for batch in facts["groups"]) or None,
+           "worker_processes": facts["worker_processes"], "device_utilization": facts["device_utilization"],
+           "wall_s": wall_s}
+    if "mps_daemon" in facts:
+        row["mps_daemon"] = facts["mps_daemon"]
+    return row
+
+
+def _profile(spec: dict, dev: torch.device, tasks: list[Task], estimates: dict, needs: dict,
+             inputs: PreparedInputs, executor: Executor, run: Path) -> Plan:
+    """Each distinct task alone: its exact peak, inference run times (QT), and its
+    allocator's overhead in a worker; the cap allows each task the largest
+    overhead of its model and size class. Written to ``tasks.json``."""
     warm_up(tasks, dev, inputs)
     measured, solo = profile_alone(tasks, dev, inputs, time_it=spec["kind"] == INFERENCE)
     qt: dict[str, float] = {key: 2.0 * seconds for key, seconds in solo.items()}
     if spec["kind"] == INFERENCE:
         mean_solo = sum(solo.values()) / len(solo)
         tasks = with_arrival_times(tasks, spec["arrivals"]["tick_solo_multiple"] * mean_solo)
+    overhead = executor.allocator_overheads(tasks)
+    classes = overhead_by_class([(t.model, estimates[t.task_id], overhead[t.task_id]) for t in tasks])
+    cap_overhead = {t.task_id: classes[class_key(t.model, estimates[t.task_id])] for t in tasks}
     write_json(run / "tasks.json", [
         {**t.describe(), "estimate_bytes": estimates[t.task_id], "need_bytes": needs[t.task_id],
-         "measured_peak_bytes": measured[t.task_id], "solo_s": solo.get(t.task_id), "qt_s": qt.get(t.task_id)}
+         "measured_peak_bytes": measured[t.task_id], "solo_s": solo.get(t.task_id), "qt_s": qt.get(t.task_id),
+         "size_class": size_class(estimates[t.task_id]), "allocator_overhead_bytes": overhead[t.task_id],
+         "cap_overhead_bytes": cap_overhead[t.task_id]}
         for t in tasks])
+    return Plan(tasks, estimates, needs, qt, measured, cap_overhead)
 
-    plan = Plan(tasks, estimates, needs, qt, measured)
-    executor = Executor(dev, allocatable, spec["workers"], inputs)
-    raw: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
-    # Repeat outermost, so that a slow spell of a shared machine falls on every method alike.
-    for repeat in range(spec["repeats"]):
-        for method in spec["methods"]:
-            started = time.perf_counter()
-            records, facts = executor.run(method, plan)
-            all_records.extend(records)
-            raw[method].append({"repeat": repeat, "facts": facts, "records": [asdict(r) for r in records]})
-            write_json(run / f"records-{method}.json", {"runs": raw[method]})
-            row = {**summarize(records), "device_peak_bytes": facts["device_peak_bytes"],
-                   "over_capacity_events": facts["over_capacity_events"],
-                   "groups": sum(len(batch) for batch in facts["groups"]) or None,
-                   "worker_processes": facts["worker_processes"], "device_utilization": facts["device_utilization"],
-                   "wall_s": time.perf_counter() - started}
-            if "mps_daemon" in facts:
-                row["mps_daemon"] = facts["mps_daemon"]
-            runs[method].append(row)
-            print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {_seconds(row['makespan_s'])}, "
-                  f"avg JCT {_seconds(row['avg_jct_s'])}, memory violations {row['memory_violations']}, "
-                  f"failed {row['failed']}", flush=True)
+
+def _kept_profile(run: Path, tasks: list[Task], estimates: dict, needs: dict) -> Plan:
+    """A resumed run's profile from its ``tasks.json``: the same arrival times, QTs,
+    peaks and overheads as its earlier parts ran with."""
+    kept = {t["task_id"]: t for t in json.loads((run / "tasks.json").read_text())}
+    tasks = [replace(t, arrival_s=kept[t.task_id]["arrival_s"]) for t in tasks]
+    qt = {key: t["qt_s"] for key, t in kept.items() if t["qt_s"] is not None}
+    return Plan(tasks, estimates, needs, qt, {key: t["measured_peak_bytes"] for key, t in kept.items()},
+                {key: t["cap_overhead_bytes"] for key, t in kept.items()})
 
 
 def _seconds(value: float | None) -> str:

@@ -16,6 +16,7 @@ from experiments.errors import SpecError
 from experiments.validation import (
     ROOT,
     at,
+    boolean,
     choice,
     describe,
     inclusive_range,
@@ -33,7 +34,7 @@ from hosts.colocation.tasks import INFERENCE, TRAINING, Task
 
 MIB = 1 << 20
 TOP_KEYS = {"name", "kind", "seed", "memory", "workers", "repeats", "methods", "primary", "graphs", "queue",
-            "arrivals"}
+            "arrivals", "pipeline_groups"}
 QUEUE_KEYS = {"tasks", "models", "datasets", "layers", "count", "epochs", "hidden", "variant", "sampling_ratio",
               "subgraphs_per_dataset", "subgraph_fraction"}
 TASK_KEYS = {"model", "dataset", "layers", "epochs", "hidden", "sampling_ratio"}
@@ -83,6 +84,7 @@ def resolve(raw: dict) -> dict:
     spec["memory"] = {"capacity_mib": capacity, "reserved_mib": reserved}
     spec["workers"] = integer("workers", raw.get("workers", 2), minimum=1)
     spec["repeats"] = integer("repeats", raw.get("repeats", 1), minimum=1)
+    spec["pipeline_groups"] = boolean("pipeline_groups", raw.get("pipeline_groups", True))
 
     allowed = list(BASELINE_CONCURRENCY) + list(TRAINING_POLICIES if kind == TRAINING else INFERENCE_POLICIES)
     methods = [choice(where, method, allowed, what=f"{kind} method")

@@ -52,8 +52,8 @@ def run_validation(device: str, grid: str, out: str | Path | None = None) -> tup
     summary = {"device": env["device"], "grid": grid, "cases": len(rows), "pmc_max_relative_error": max(errors),
                "pmc_mean_relative_error": sum(errors) / len(errors)}
     write_json(run / "validation.json", {"summary": summary, "rows": rows})
-    write_json(run / "summary.json", summary)
     (run / "validation.md").write_text(markdown(rows, summary))
+    write_json(run / "summary.json", summary)  # last: a grid with a summary is complete
     point_latest(run)
     return run, rows
 

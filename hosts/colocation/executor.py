@@ -7,7 +7,14 @@ Policies: the tasks that have arrived form a batch; the policy splits it into
 groups; groups run one after another (temporal sharing); the tasks of a group
 run at once (spatial sharing), one warm worker each. A task's budget is what
 the policy reserved for it (estimate x safety threshold): a task that goes over
-is stopped and recorded as a violation.
+is stopped and recorded as a violation. Its worker's allocator may reserve the
+budget plus the overhead profiled for its model and size class (``allocator``).
+Groups pipeline as in GNNSched (§3.3, Fig. 3; ``pipeline_groups``): workers are
+resident, twice as many as a group needs, and while a group runs the next one
+is prepared on the idle ones (gated jobs: inputs mapped, model built on the
+host, allocator capped), so it starts on GO when the group ends; during a
+batch's last group the tasks that arrive are prepared as the policy would group
+them first. Without pipelining a group is handed out when the previous one ends.
 
 Baselines use no estimate and no budget (``BASELINES``):
 - default: one task at a time, each training task in a new process (the
@@ -36,18 +43,19 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
 
 from hosts.colocation import mps
+from hosts.colocation.allocator import reserved_overhead
 from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES, Item
 from hosts.colocation.tasks import Task
 from hosts.colocation.utilization import UtilizationSampler
-from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, WorkerPool, context
+from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Worker, WorkerPool, context
 
 # A new process per training task, as the CoGNN artifact's scripts launch them;
 # inference requests go to a warm server process (GNNSched).
@@ -72,6 +80,9 @@ class TaskRecord:
     worker_pid: int | None = None
     measured_peak_bytes: int | None = None  # the task alone, unwatched (see Plan)
     watched_peak_bytes: int | None = None  # what its watch saw while co-located
+    cap_overhead_bytes: int | None = None  # allowed to its allocator beyond the budget
+    reserved_growth_bytes: int | None = None  # what its worker's allocator reserved for it at most
+    ready_s: float | None = None  # its worker had it prepared (inputs mapped, allocator capped)
     over_budget: bool = False
     over_capacity: bool = False
     error: str | None = None
@@ -91,6 +102,7 @@ class Plan:
     need_bytes: dict[str, int]
     qt_s: dict[str, float] = field(default_factory=dict)
     measured_peak_bytes: dict[str, int] = field(default_factory=dict)
+    overhead_bytes: dict[str, int] = field(default_factory=dict)  # the allocator's, per task (see ``allocator``)
 
 
 class PreparedInputs:
@@ -113,10 +125,12 @@ class PreparedInputs:
 
 
 class Executor:
-    def __init__(self, device: torch.device, allocatable_bytes: int, workers: int, inputs: PreparedInputs):
+    def __init__(self, device: torch.device, allocatable_bytes: int, workers: int, inputs: PreparedInputs,
+                 pipeline_groups: bool = True):
         self.device = device
         self.allocatable_bytes = allocatable_bytes
         self.workers = workers
+        self.pipeline_groups = pipeline_groups
         self._ledger = DeviceLedger(allocatable_bytes, context(device.type))
         self._inputs = inputs
         self._cores = len(os.sched_getaffinity(0))
@@ -130,7 +144,8 @@ class Executor:
                 task_id=t.task_id, method=method, arrival_s=t.arrival_s,
                 estimate_bytes=plan.estimate_bytes[t.task_id], need_bytes=plan.need_bytes[t.task_id],
                 budget_bytes=plan.need_bytes[t.task_id] if grouped else None, qt_s=plan.qt_s.get(t.task_id),
-                measured_peak_bytes=plan.measured_peak_bytes.get(t.task_id))
+                measured_peak_bytes=plan.measured_peak_bytes.get(t.task_id),
+                cap_overhead_bytes=plan.overhead_bytes.get(t.task_id, 0) if grouped else None)
             for t in plan.tasks
         }
         for task in plan.tasks:  # host-side inputs are ready before the clock starts, for every method alike
@@ -144,13 +159,14 @@ class Executor:
             try:
                 # Warm workers start before the clock; beyond WARM_START_LIMIT more start when needed.
                 cold = method in COLD_START and all(task.training for task in plan.tasks)
-                pool.start(0 if cold else 2 if method == "pipeswitch"
+                pipelined = grouped and self.pipeline_groups
+                pool.start(0 if cold else 2 if method == "pipeswitch" else 2 * concurrency if pipelined
                            else min(concurrency, WARM_START_LIMIT))
                 run = _MethodRun(pool, self._ledger, tasks, records, threads, self._inputs)
                 utilization.start()
                 groups = []
                 if grouped:
-                    groups = run.groups(POLICIES[method], plan, self.allocatable_bytes, self.workers)
+                    groups = run.groups(POLICIES[method], plan, self.allocatable_bytes, self.workers, pipelined)
                 elif method == "pipeswitch":
                     run.pipeswitch()
                 elif method == "mps-pair":
@@ -161,7 +177,7 @@ class Executor:
                 utilization.stop()
                 pool.close()
                 stop_error = daemon.stop() if isinstance(daemon, mps.MpsDaemon) else None
-        facts = {"groups": groups, "device_peak_bytes": self._ledger.peak_bytes,
+        facts = {"groups": groups, "pipelined_groups": pipelined, "device_peak_bytes": self._ledger.peak_bytes,
                  "over_capacity_events": self._ledger.crossings, "threads_per_task": threads,
                  "device_utilization": utilization.mean,
                  "worker_processes": len({r.worker_pid for r in records.values() if r.worker_pid}),
@@ -172,6 +188,31 @@ class Executor:
                 facts["mps_daemon"] += f"; {stop_error}"
         return [records[t.task_id] for t in plan.tasks], facts
 
+    def allocator_overheads(self, tasks: list[Task]) -> dict[str, int]:
+        """The profiling pass's part in a worker: each distinct task alone on a warm
+        worker, watched as in a run (training for at most two epochs, as in
+        ``measure_peak``), and what its allocator reserved beyond the watched peak."""
+        pool = WorkerPool(self.device, self._ledger)
+        measured: dict[tuple, int] = {}
+        overheads = {}
+        try:
+            pool.start(1)
+            for task in tasks:
+                key = (task.config, task.graph, task.kind, min(task.epochs, 2))
+                if key not in measured:
+                    short = replace(task, epochs=min(task.epochs, 2))
+                    pool.hand(Job(short, self._inputs.get(task.graph), None, self._cores))
+                    outcomes = []
+                    while not outcomes:
+                        outcomes = pool.wait()
+                    (outcome,) = outcomes
+                    if outcome.error is not None:
+                        raise RuntimeError(f"task {task.task_id} failed alone in a worker: {outcome.error}")
+                    measured[key] = reserved_overhead(outcome.reserved_growth_bytes, outcome.watched_peak_bytes)
+                overheads[task.task_id] = measured[key]
+        finally:
+            pool.close()
+        return overheads
 
     def _mps_daemon(self, directory: Path) -> mps.MpsDaemon | str:
         """A daemon a worker could join, or why there is none (the schedule then
@@ -197,6 +238,9 @@ class _MethodRun:
                  records: dict[str, TaskRecord], threads: int, inputs: PreparedInputs):
         self.pool, self.tasks, self.records, self.threads, self.inputs = pool, tasks, records, threads, inputs
         self.queue = sorted(tasks.values(), key=lambda t: t.arrival_s)
+        self.finished: set[str] = set()
+        self.standby: dict[str, Worker] = {}  # task -> the worker holding it prepared (a gated job)
+        self.go_when_ready: set[str] = set()  # standbys whose group runs: GO once they are prepared
         ledger.reset()
         self.t0 = time.monotonic()
 
@@ -204,18 +248,24 @@ class _MethodRun:
         return time.monotonic() - self.t0
 
     def job(self, task: Task, **options) -> Job:
-        return Job(task, self.inputs.get(task.graph), self.records[task.task_id].budget_bytes, self.threads,
-                   **options)
+        record = self.records[task.task_id]
+        return Job(task, self.inputs.get(task.graph), record.budget_bytes, self.threads,
+                   overhead_bytes=record.cap_overhead_bytes or 0, **options)
 
     def record(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
             record = self.records[outcome.task_id]
             record.worker_pid = outcome.worker_pid
+            record.ready_s = outcome.ready - self.t0 if outcome.ready is not None else None
             record.start_s = outcome.start - self.t0 if outcome.start is not None else None
             record.end_s = outcome.end - self.t0 if outcome.end is not None else self.now()
             record.result, record.error = outcome.result, outcome.error
             record.over_budget, record.over_capacity = outcome.over_budget, outcome.over_capacity
             record.watched_peak_bytes = outcome.watched_peak_bytes
+            record.reserved_growth_bytes = outcome.reserved_growth_bytes
+            self.finished.add(outcome.task_id)
+            self.standby.pop(outcome.task_id, None)  # a standby that died while prepared
+            self.go_when_ready.discard(outcome.task_id)
 
     def drain(self) -> None:
         while self.pool.busy():
@@ -233,19 +283,64 @@ class _MethodRun:
         return taken
 
     # -- policies: batches of groups -----------------------------------------------------
-    def groups(self, policy, plan: Plan, allocatable: int, workers: int) -> list[list[list[str]]]:
+    def groups(self, policy, plan: Plan, allocatable: int, workers: int, pipelined: bool) -> list[list[list[str]]]:
+        def split(tasks: list[Task]) -> list[list[str]]:
+            items = [Item(t.task_id, plan.need_bytes[t.task_id], plan.qt_s.get(t.task_id, 0.0)) for t in tasks]
+            return policy(items, allocatable, workers)
+
+        def next_batch_first_group() -> list[str]:
+            arrived = [t for t in self.queue if t.arrival_s <= self.now()]
+            return split(arrived)[0] if arrived else []
+
         batches: list[list[list[str]]] = []
         while self.queue:
-            batch = self.arrived()
-            items = [Item(t.task_id, plan.need_bytes[t.task_id], plan.qt_s.get(t.task_id, 0.0)) for t in batch]
-            groups = policy(items, allocatable, workers)
+            groups = split(self.arrived())
             batches.append(groups)
             for index, group in enumerate(groups):
                 for key in group:
                     self.records[key].batch, self.records[key].group = len(batches) - 1, index
-                    self.pool.hand(self.job(self.tasks[key]))
-                self.drain()
+            for index, group in enumerate(groups):
+                if pipelined:
+                    last = index + 1 == len(groups)
+                    self.run_group(group, next_batch_first_group if last else lambda g=groups[index + 1]: g)
+                else:
+                    for key in group:
+                        self.pool.hand(self.job(self.tasks[key]))
+                    self.drain()
         return batches
+
+    def run_group(self, group: list[str], following) -> None:
+        """Start ``group`` (its prepared tasks on GO, the others handed out now) and,
+        until it ends, keep the group ``following()`` names prepared on idle workers."""
+        running = set(group) - self.finished
+        for key in running:
+            if key in self.standby:
+                self.go_when_ready.add(key)
+            else:
+                self.pool.hand(self.job(self.tasks[key]))
+        self.release_ready()
+        while running:
+            self.prepare(following())
+            # wake at the next arrival too: it may join what ``following()`` names
+            upcoming = next((t.arrival_s for t in self.queue if t.arrival_s > self.now()), None)
+            self.record(self.pool.wait(None if upcoming is None else max(0.0, upcoming - self.now())))
+            running -= self.finished
+            self.release_ready()
+
+    def prepare(self, keys: list[str]) -> None:
+        """Hand each task not yet prepared to an idle warm worker as a gated job; none is started for it."""
+        for key in keys:
+            if key in self.standby or key in self.finished:
+                continue
+            worker = self.pool.idle(start=False)
+            if worker is None:
+                return
+            self.standby[key] = self.pool.hand(self.job(self.tasks[key], gated=True), worker)
+
+    def release_ready(self) -> None:
+        for key in [k for k in self.go_when_ready if self.standby[k].ready]:
+            self.pool.go(self.standby.pop(key))
+            self.go_when_ready.discard(key)
 
     # -- baselines ---------------------------------------------------------------------------
     def slots(self, limit: int | None, fresh: bool) -> None:

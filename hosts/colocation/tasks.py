@@ -58,18 +58,21 @@ class Task:
 def run_task(task: Task, graph: Graph, device: torch.device, model: torch.nn.Module | None = None,
              pipelined: bool = False) -> float:
     """Run ``task`` on ``device``; return the final training loss, or the share
-    of nodes predicted correctly for inference. ``model``: built already (on the
-    host); ``pipelined``: its parameters go to a CUDA device layer by layer,
-    each layer computing as soon as its own have arrived (PipeSwitch); on the
-    CPU there is nothing to transfer."""
+    of nodes predicted correctly for inference. ``model``: built already on the
+    host (a standby's preparation), copied to the device here as the inputs
+    are, on the CPU too, so the task owns the same bytes on both; ``pipelined``:
+    its parameters go to a CUDA device layer by layer, each layer computing as
+    soon as its own have arrived (PipeSwitch)."""
     x = graph.x.to(device, copy=True)
     edge_index = graph.edge_index.to(device, copy=True)
     y = graph.y.to(device, copy=True)
-    model = model or build_model(task.config)
-    if pipelined and device.type == "cuda":
+    if model is None:
+        model = build_model(task.config).to(device)
+    elif pipelined and device.type == "cuda":
         _pipelined_to(model, device)
     else:
-        model = model.to(device)
+        for tensor in [*model.parameters(), *model.buffers()]:
+            tensor.data = tensor.data.to(device, copy=True)
     if task.training:
         if task.variant == ARTIFACT:
             optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)

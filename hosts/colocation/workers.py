@@ -10,19 +10,21 @@ watch saw, an error). Warm workers serve job after job; a ``fresh`` job gets a
 worker of its own that exits after it (a cold start, as a new process per task).
 
 A task's memory is its own:
-- Budget: a job with a budget runs under it. On CUDA the caching allocator's
-  per-process fraction caps the worker at the budget plus CUDA's own reserve
-  (``CUDA_RESERVE_SLACK_BYTES``), so the allocator refuses past it;
-  on every device the watch raises ``BudgetExceeded`` once the task's live bytes
-  pass it. Either way the task stops and is recorded over budget; its worker
-  serves the next job.
+- Budget: a job with a budget runs under it. The worker's allocator is capped
+  at what it holds plus the budget plus the allocator overhead measured for the
+  task's model and size class (``allocator``; on CUDA the per-process memory
+  fraction, on the CPU no cap), so the allocator refuses only past that; on
+  every device the watch raises ``BudgetExceeded`` once the task's live bytes
+  pass the budget. Either way the task stops and is recorded over budget; its
+  worker serves the next job.
 - Capacity: every worker adds its task's live bytes to one ``DeviceLedger`` in
   shared memory, so the sum over processes is compared with the allocatable memory.
 - A worker that dies (a signal, the kernel's out-of-memory killer) fails its job
   with the exit status and is not reused.
 
-A gated job (PipeSwitch's standby worker) receives its inputs, prepares, says
-``READY`` and waits for ``GO`` before it computes, so the parent decides when
+A gated job (PipeSwitch's standby worker, the next group of a pipelined policy)
+receives its inputs, prepares (builds the model on the host, caps its allocator),
+says ``READY`` and waits for ``GO`` before it computes, so the parent decides when
 compute starts. Invariant: a worker holds at most one job.
 """
 from __future__ import annotations
@@ -37,18 +39,13 @@ from multiprocessing.connection import wait as wait_any
 import torch
 import torch.multiprocessing  # noqa: F401 - registers the reducers that pass tensors through shared memory
 
+from hosts.colocation.allocator import Allocator, device_allocator, limit, reserved_growth
 from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch
 from hosts.colocation.models import MODELS, build_model
 from hosts.colocation.tasks import TRAINING, Task, run_task
 
 READY, GO, UP = "ready", "go", "up"
-# The allocator's cap is the budget plus what CUDA reserves beside a task's tensors:
-# cuBLAS/cuBLASLt workspaces and segment rounding (1-10 MiB requests take 20 MiB
-# segments). With the cap at the bare budget, 16 of 20 small GCN tasks (budgets
-# 30-300 MiB, live peaks 0-170 MiB) were refused on an H100. The watch holds the
-# tensors to the budget itself.
-CUDA_RESERVE_SLACK_BYTES = 256 << 20
 OUT_OF_MEMORY = "out of memory"
 
 
@@ -60,12 +57,14 @@ class Job:
     threads: int  # CPU threads of the task (torch.set_num_threads)
     gated: bool = False
     pipelined: bool = False  # PipeSwitch's layer-by-layer parameter transfer (CUDA only)
+    overhead_bytes: int = 0  # allowed to the allocator beyond the budget (see ``allocator``)
 
 
 @dataclass
 class Outcome:
     task_id: str
     worker_pid: int
+    ready: float | None = None  # time.monotonic() when the job was prepared (inputs mapped, allocator capped)
     start: float | None = None  # time.monotonic() when compute started
     end: float | None = None
     result: float | None = None
@@ -73,6 +72,7 @@ class Outcome:
     over_budget: bool = False
     over_capacity: bool = False
     watched_peak_bytes: int | None = None
+    reserved_growth_bytes: int | None = None  # the allocator's peak reservation above what it held at the start
     worker_max_rss_bytes: int | None = None
 
 
@@ -144,11 +144,13 @@ class WorkerPool:
             self._drop(worker)
             raise RuntimeError(f"a co-location worker failed to start (exit code {worker.process.exitcode})")
 
-    def idle(self) -> Worker:
-        """An idle warm worker, started if there is none."""
+    def idle(self, start: bool = True) -> Worker | None:
+        """An idle warm worker, started if there is none (None if there is none and not ``start``)."""
         for worker in self.workers:
             if worker.job is None and not worker.fresh:
                 return worker
+        if not start:
+            return None
         self.start(sum(not w.fresh for w in self.workers) + 1)
         return self.workers[-1]
 
@@ -244,12 +246,13 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
         torch.cuda.set_device(device)
     if warm:  # a fresh worker pays its device's and its model's first use in its task, as a new process does
         _warm_up(device)
+    allocator = device_allocator(device)
     conn.send(UP)
     while True:
         job = conn.recv()
         if job is None:
             return
-        conn.send(_run(job, conn, device, ledger))
+        conn.send(_run(job, conn, device, ledger, allocator))
 
 
 def _warm_up(device: torch.device) -> None:
@@ -260,25 +263,22 @@ def _warm_up(device: torch.device) -> None:
         run_task(Task("warm-up", TRAINING, model, shape, layers=2, hidden=8, sampling_ratio=1.0), graph, device)
 
 
-def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger) -> Outcome:
+def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: Allocator) -> Outcome:
     task = job.task
     outcome = Outcome(task.task_id, os.getpid())
     torch.set_num_threads(job.threads)
     model = None
-    if job.pipelined and device.type == "cuda":
-        model = build_model(task.config)  # PipeSwitch's standby holds the model in pinned host memory
-        for tensor in [*model.parameters(), *model.buffers()]:
-            tensor.data = tensor.data.pin_memory()
+    if job.gated:  # a standby prepares on the host what needs no device memory: the model
+        model = build_model(task.config)
+        if job.pipelined and device.type == "cuda":  # PipeSwitch's transfer reads it from pinned memory
+            for tensor in [*model.parameters(), *model.buffers()]:
+                tensor.data = tensor.data.pin_memory()
+    held = limit(allocator, job.budget_bytes, job.overhead_bytes)
+    outcome.ready = time.monotonic()
     if job.gated:
         conn.send(READY)
         if conn.recv() != GO:
             raise RuntimeError("a gated job expects GO")
-    if device.type == "cuda":
-        torch.cuda.empty_cache()  # the budget caps what this task reserves, not what earlier ones left cached
-        total = torch.cuda.get_device_properties(device).total_memory
-        cap = job.budget_bytes + CUDA_RESERVE_SLACK_BYTES if job.budget_bytes else total
-        fraction = min(1.0, cap / total)
-        torch.cuda.set_per_process_memory_fraction(fraction, device)
     watch = TaskMemoryWatch(job.budget_bytes, ledger, device.type, enforce=True)
     over_at_start, crossings = ledger.snapshot()
     outcome.start = time.monotonic()
@@ -301,5 +301,6 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger) -> Outcome:
     outcome.over_budget = watch.record.exceeded_at_bytes is not None or (
         outcome.error == OUT_OF_MEMORY and job.budget_bytes is not None)
     outcome.watched_peak_bytes = watch.record.peak_bytes
+    outcome.reserved_growth_bytes = reserved_growth(allocator, held)
     outcome.worker_max_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return outcome

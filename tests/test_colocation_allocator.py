@@ -1,0 +1,195 @@
+"""The allocator cap (hosts/colocation/allocator.py) against a fake caching allocator, on the CPU.
+
+The fake behaves as CUDA's caching allocator does where the cap is concerned:
+requests rounded to 512 bytes; up to 1 MiB served from 2 MiB segments, 1-10 MiB
+from 20 MiB segments, larger ones from a segment of their own size rounded to
+2 MiB; a freed block stays cached in its segment (merged with free neighbours)
+and is reused best-fit, split if larger; a new segment that would take the
+reservation past the cap is refused after the cache is released. A task is a
+trace of allocations and frees; some are tensors its watch sees, some are
+library scratch it does not (workspaces, temporary storage of kernels).
+"""
+import math
+import random
+
+import pytest
+
+from hosts.colocation.allocator import (
+    cap_bytes,
+    class_key,
+    limit,
+    overhead_by_class,
+    reserved_growth,
+    reserved_overhead,
+    size_class,
+)
+
+MIB = 1 << 20
+SMALL, LARGE = "small", "large"
+
+
+class FakeOutOfMemory(RuntimeError):
+    pass
+
+
+class FakeCachingAllocator:
+    def __init__(self):
+        self.segments: list[dict] = []  # {"pool", "size", "blocks": [[offset, size, live], ...]}
+        self.cap: int | None = None
+        self.peak = 0
+
+    # -- the Allocator protocol ----------------------------------------------------------------
+    def reserved_bytes(self) -> int:
+        return sum(seg["size"] for seg in self.segments)
+
+    def peak_reserved_bytes(self) -> int:
+        return self.peak
+
+    def reset_peak(self) -> None:
+        self.peak = self.reserved_bytes()
+
+    def release_cache(self) -> None:
+        self.segments = [seg for seg in self.segments if any(live for _, _, live in seg["blocks"])]
+
+    def set_cap(self, cap_bytes: int | None) -> None:
+        self.cap = cap_bytes
+
+    # -- allocation ----------------------------------------------------------------------------
+    def malloc(self, nbytes: int) -> tuple[dict, int]:
+        size = -(-nbytes // 512) * 512
+        pool = SMALL if size <= MIB else LARGE
+        fits = [(block[1], seg, block) for seg in self.segments if seg["pool"] == pool
+                for block in seg["blocks"] if not block[2] and block[1] >= size]
+        if not fits:
+            segment = 2 * MIB if pool == SMALL else 20 * MIB if size < 10 * MIB else -(-size // (2 * MIB)) * 2 * MIB
+            if self.cap is not None and self.reserved_bytes() + segment > self.cap:
+                self.release_cache()
+                if self.reserved_bytes() + segment > self.cap:
+                    raise FakeOutOfMemory(f"{nbytes} bytes past the cap {self.cap}")
+            seg = {"pool": pool, "size": segment, "blocks": [[0, segment, False]]}
+            self.segments.append(seg)
+            self.peak = max(self.peak, self.reserved_bytes())
+            fits = [(segment, seg, seg["blocks"][0])]
+        _, seg, block = min(fits, key=lambda fit: fit[0])
+        if block[1] > size:
+            index = seg["blocks"].index(block)
+            seg["blocks"].insert(index + 1, [block[0] + size, block[1] - size, False])
+            block[1] = size
+        block[2] = True
+        return seg, block[0]
+
+    def free(self, handle: tuple[dict, int]) -> None:
+        seg, offset = handle
+        blocks = seg["blocks"]
+        index = next(i for i, b in enumerate(blocks) if b[0] == offset)
+        blocks[index][2] = False
+        for i in (index + 1, index):  # merge with the free neighbour after, then before
+            if 0 < i < len(blocks) and not blocks[i - 1][2] and not blocks[i][2]:
+                blocks[i - 1][1] += blocks[i][1]
+                del blocks[i]
+
+
+def run_trace(allocator: FakeCachingAllocator, trace: list[tuple]) -> int:
+    """Play ("alloc", name, bytes, watched) and ("free", name); return the watched peak."""
+    handles, sizes = {}, {}
+    live = peak = 0
+    for op in trace:
+        if op[0] == "alloc":
+            _, name, nbytes, watched = op
+            handles[name] = allocator.malloc(nbytes)
+            sizes[name] = -(-nbytes // 512) * 512 if watched else 0
+            live += sizes[name]
+            peak = max(peak, live)
+        else:
+            allocator.free(handles.pop(op[1]))
+            live -= sizes.pop(op[1])
+    return peak
+
+
+def warm_worker() -> FakeCachingAllocator:
+    """A worker after its warm-up: a cuBLAS-like workspace lives in a 20 MiB segment."""
+    allocator = FakeCachingAllocator()
+    allocator.malloc(8 * MIB + 16 * 1024)
+    return allocator
+
+
+def profile(trace: list[tuple]) -> tuple[int, int]:
+    """The profiling pass: (watched peak, overhead) of the task alone on a warm worker."""
+    allocator = warm_worker()
+    held = limit(allocator, None, 0)
+    peak = run_trace(allocator, trace)
+    return peak, reserved_overhead(reserved_growth(allocator, held), peak)
+
+
+def run_capped(trace: list[tuple], budget: int, overhead: int) -> None:
+    allocator = warm_worker()
+    limit(allocator, budget, overhead)
+    run_trace(allocator, trace)
+
+
+def random_trace(seed: int) -> list[tuple]:
+    """A task: tensors of every size class and scratch that lives for one step."""
+    rng = random.Random(seed)
+    trace, alive = [], []
+    for step in range(rng.randint(20, 60)):
+        size = rng.choice([rng.randint(1, MIB), rng.randint(MIB, 10 * MIB), rng.randint(10 * MIB, 400 * MIB)])
+        trace.append(("alloc", f"t{step}", size, True))
+        alive.append(f"t{step}")
+        if rng.random() < 0.4:
+            trace += [("alloc", f"s{step}", rng.randint(MIB, 64 * MIB), False), ("free", f"s{step}")]
+        while alive and rng.random() < 0.45:
+            trace.append(("free", alive.pop(rng.randrange(len(alive)))))
+    return trace + [("free", name) for name in alive]
+
+
+def test_a_task_whose_tensors_stay_within_its_estimate_is_never_refused():
+    refused_without_overhead = 0
+    for seed in range(60):
+        trace = random_trace(seed)
+        estimate, overhead = profile(trace)  # the estimator is exact: the estimate is the watched peak
+        budget = math.ceil(estimate * 1.15)
+        run_capped(trace, budget, overhead)  # raises FakeOutOfMemory if refused
+        try:
+            run_capped(trace, budget, 0)
+        except FakeOutOfMemory:
+            refused_without_overhead += 1
+    assert refused_without_overhead >= 10  # the overhead is what lets these through, not the 15%
+
+
+def test_the_fixed_256_mib_slack_refused_a_task_within_its_estimate():
+    """What GIN did on the H100: scratch beside large live tensors outgrows any fixed slack."""
+    trace = [("alloc", "x", 600 * MIB, True), ("alloc", "h", 500 * MIB, True),
+             ("alloc", "scratch", 700 * MIB, False), ("free", "scratch"), ("free", "x"), ("free", "h")]
+    estimate, overhead = profile(trace)
+    budget = math.ceil(estimate * 1.15)
+    assert overhead == 700 * MIB
+    with pytest.raises(FakeOutOfMemory):
+        run_capped(trace, budget, 256 * MIB)
+    run_capped(trace, budget, overhead)
+
+
+def test_a_task_past_its_budget_and_overhead_is_refused():
+    trace = random_trace(3)
+    estimate, overhead = profile(trace)
+    greedy = trace[:1] + [("alloc", "runaway", 2 * (estimate + overhead), True)] + trace[1:]
+    with pytest.raises(FakeOutOfMemory):
+        run_capped(greedy, math.ceil(estimate * 1.15), overhead)
+
+
+def test_the_cap_counts_what_the_worker_holds_and_a_task_without_budget_has_none():
+    allocator = warm_worker()
+    allocator.malloc(300 * MIB)
+    allocator.free(allocator.malloc(50 * MIB))  # cached: released before the cap is set
+    held = limit(allocator, 100 * MIB, 7 * MIB)
+    assert held == 20 * MIB + 300 * MIB
+    assert allocator.cap == cap_bytes(held, 100 * MIB, 7 * MIB) == held + 107 * MIB
+    assert limit(allocator, None, 7 * MIB) == held and allocator.cap is None
+
+
+def test_overhead_is_the_largest_per_model_and_size_class():
+    measured = [("GIN", 700 * MIB, 30 * MIB), ("GIN", 900 * MIB, 90 * MIB), ("GIN", 1100 * MIB, 5 * MIB),
+                ("GCN", 700 * MIB, 1 * MIB), ("GCN", 100, 0)]
+    assert overhead_by_class(measured) == {"GIN 512-1024 MiB": 90 * MIB, "GIN 1024-2048 MiB": 5 * MIB,
+                                           "GCN 512-1024 MiB": 1 * MIB, "GCN 0-1 MiB": 0}
+    assert size_class(64 * MIB) == "32-64 MiB" and size_class(64 * MIB + 1) == "64-128 MiB"
+    assert class_key("SAGE", 3 * MIB) == "SAGE 2-4 MiB"

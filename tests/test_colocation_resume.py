@@ -1,0 +1,54 @@
+"""``make colocate-gpu`` resumes: its command on the CPU with tiny graphs, stopped
+halfway (as when a session's device time runs out) and run again into the same
+directory, runs only the parts it had not measured."""
+import json
+
+import pytest
+
+from experiments.colocation.gpu_validation import main
+from experiments.errors import SpecError
+from hosts.colocation.executor import Executor
+
+
+def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_path, monkeypatch):
+    calls, stop_at = [], {"call": 3}
+    real_run = Executor.run
+
+    def run_until_time_runs_out(self, method, plan):
+        calls.append(method)
+        if len(calls) == stop_at["call"]:
+            raise RuntimeError("device time ran out")
+        return real_run(self, method, plan)
+
+    monkeypatch.setattr(Executor, "run", run_until_time_runs_out)
+    root = tmp_path / "campaign"
+    args = ["--device", "cpu", "--part", "training", "--queues", "gcn", "--epochs", "1", "--scale", "0.01",
+            "--repeats", "2", "--training-methods", "pipeswitch", "bmc", "--out", str(root)]
+    with pytest.raises(RuntimeError, match="device time ran out"):
+        main(args)
+    run = root / "train-gcn"
+    assert calls == ["pipeswitch", "bmc", "pipeswitch"]  # repeat 0 of both methods, then repeat 1 stopped
+    assert [e["repeat"] for e in json.loads((run / "records-pipeswitch.json").read_text())["runs"]] == [0]
+    assert json.loads((run / "summary.json").read_text())["completed"] is False
+    profile = (run / "tasks.json").read_text()
+
+    calls.clear()
+    stop_at["call"] = None
+    assert main(args) == 0
+    assert calls == ["pipeswitch", "bmc"]  # repeat 1 only
+    assert (run / "tasks.json").read_text() == profile  # the arrivals, QTs and caps the first parts ran with
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is True
+    for method in ("pipeswitch", "bmc"):
+        assert [e["repeat"] for e in json.loads((run / f"records-{method}.json").read_text())["runs"]] == [0, 1]
+        assert summary["methods"][method]["repeats"] == 2 and summary["methods"][method]["makespan_s_sd"] > 0
+    table = (root / "table-v-training.md").read_text()
+    assert "## Makespan / PipeSwitch's, beside Table V's (V100)" in table
+    bmc = next(line for line in table.split("## Makespan / PipeSwitch's")[1].splitlines() if line.startswith("| bmc"))
+    assert " ± " in bmc and bmc.endswith("| 0.98 |")  # Table V: BMC 3.47 min over PipeSwitch's 3.54 on GCN
+
+    calls.clear()
+    assert main(args) == 0 and calls == []  # everything measured: nothing runs again
+    with pytest.raises(SpecError, match="holds a run of another spec"):
+        main([*args, "--epochs", "2"])
+    assert calls == []
