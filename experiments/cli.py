@@ -56,7 +56,7 @@ def _sweep(args) -> int:
         executor = connect(args.cluster)
     elif args.local is not None:
         from experiments.cluster import local
-        executor = local(args.local, emulated=load(args.sweep).backend == "emulated")
+        executor = local(args.local, load(args.sweep).backends)
     with executor as running:
         result = run_sweep_file(args.sweep, out=args.out, only=args.only, force=args.force, executor=running)
     if result.failed:

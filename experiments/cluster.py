@@ -136,21 +136,26 @@ class DaskExecutor:
         self.client = client
 
     def slots(self, sweep: Sweep) -> int:
-        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
-        return int(sum(worker.get("resources", {}).get(RESOURCE[sweep.backend], 0) for worker in workers))
+        return sum(self._slots(RESOURCE[backend]) for backend in sweep.backends)
 
-    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, run_cell: RunCell, started) -> Iterator:
-        resource, emulated = RESOURCE[sweep.backend], sweep.backend == "emulated"
+    def _slots(self, resource: str) -> int:
+        workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
+        return int(sum(worker.get("resources", {}).get(resource, 0) for worker in workers))
+
+    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, runner, started) -> Iterator:
         address = self.client.scheduler.address
-        batches = groups(cells)
-        futures = {self.client.submit(run_group, [(cell.id, cell.spec) for cell in group], run_cell, emulated,
-                                      resources={resource: 1}, key=f"{group[0].id}-{uuid.uuid4().hex}"): group
+        batches = groups(cells)  # a group is one part's: one backend
+        futures = {self.client.submit(run_group, [(cell.id, cell.spec) for cell in group], runner(group[0]),
+                                      group[0].backend == "emulated", resources={RESOURCE[group[0].backend]: 1},
+                                      key=f"{group[0].id}-{uuid.uuid4().hex}"): group
                    for group in batches}  # a key of its own: another sweep may send the same cells
-        slots = self.slots(sweep)
-        waiting = "" if slots else (f"; no worker offers `{resource}` yet: start one with "
-                                    f"`trainbed worker {address}{' --fabric' if emulated else ''}`")
-        print(f"sent {len(cells)} cells in {len(batches)} groups to {address} ({slots} {resource} slots{waiting})",
-              flush=True)
+        for backend in sorted({cell.backend for cell in cells}):
+            resource, slots = RESOURCE[backend], self._slots(RESOURCE[backend])
+            waiting = "" if slots else (f"; no worker offers `{resource}` yet: start one with "
+                                        f"`trainbed worker {address}{' --fabric' if backend == 'emulated' else ''}`")
+            sent = [cell for cell in cells if cell.backend == backend]
+            print(f"sent {len(sent)} {backend} cells in {len([g for g in batches if g[0].backend == backend])} "
+                  f"groups to {address} ({slots} {resource} slots{waiting})", flush=True)
         for future in as_completed(futures):
             group = futures[future]
             try:
@@ -194,14 +199,20 @@ def connect(address: str) -> Iterator[DaskExecutor]:
 
 
 @contextmanager
-def local(workers: int, emulated: bool) -> Iterator[DaskExecutor]:
+def local(workers: int, backends: set[str]) -> Iterator[DaskExecutor]:
     """``--local N``: a scheduler and N one-slot workers on this machine, on
-    127.0.0.1; for an emulated sweep the first holds the machine's fabric slot."""
+    127.0.0.1; with emulated cells the first holds the machine's fabric slot, and the
+    others (the first too, when it is alone) a CPU for simulated cells."""
     if workers < 1:
         raise SpecError("--local", f"must be at least 1 worker, got {workers}")
+
+    def resources(n: int) -> dict:
+        fabric = "emulated" in backends and n == 0
+        cpu = "simulated" in backends and (not fabric or workers == 1)
+        return {**({"fabric": 1} if fabric else {}), **({"cpu": 1} if cpu else {})}
     options = {"host": "127.0.0.1", "dashboard_address": None}
     specs = {f"local-{n}": {"cls": Nanny, "options": {**options, "nthreads": 1, "silence_logs": logging.WARNING,
-                                                     "resources": {"fabric" if emulated and n == 0 else "cpu": 1}}}
+                                                     "resources": resources(n)}}
              for n in range(workers)}
     scheduler = {"cls": Scheduler, "options": {**options, "allowed_failures": ALLOWED_FAILURES}}
     with SpecCluster(workers=specs, scheduler=scheduler, silence_logs=logging.WARNING) as cluster, \

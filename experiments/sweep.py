@@ -41,8 +41,10 @@ figures) without their cross product::
       - {name: workload, schedulers: [fs, grouper], grid: {workload.arrivals.workload_factor: [0.5, 1, 2]}}
       - {name: period, schedulers: [grouper], grid: {scheduler.period_s: [1, 10]}}
 
-A part's ``schedulers`` and ``seeds`` default to the sweep's; its grid is its own (a
-sweep with parts has no top-level ``grid``). Cells run part by part; every id must
+A part's ``schedulers``, ``seeds`` and ``backend`` default to the sweep's; its grid is
+its own (a sweep with parts has no top-level ``grid``). A part of another backend
+mixes emulated and simulated cells in one sweep (say, a testbed figure and the
+simulator's beside it); ``results.csv`` then has a ``backend`` column. Cells run part by part; every id must
 be unique over the whole sweep; ``results.csv`` gains a ``part`` column and a column
 for every field any part's grid sets (a cell's own value, the base spec's where its
 part does not set it).
@@ -60,7 +62,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -74,7 +76,7 @@ from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, s
 from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
 
 SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report", "parts", "order")
-PART_FIELDS = ("name", "schedulers", "seeds", "grid")
+PART_FIELDS = ("name", "schedulers", "seeds", "grid", "backend")
 BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
 ID_PREFIX = {SCHEDULER_FIELD: "sched", SEED_FIELD: "seed"}
@@ -91,6 +93,7 @@ class Cell:
     overrides: dict  # dotted spec field -> value, in id order
     spec: dict  # the base spec's raw dict with the overrides applied
     part: str | None = None  # the name of the part it belongs to, in a sweep with parts
+    backend: str = "emulated"  # its part's, else the sweep's
 
 
 @dataclass(frozen=True)
@@ -99,9 +102,11 @@ class Part:
     schedulers: list | None
     seeds: list | None
     grid: dict
+    backend: str | None = None  # None: the sweep's
 
     def resolved(self) -> dict:
-        return {"name": self.name, "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid}
+        return {"name": self.name, "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid,
+                **({"backend": self.backend} if self.backend else {})}
 
 
 @dataclass(frozen=True)
@@ -119,6 +124,10 @@ class Sweep:
     parts: tuple[Part, ...] = ()  # with parts, ``grid`` is the union of theirs (the result columns)
     shuffle: int | None = None  # ``order: {shuffle: SEED}``: ``cells`` are in that shuffled order
 
+    @property
+    def backends(self) -> set[str]:
+        return {cell.backend for cell in self.cells}
+
     def resolved(self) -> dict:
         """What ``DIR/sweep.yaml`` keeps: the sweep, its base spec and every cell, in run order."""
         parts = {"parts": [part.resolved() for part in self.parts]} if self.parts else {}
@@ -127,7 +136,8 @@ class Sweep:
                 "backend": self.backend,
                 "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid, "report": self.report,
                 **parts, **order, "base_spec": self.base_spec,
-                "cells": [{"id": cell.id, "overrides": cell.overrides, **({"part": cell.part} if cell.part else {})}
+                "cells": [{"id": cell.id, "overrides": cell.overrides, **({"part": cell.part} if cell.part else {}),
+                           **({"backend": cell.backend} if cell.backend != self.backend else {})}
                           for cell in self.cells]}
 
 
@@ -203,21 +213,18 @@ def parse(raw, sweep_path: Path) -> Sweep:
     schedulers = _schedulers("schedulers", sweep.get("schedulers"))
     seeds = _seeds("seeds", sweep.get("seeds"))
     report = [_dotted(p, v) for p, v in items("report", sweep.get("report"), optional=True)]
-    backend = sweep.get("backend", "emulated")
-    if not (isinstance(backend, str) and backend in BACKENDS):
-        raise error("backend", f"must be one of {', '.join(BACKENDS)}, got {describe(backend)}")
-    if backend == "simulated":
-        simulated_kind(base)  # a kind without a simulator stops the sweep here, naming the field
+    backend = _backend("backend", sweep.get("backend", "emulated"), base)
     shuffle = _shuffle(sweep.get("order"))
     if sweep.get("parts") is None:
         grid = _grid(sweep.get("grid"))
+        cells = [replace(cell, backend=backend) for cell in _cells(base, schedulers, seeds, grid)]
         return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report,
-                     _ordered(_cells(base, schedulers, seeds, grid), shuffle), backend, shuffle=shuffle)
+                     _ordered(cells, shuffle), backend, shuffle=shuffle)
     if sweep.get("grid") is not None:
         raise error("grid", "a sweep with parts has none: give each part its own grid")
     parts, cells, owner = [], [], {}
     for where, raw_part in items("parts", sweep["parts"], non_empty=True):
-        part = _part(where, raw_part, schedulers, seeds)
+        part = _part(where, raw_part, schedulers, seeds, base)
         if part.schedulers is not None and is_colocation(base):
             raise error(at(where, "schedulers"), "a co-location spec has no scheduler: its methods are compared "
                                                  "within each cell")
@@ -227,7 +234,7 @@ def parse(raw, sweep_path: Path) -> Sweep:
             if cell.id in owner:
                 raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r}")
             owner[cell.id] = part.name
-            cells.append(Cell(cell.id, cell.overrides, cell.spec, part.name))
+            cells.append(Cell(cell.id, cell.overrides, cell.spec, part.name, part.backend or backend))
         parts.append(part)
     grid: dict[str, list] = {}  # every value any part gives a field
     for part in parts:
@@ -279,13 +286,22 @@ def _seeds(path: str, raw) -> list | None:
     return _distinct(path, [integer(p, v, minimum=0) for p, v in items(path, raw, non_empty=True)])
 
 
-def _part(where: str, raw, schedulers: list | None, seeds: list | None) -> Part:
-    """One part of a sweep; its schedulers and seeds default to the sweep's."""
+def _backend(path: str, value, base: dict) -> str:
+    if not (isinstance(value, str) and value in BACKENDS):
+        raise error(path, f"must be one of {', '.join(BACKENDS)}, got {describe(value)}")
+    if value == "simulated":
+        simulated_kind(base)  # a kind without a simulator stops the sweep here, naming the field
+    return value
+
+
+def _part(where: str, raw, schedulers: list | None, seeds: list | None, base: dict) -> Part:
+    """One part of a sweep; its schedulers, seeds and backend default to the sweep's."""
     part = mapping(where, raw, allowed=PART_FIELDS, required=("name",))
     own_schedulers = _schedulers(at(where, "schedulers"), part.get("schedulers"))
     own_seeds = _seeds(at(where, "seeds"), part.get("seeds"))
+    backend = _backend(at(where, "backend"), part["backend"], base) if "backend" in part else None
     return Part(word(at(where, "name"), part["name"]), schedulers if own_schedulers is None else own_schedulers,
-                seeds if own_seeds is None else own_seeds, _grid(part.get("grid"), at(where, "grid")))
+                seeds if own_seeds is None else own_seeds, _grid(part.get("grid"), at(where, "grid")), backend)
 
 
 def load(path: str | Path) -> Sweep:
@@ -358,6 +374,11 @@ def simulate_with_runner(spec: dict, out_dir: Path) -> Path:
     return simulate_any_spec(spec, out=str(out_dir))
 
 
+def backend_runner(cell: Cell) -> RunCell:
+    """The cell runner of the cell's backend (looked up when called, so a test may swap one)."""
+    return simulate_with_runner if cell.backend == "simulated" else run_with_runner
+
+
 def _shown(value) -> str:
     if value is None:
         return "n/a"
@@ -375,6 +396,7 @@ def _is_number(value) -> bool:
 def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None, seconds: float | None) -> dict:
     summary = summary or {}
     row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}),
+           **({"backend": cell.backend} if len(sweep.backends) > 1 else {}),
            "scheduler": lookup(cell.spec, SCHEDULER_FIELD), "seed": cell.spec.get(SEED_FIELD),
            **{key: lookup(cell.spec, key) for key in sweep.grid},
            "completed": summary.get("completed") is True and error_text is None,
@@ -499,10 +521,10 @@ class Executor(Protocol):
     def slots(self, sweep: Sweep) -> int:
         """How many cells run at once, for the ETA."""
 
-    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, run_cell: RunCell,
+    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, runner: Callable[[Cell], RunCell],
             started: Callable[[Cell], None]) -> Iterator[Landed]:
-        """Run ``cells`` into ``directory/cells/<id>/``, yielding each as it lands;
-        ``started(cell)`` where the executor knows when a cell starts."""
+        """Run ``cells`` into ``directory/cells/<id>/``, each with ``runner(cell)``, yielding
+        each as it lands; ``started(cell)`` where the executor knows when a cell starts."""
 
 
 class SerialExecutor:
@@ -511,13 +533,13 @@ class SerialExecutor:
     def slots(self, sweep: Sweep) -> int:
         return 1
 
-    def run(self, sweep, cells, directory, run_cell, started):
+    def run(self, sweep, cells, directory, runner, started):
         for cell in cells:
             started(cell)
             began = time.monotonic()
             error_text = None
             try:
-                run_cell(copy.deepcopy(cell.spec), cell_dir(directory, cell))
+                runner(cell)(copy.deepcopy(cell.spec), cell_dir(directory, cell))
             except Exception as err:  # noqa: BLE001 - one failed cell must not stop the sweep
                 error_text = one_line(err)
             yield cell, error_text, time.monotonic() - began
@@ -554,7 +576,7 @@ def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = No
     of ``only`` where given; ``force``: resume under other code; ``executor``: where
     the cells run (default: here, one after another). See the module docstring.
     ``results.csv`` keeps the rows of earlier cells left out by ``only``."""
-    run_cell = run_cell or (simulate_with_runner if sweep.backend == "simulated" else run_with_runner)
+    runner = (lambda cell: run_cell) if run_cell else backend_runner
     executor = executor or SerialExecutor()
     directory = Path(directory)
     chosen = select(sweep, only)
@@ -603,7 +625,7 @@ def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = No
         if cell_dir(directory, cell).exists():
             _set_aside(cell_dir(directory, cell), directory / "failed")
     started = (lambda cell: print(f"{where(cell)} ...", flush=True))  # a line of its own: the run prints its summary
-    for cell, error_text, seconds in executor.run(sweep, pending, directory, run_cell, started):
+    for cell, error_text, seconds in executor.run(sweep, pending, directory, runner, started):
         summary = read_summary(cell_dir(directory, cell))
         if error_text is None and summary is None:
             error_text = "the runner wrote no summary.json"
@@ -622,7 +644,8 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
     its run would) and print what would run (with ``directory``, an earlier run's
     completed cells are kept) and the estimated time; runs and writes nothing.
     Returns the ids of the invalid cells."""
-    validate = validate or (lambda spec: validate_any(spec, simulated=sweep.backend == "simulated"))
+    check = (lambda cell: validate(cell.spec)) if validate else \
+        (lambda cell: validate_any(cell.spec, simulated=cell.backend == "simulated"))
     directory = Path(directory) if directory is not None else None
     chosen = select(sweep, only)
     pending = {cell.id for cell in chosen if not _is_done(directory, cell)}
@@ -633,12 +656,13 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
             print(f"[{n}/{len(chosen)}] {cell.id}: already done", flush=True)
             continue
         try:
-            spec = validate(copy.deepcopy(cell.spec))
+            spec = check(replace(cell, spec=copy.deepcopy(cell.spec)))
         except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
             invalid.append(cell.id)
             print(f"[{n}/{len(chosen)}] {cell.id}: INVALID: {one_line(err)}", flush=True)
             continue
-        limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
+        if cell.backend == "emulated":
+            limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
         print(f"[{n}/{len(chosen)}] {cell.id}: would run", flush=True)
     earlier = durations(directory) if directory else {}
     estimate = _estimate(len(pending) - len(invalid), [], earlier)
@@ -646,7 +670,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
         estimate = f"estimated {estimate} (at the mean of {len(earlier)} cells in {directory / 'results.csv'})"
     else:
         estimate = "estimated time unknown (no earlier cell durations: --out DIR of an earlier run has them)"
-        if sweep.backend == "emulated" and limits and all(_is_number(limit) for limit in limits):
+        if limits and all(_is_number(limit) for limit in limits):
             estimate += f"; at most {_duration(sum(limits))} by the cells' time_limit_s, plus each bring-up"
     print(f"{len(pending) - len(invalid)} of {len(chosen)} cells would run"
           f"{f', {len(invalid)} invalid' if invalid else ''}, "

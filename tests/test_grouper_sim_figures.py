@@ -126,8 +126,10 @@ def test_a_sweep_in_parts_writes_a_part_column_and_every_varied_field(tmp_path):
 @pytest.mark.parametrize("sweep, message", [
     ({"parts": []}, r"parts: must be a non-empty list, got an empty list"),
     ({"parts": [{"grid": {"seed": [1]}}]}, r"parts\[0\].name: is required"),
-    ({"parts": [{"name": "a", "colour": 1}]}, r"parts\[0\].colour: unknown field \(allowed: grid, name, "
-                                              r"schedulers, seeds\)"),
+    ({"parts": [{"name": "a", "colour": 1}]}, r"parts\[0\].colour: unknown field \(allowed: backend, grid, "
+                                              r"name, schedulers, seeds\)"),
+    ({"parts": [{"name": "a", "backend": "model"}]}, r"parts\[0\].backend: must be one of emulated, simulated, "
+                                                     r"got 'model'"),
     ({"parts": [{"name": "a"}, {"name": "a", "seeds": [3]}]}, r"parts\[1\].name: repeats 'a'"),
     ({"parts": [{"name": "a"}, {"name": "b"}]}, r"parts\[1\]: its cell 'base' is also a cell of part 'a'"),
     ({"grid": {"x": [1]}, "parts": [{"name": "a"}]}, r"grid: a sweep with parts has none: give each part its own"),

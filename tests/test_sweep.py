@@ -225,3 +225,29 @@ def test_a_backend_the_spec_cannot_have_is_one_line(tmp_path, backend, base, mes
     spec = yaml.safe_load(open(base)) if base else BASE
     with pytest.raises(SpecError, match=message):
         sweep_mod.load(write(tmp_path, {"backend": backend}, spec))
+
+
+def test_a_sweep_mixes_emulated_and_simulated_parts(tmp_path, monkeypatch):
+    """Each part runs on its own backend: here the emulated runner is a fake, the
+    simulated cells run on the real simulator."""
+    smoke = yaml.safe_load(open("experiments/specs/grouper-smoke.yaml"))
+    emulated = FakeRunner()
+    monkeypatch.setattr(sweep_mod, "run_with_runner", emulated)
+    path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1], "parts": [
+        {"name": "testbed", "grid": {"topology.host_mbps": [50]}},
+        {"name": "model", "backend": "simulated", "grid": {"topology.host_mbps": [60]}}]}, smoke)
+    sweep = sweep_mod.load(path)
+    assert sweep.backends == {"emulated", "simulated"}
+    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"))
+    assert result.failed == []
+    assert sorted(emulated.calls) == ["sched-fs_seed-1_topology.host_mbps-50",
+                                      "sched-grouper_seed-1_topology.host_mbps-50"]
+    rows = {row["cell"]: row for row in read_csv(tmp_path / "out" / "results.csv")}
+    assert {cell: row["backend"] for cell, row in rows.items()} == {
+        "sched-fs_seed-1_topology.host_mbps-50": "emulated", "sched-grouper_seed-1_topology.host_mbps-50": "emulated",
+        "sched-fs_seed-1_topology.host_mbps-60": "simulated", "sched-grouper_seed-1_topology.host_mbps-60": "simulated"}
+    summary = json.loads((tmp_path / "out/cells/sched-grouper_seed-1_topology.host_mbps-60/summary.json").read_text())
+    assert summary["backend"] == "simulated"
+    record = yaml.safe_load((tmp_path / "out" / "sweep.yaml").read_text())
+    assert record["parts"][1]["backend"] == "simulated" and "backend" not in record["parts"][0]
+    assert [cell.get("backend") for cell in record["cells"]] == [None, None, "simulated", "simulated"]

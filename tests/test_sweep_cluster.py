@@ -268,10 +268,12 @@ def test_a_sweep_that_stops_stops_its_running_cell_and_leaves_the_worker_serving
 
 
 def test_local_gives_one_worker_the_fabric_slot_in_an_emulated_sweep_and_none_in_a_simulated_one():
-    for emulated, slots in ((True, [{"cpu": 1}, {"fabric": 1}]), (False, [{"cpu": 1}, {"cpu": 1}])):
-        with local(2, emulated=emulated) as executor:
+    for n, backends, slots in ((2, {"emulated"}, [{"fabric": 1}, {}]), (2, {"simulated"}, [{"cpu": 1}, {"cpu": 1}]),
+                               (2, {"emulated", "simulated"}, [{"cpu": 1}, {"fabric": 1}]),
+                               (1, {"emulated", "simulated"}, [{"cpu": 1, "fabric": 1}])):
+        with local(n, backends) as executor:
             workers = executor.client.scheduler_info(n_workers=-1)["workers"].values()
-            assert sorted((worker["resources"] for worker in workers), key=str) == slots
+            assert sorted((worker["resources"] for worker in workers), key=str) == slots, backends
 
 
 def test_cluster_options_refuse_bad_input_in_one_line(tmp_path, capsys, monkeypatch):
@@ -335,5 +337,39 @@ def test_emulated_cells_run_on_the_fabric_worker_and_a_killed_one_leaves_no_fabr
         cell = out / "cells" / row["cell"]
         assert {"summary.json", "flows.csv", "fabric.json", "controller.log", "raw"} <= set(files(cell))
         assert environment(out, row["cell"])["worker"] != cpu_only
+    assert list(private_state.glob("*.json")) == [], "a run record is left"
+    assert netns_inodes() <= namespaces, "host namespaces (or their processes) left behind"
+
+
+@pytest.mark.root
+def test_a_mixed_sweep_sends_emulated_cells_to_the_fabric_worker_and_simulated_ones_to_the_other(
+        cluster, tmp_path, private_state):
+    from distributed import Client
+    from emulation_checks import netns_inodes
+    namespaces = netns_inodes()
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(yaml.safe_dump({
+        "name": "cluster-mixed", "spec": str(REPO_ROOT / "experiments/specs/grouper-smoke.yaml"), "seeds": [1],
+        "parts": [{"name": "testbed", "schedulers": ["fs"]},
+                  {"name": "model", "backend": "simulated", "schedulers": ["fs", "grouper"],
+                   "grid": {"scheduler.period_s": [1.5]}}]}))
+    dask = cluster()
+    dask.workers(1, "--fabric")
+    dask.workers(1, "--cpus", "1")
+    with Client(dask.address, timeout=30) as client:
+        roles = {address: "fabric" if "fabric" in worker["resources"] else "cpu"
+                 for address, worker in client.scheduler_info(n_workers=-1)["workers"].items()}
+    out = tmp_path / "out"
+    with connect(dask.address) as executor:
+        result = sweep_mod.run_sweep_file(sweep_file, out=str(out), executor=executor)
+    assert result.failed == []
+    ran_on = {row["cell"]: roles[environment(out, row["cell"])["worker"]] for row in result.rows}
+    assert ran_on == {"sched-fs_seed-1": "fabric", "sched-fs_seed-1_scheduler.period_s-1.5": "cpu",
+                      "sched-grouper_seed-1_scheduler.period_s-1.5": "cpu"}
+    # The simulated cells give what the same cells give run here, one after another.
+    serial = sweep_mod.run_sweep_file(sweep_file, out=str(tmp_path / "serial"), only=["*period_s*"])
+    for row in serial.rows:
+        clustered = next(r for r in result.rows if r["cell"] == row["cell"])
+        assert clustered["avg_sct_s"] == row["avg_sct_s"] and clustered["avg_jct_s"] == row["avg_jct_s"]
     assert list(private_state.glob("*.json")) == [], "a run record is left"
     assert netns_inodes() <= namespaces, "host namespaces (or their processes) left behind"
