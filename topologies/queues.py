@@ -195,50 +195,47 @@ def host_flow_remove_cmds(intf: str, slot: int) -> list[str]:
 
 _CLASS_RE = re.compile(r"^class htb (\S+) ")
 _SENT_RE = re.compile(r"Sent (\d+) bytes (\d+) pkt \(dropped (\d+)")
+_BACKLOG_RE = re.compile(r"backlog (\d+(?:\.\d+)?)([KM]?)b ")
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024 * 1024}
 
 
-def parse_class_counters(text: str) -> dict[str, dict[str, int]]:
-    """``tc -s class show`` output -> {classid: {bytes, packets, dropped}}."""
-    counters: dict[str, dict[str, int]] = {}
+def _class_stats(text: str, stat: re.Pattern) -> dict[str, re.Match]:
+    """``tc -s class show`` output -> {classid: the first match of ``stat`` in its block}."""
+    found: dict[str, re.Match] = {}
     current = None
     for line in text.splitlines():
         m = _CLASS_RE.match(line.strip())
         if m:
             current = m.group(1)
             continue
-        m = _SENT_RE.search(line)
+        m = stat.search(line + " ")
         if m and current is not None:
-            counters[current] = {"bytes": int(m.group(1)), "packets": int(m.group(2)), "dropped": int(m.group(3))}
+            found[current] = m
             current = None
-    return counters
+    return found
+
+
+def _per_queue(by_class: dict) -> dict:
+    return {q: by_class[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in by_class}
+
+
+def parse_class_counters(text: str) -> dict[str, dict[str, int]]:
+    """``tc -s class show`` output -> {classid: {bytes, packets, dropped}}."""
+    return {classid: {"bytes": int(m.group(1)), "packets": int(m.group(2)), "dropped": int(m.group(3))}
+            for classid, m in _class_stats(text, _SENT_RE).items()}
 
 
 def queue_counters(text: str) -> dict[int, dict[str, int]]:
     """Counters per queue number from one switch port's ``tc -s class show``."""
-    by_class = parse_class_counters(text)
-    return {q: by_class[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in by_class}
-
-
-_BACKLOG_RE = re.compile(r"backlog (\d+(?:\.\d+)?)([KM]?)b ")
-_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024 * 1024}
+    return _per_queue(parse_class_counters(text))
 
 
 def queue_backlogs(text: str) -> dict[int, int]:
     """Bytes waiting per queue number, from one switch port's ``tc -s class show``
     (this tc prints classes as text only; it rounds a size to Kb or Mb only when that
     is within 16 bytes or 1 KiB of exact)."""
-    backlogs: dict[str, int] = {}
-    current = None
-    for line in text.splitlines():
-        m = _CLASS_RE.match(line.strip())
-        if m:
-            current = m.group(1)
-            continue
-        m = _BACKLOG_RE.search(line + " ")
-        if m and current is not None:
-            backlogs[current] = round(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
-            current = None
-    return {q: backlogs[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in backlogs}
+    return _per_queue({classid: round(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+                       for classid, m in _class_stats(text, _BACKLOG_RE).items()})
 
 
 _RATE_RE = re.compile(r"^class htb 1:([0-9a-f]+) .*? rate (\d+(?:\.\d+)?)([KMG]?)bit ")
