@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
+from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
                     ("avg_queuing_s", "avg queuing (s)"), ("memory_violations", "memory violations"),
@@ -115,7 +116,8 @@ def table_v(runs: list[Path]) -> str:
     inference as GNNSched Fig. 5-8, one table per metric with the paper's statements."""
     summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
     queues = [_queue(s["name"]) for s in summaries]
-    methods = list(dict.fromkeys(m for s in summaries for m in s["methods"]))
+    order = [*BASELINE_CONCURRENCY, *POLICIES]  # the papers' order: baselines, then policies
+    methods = sorted({m for s in summaries for m in s["methods"]}, key=order.index)
     devices = sorted({s["device"]["name"] for s in summaries})
     repeats = sorted({s["repeats"] for s in summaries})
     head = f"Device: {', '.join(devices)}; mean ± sd over {'/'.join(map(str, repeats))} repeats per method.\n"
