@@ -133,6 +133,22 @@ def test_requeue_and_remove():
         net.remove("b")
 
 
+def test_a_rate_limit_port_moves_with_set_capacity():
+    # a limit port of its own in front of a shared port: a per-flow rate limit
+    net = FluidNetwork({"x": 100.0})
+    net.set_capacity("limit-a", 20.0)  # before the port is used: taken when it is
+    net.add("a", one_q("limit-a", "x"), 100)
+    net.add("b", one_q("x"), 100)
+    assert net.rate("a") == 20.0 and net.rate("b") == 80.0
+    net.advance(1.0)  # a: 20 bytes, b: 80
+    net.set_capacity("limit-a", 60.0)
+    assert net.rate("a") == net.rate("b") == 50.0 and net.left("a") == pytest.approx(80.0)
+    assert net.advance(net.next_end()) == ["b"] and net.now == pytest.approx(1.4)
+    assert net.rate("a") == 60.0
+    with pytest.raises(ValueError):
+        net.set_capacity("limit-a", 0.0)
+
+
 def test_bad_input():
     net = FluidNetwork({"x": 1.0})
     with pytest.raises(KeyError, match="h1/out"):

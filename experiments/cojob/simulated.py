@@ -11,14 +11,11 @@ once all S pulls arrived, then starts its next iteration; a worker done with its
 stage's iterations reports it (``worker_done``). The coordinator's ``ready`` comes at
 once after an arrival (the emulation waits for every task's hello).
 
-Network (``Paths``): a flow crosses its sender's host link (``<host>/out``, the
-sender's NIC queue), on a leaf-spine between two leaves the leaf's uplink to one
-spine and that spine's downlink to the receiver's leaf (``<leaf>><spine>``,
-``<spine>><leaf>``; left out where they cannot fill), and the receiver's host link
-(``<host>/in``); every switch hop serves the flow in its switch queue (its DSCP, the
-receiver's local priority, Fig. 8). The spine is picked per flow by a stable hash of
-the flow (ECMP, as the leaves' OpenFlow select groups hash the 5-tuple); a same-host
-transfer crosses nothing and takes no time. Where a flow's NIC queue (its sender's
+Network (``experiments.sim.paths.Paths``): a flow crosses its sender's host link
+(the sender's NIC queue), on a leaf-spine the uplink and downlink of one spine (ECMP
+by a stable hash of the flow), and the receiver's host link; every switch hop serves
+the flow in its switch queue (its DSCP, the receiver's local priority, Fig. 8); a
+same-host transfer crosses nothing and takes no time. Where a flow's NIC queue (its sender's
 rank) and its DSCP (its receiver's) put two flows in opposite orders on two ports,
 the network breaks the cycle by the DSCP (``experiments.sim.network``). Strict priority across queues
 and max-min within a queue on every port; the emulation's 2% guarantee per class is
@@ -44,7 +41,6 @@ import heapq
 import json
 import math
 import sys
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +53,7 @@ from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, N
 from experiments.errors import SpecError
 from experiments.platform.run import simulate_workload
 from experiments.sim.network import FluidNetwork
+from experiments.sim.paths import Paths
 from experiments.validation import read_yaml
 from topologies.fabric import Fabric, simulated_rates
 from topologies.queues import LOWEST_QUEUE
@@ -75,47 +72,6 @@ class Variant:
 
 VARIANTS = {v.name: v for v in (Variant("bulk", False, False), Variant("bulk+compute", False, True),
                                  Variant("iterations", True, False), Variant("iterations+compute", True, True))}
-
-
-class Paths:
-    """The ports a flow crosses on a fabric, and every port's rate in bytes/s.
-
-    A fabric link at least as fast as all the host links of its leaf together can
-    never be a bottleneck, so it is left out (a port that never fills changes no rate,
-    and strict priority on it would only delay flows it never holds up)."""
-
-    def __init__(self, fabric: Fabric):
-        self.leaf = {h.name: h.switch for h in fabric.hosts}
-        self.capacity: dict[str, float] = {}
-        behind: dict[str, float] = {}  # leaf -> its host links' rates, bytes/s
-        hosts = set(self.leaf)
-        fabric_links = []
-        for link in fabric.links:
-            rate = link.mbps * 1e6 / 8
-            if link.a in hosts:
-                self.capacity[f"{link.a}/out"] = self.capacity[f"{link.a}/in"] = rate
-                behind[link.b] = behind.get(link.b, 0.0) + rate
-            else:
-                fabric_links.append((link.a, link.b, rate))
-        self.bottlenecks: set[str] = set()  # the fabric ports that can fill
-        for a, b, rate in fabric_links:
-            leaf = a if a in behind else b
-            if rate < behind[leaf]:
-                for port in (f"{a}>{b}", f"{b}>{a}"):
-                    self.capacity[port] = rate
-                    self.bottlenecks.add(port)
-        self.spines = [s.name for s in fabric.switches if s.role == "spine"]
-        self._spine: dict[FlowKey, str] = {}
-
-    def ports(self, src: str, dst: str, flow: FlowKey) -> tuple[str, ...]:
-        a, b = self.leaf[src], self.leaf[dst]
-        if a == b:
-            return (f"{src}/out", f"{dst}/in")
-        spine = self._spine.get(flow)
-        if spine is None:  # ECMP: a stable hash per flow, once (a flow recurs every iteration)
-            spine = self._spine[flow] = self.spines[zlib.crc32(repr(flow).encode()) % len(self.spines)]
-        middle = tuple(port for port in (f"{a}>{spine}", f"{spine}>{b}") if port in self.bottlenecks)
-        return (f"{src}/out", *middle, f"{dst}/in")
 
 
 @dataclass

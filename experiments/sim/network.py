@@ -199,6 +199,24 @@ class FluidNetwork:
         self._leave(flow, g, e)
         return max(left, 0.0)
 
+    def set_capacity(self, port: str, capacity: float) -> None:
+        """Change a port's capacity (bytes/s) from now on, as a per-flow rate limit that
+        a scheduler moves; flows keep their bytes left, the port's component is refilled
+        at the next query."""
+        if not capacity > 0 or math.isinf(capacity):
+            raise ValueError(f"port {port!r}: capacity must be finite and > 0, got {capacity!r}")
+        capacity = float(capacity)
+        self._capacity[port] = capacity
+        pid = self._pid.get(port)
+        if pid is None or self._pcap[pid] == capacity:
+            return
+        self._pcap[pid] = capacity
+        if self._comps is not None:  # the largest capacity of a component sets its fill tolerance
+            ports, cmax = self._comps[self._comp_of[pid]]
+            self._comps[self._comp_of[pid]] = (ports, max(cmax, capacity))
+        self._dirty_ports.add(pid)
+        self._stale = True
+
     def rate(self, flow) -> float:
         g = self._flows[flow][0]
         self._ensure()
