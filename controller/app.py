@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import defaultdict
 
 from os_ken.base import app_manager
@@ -41,7 +42,8 @@ from topologies.fabric import Fabric
 
 BARRIER_TIMEOUT_S = 5.0
 # OpenFlow errors (type, code) that mean "not there": an upsert that tried a modify then adds.
-_UNKNOWN = {(6, 8): "group", (12, 2): "meter"}  # GROUP_MOD_FAILED/UNKNOWN_GROUP, METER_MOD_FAILED/UNKNOWN_METER
+_UNKNOWN = {(ofproto_v1_3.OFPET_GROUP_MOD_FAILED, ofproto_v1_3.OFPGMFC_UNKNOWN_GROUP): "group",
+            (ofproto_v1_3.OFPET_METER_MOD_FAILED, ofproto_v1_3.OFPMMFC_UNKNOWN_METER): "meter"}
 
 
 class TrainbedController(app_manager.OSKenApp):
@@ -55,7 +57,13 @@ class TrainbedController(app_manager.OSKenApp):
         self.policies = PolicyTable(self.fabric)
         self.datapaths: dict[int, object] = {}
         self.host_pids: dict[str, int] = {}
-        self.barriers: dict[tuple[int, int], hub.Event] = {}
+        # threading.Event, not hub.Event: under os-ken's default native hub the latter's
+        # wait ignores its timeout, so a switch that never answers would hang a call.
+        self.barriers: dict[tuple[int, int], threading.Event] = {}
+        # One policy change (plan, apply, commit) or switch install at a time: the API
+        # serves each client in a thread of its own, and two plans from the same table
+        # would hand out the same id.
+        self.changing = threading.Lock()
         # (dpid, xid) -> (type, code) of an OpenFlow error reply; xids are per switch.
         self.of_errors: dict[tuple[int, int], tuple[int, int]] = {}
         self.expected = {s.dpid for s in self.fabric.switches}
@@ -105,17 +113,17 @@ class TrainbedController(app_manager.OSKenApp):
         """Forwarding, groups and this switch's policies; a reconnecting switch (after a
         controller restart) still has them, so groups and meters are upserted."""
         try:
-            for group in self.groups:
-                if group.dpid == dpid:
-                    self._upsert(dp, "group", group, None)
-            for rule in self.rules:
-                if rule.dpid == dpid:
-                    self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
-            self._apply_switch_ops(dp, self.policies.switch_state(dpid))
+            with self.changing:
+                for group in self.groups:
+                    if group.dpid == dpid:
+                        self._upsert(dp, "group", group, None)
+                xids = [self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
+                        for rule in self.rules if rule.dpid == dpid]
+                self._apply_switch_ops(dp, self.policies.switch_state(dpid), xids)
+                self.datapaths[dpid] = dp
         except PolicyError as err:
             self.logger.error("switch %#x: %s", dpid, err)
             return
-        self.datapaths[dpid] = dp
         self.logger.info("switch %#x ready (%d/%d)%s", dpid, len(self.datapaths), len(self.expected),
                          " after recovery" if self.recovered else "")
 
@@ -196,7 +204,7 @@ class TrainbedController(app_manager.OSKenApp):
 
     def _barrier(self, dp) -> bool:
         req = dp.ofproto_parser.OFPBarrierRequest(dp)
-        event = hub.Event()
+        event = threading.Event()
         dp.set_xid(req)
         self.barriers[(dp.id, req.xid)] = event
         dp.send_msg(req)
@@ -229,10 +237,11 @@ class TrainbedController(app_manager.OSKenApp):
             raise PolicyError(f"switch {dp.id:#x}: {what} add refused with OpenFlow error {error}")
 
     # --- policies -------------------------------------------------------------
-    def _apply_switch_ops(self, dp, ops: list) -> None:
-        """Send one switch's ops in order, then confirm them with one barrier."""
+    def _apply_switch_ops(self, dp, ops: list, xids: list[int] | None = None) -> None:
+        """Send one switch's ops in order, then confirm them (and the messages ``xids``
+        already sent) with one barrier."""
         ofp = dp.ofproto
-        xids = []
+        xids = list(xids or [])
         for op in ops:
             kind = op[0]
             if kind == "meter_set":
@@ -274,13 +283,16 @@ class TrainbedController(app_manager.OSKenApp):
 
     def _change(self, changes: list[tuple[str, object]]) -> list[int]:
         """Plan, apply, and only then commit and persist a batch of policy changes."""
-        ids, ops, by_key = self.policies.plan(changes)
-        self._apply(ops)
-        self.policies.commit(by_key)
-        self._save_state()
+        with self.changing:
+            ids, ops, by_key = self.policies.plan(changes)
+            self._apply(ops)
+            self.policies.commit(by_key)
+            self._save_state()
         return ids
 
-    def _handle(self, req: dict) -> dict:
+    def _handle(self, req) -> dict:
+        if not isinstance(req, dict):
+            return {"ok": False, "error": "request: must be a JSON object with an op"}
         op = req.get("op")
         if op == "ping":
             return {"ok": True}
@@ -288,6 +300,8 @@ class TrainbedController(app_manager.OSKenApp):
             return {"ok": True, "switches_ready": len(self.datapaths), "switches_expected": len(self.expected),
                     "hosts_registered": len(self.host_pids)}
         if op == "register_hosts":
+            if not isinstance(req.get("pids"), dict):
+                return {"ok": False, "error": "pids: must be a mapping of host name to namespace pid"}
             self.host_pids.update({str(k): int(v) for k, v in req["pids"].items()})
             self._save_state()
             return {"ok": True}
@@ -312,6 +326,10 @@ class TrainbedController(app_manager.OSKenApp):
                     reply = self._handle(json.loads(line))
                 except (PolicyError, ValueError, TypeError, KeyError) as err:
                     reply = {"ok": False, "error": str(err).splitlines()[0] if str(err) else type(err).__name__}
+                except Exception as err:  # noqa: BLE001 - a client always gets its one-line answer
+                    self.logger.exception("request failed")
+                    first = str(err).splitlines()[0] if str(err) else ""
+                    reply = {"ok": False, "error": f"{type(err).__name__}: {first}".rstrip(": ")}
                 stream.write((json.dumps(reply) + "\n").encode())
                 stream.flush()
         finally:

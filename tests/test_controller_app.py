@@ -29,6 +29,7 @@ import io
 import json
 import os
 import struct
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import ClassVar
@@ -679,7 +680,7 @@ VALID = {"set": {**POLICY, "queue": 2}}
     ({"op": "apply", "changes": [VALID, {"set": {**POLICY, "queue": 8}}]}, "policy.queue: must be"),
     ({"op": "apply", "changes": [VALID, {"remove": 5}]}, "policy.id: no policy with id 5"),
     ({"op": "register_hosts", "pids": {"tbh3": "not a pid"}}, "invalid literal for int()"),
-    ({"op": "register_hosts"}, "'pids'"),  # a KeyError's text: one line, if not a helpful one
+    ({"op": "register_hosts"}, "pids: must be a mapping of host name to namespace pid"),
 ])
 def test_a_bad_request_gets_a_one_line_error_and_changes_nothing(ready, request_, error):
     ready.call(op="set_policy", policy={**POLICY, "dst_port": 6000, "queue": 4})  # something to keep
@@ -770,11 +771,8 @@ def test_a_restarted_controller_reinstalls_every_policy_with_its_id(make_app):
     assert leaf2.kinds()[-1] == "barrier" and LEAF2 in h.app.datapaths
 
 
-# --- known defects: each of these xfails until controller/app.py is fixed -------------------
+# --- defects found by these tests (fixed, and the one still open) -------------------------
 
-@pytest.mark.xfail(strict=True, reason="_UNKNOWN maps meters to (12, 2), OFPMMFC_INVALID_METER; an OpenFlow 1.3 "
-                                       "switch answers a MODIFY of a missing meter with (12, 3), "
-                                       "OFPMMFC_UNKNOWN_METER, so the upsert never falls back to ADD")
 def test_a_recovered_meter_is_added_to_a_switch_that_lost_it(make_app):
     first = make_app()
     first.connect_all()
@@ -797,26 +795,17 @@ def test_a_batch_that_failed_halfway_succeeds_when_retried(ready):
     assert ready.serve(request) == [{"ok": True, "id": 1}]
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="_handle calls req.get before checking that the request is an object; the "
-                          "AttributeError escapes _serve_client, which drops the connection with no reply")
 def test_a_request_that_is_not_an_object_gets_a_one_line_error(ready):
     replies = ready.serve(b"[1]\n", {"op": "ping"})
     assert replies[0]["ok"] is False and replies[1] == {"ok": True}
 
 
-@pytest.mark.xfail(strict=True, raises=OSError,
-                   reason="_serve_client answers only PolicyError, ValueError, TypeError and KeyError; any "
-                          "other failure of a call (a send on a broken datapath) drops the connection unanswered")
 def test_a_datapath_failing_mid_call_still_gets_the_client_a_one_line_error(ready):
     ready.switches[LEAF2].fail_send = lambda m: m.kind == "flow"
     replies = ready.serve({"op": "set_policy", "policy": {**POLICY, "queue": 2}}, {"op": "ping"})
     assert replies[0]["ok"] is False and replies[1] == {"ok": True}
 
 
-@pytest.mark.xfail(strict=True, reason="_install_forwarding confirms only the policy ops' xids: a forwarding "
-                                       "rule the switch refuses is never noticed (its error stays in of_errors) "
-                                       "and the switch is counted ready")
 def test_a_switch_that_refuses_a_forwarding_rule_is_not_ready(make_app):
     h = make_app()
     dp = FakeSwitch(h.app, LEAF1)
@@ -824,3 +813,14 @@ def test_a_switch_that_refuses_a_forwarding_rule_is_not_ready(make_app):
                            if m.kind == "flow" and m.match.get("eth_type") == ETH_ARP else None)
     h.connect(LEAF1, dp)
     assert LEAF1 not in h.app.datapaths
+
+
+def test_a_switch_that_never_answers_a_barrier_fails_the_call_within_the_timeout(ready, monkeypatch):
+    monkeypatch.setattr(app_mod, "BARRIER_TIMEOUT_S", 0.2)
+    leaf = ready.switches[LEAF2]
+    receive = leaf._receive
+    leaf._receive = lambda m, msg: None if m.kind == "barrier" else receive(m, msg)  # replies lost
+    began = time.monotonic()
+    [reply] = ready.serve({"op": "set_policy", "policy": {**POLICY, "queue": 2}})
+    assert reply == {"ok": False, "error": f"switch {LEAF2:#x}: no barrier reply within 0.2 s"}
+    assert time.monotonic() - began < 5 and ready.app.policies.listing() == []
