@@ -22,8 +22,9 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
 
     monkeypatch.setattr(Executor, "run", run_until_time_runs_out)
     root = tmp_path / "campaign"
+    # --force: others may commit to this checkout while the test runs; the code check is tested below
     args = ["--device", "cpu", "--part", "training", "--queues", "gcn", "--epochs", "1", "--scale", "0.01",
-            "--repeats", "2", "--training-methods", "pipeswitch", "bmc", "--out", str(root)]
+            "--repeats", "2", "--training-methods", "pipeswitch", "bmc", "--out", str(root), "--force"]
     with pytest.raises(RuntimeError, match="device time ran out"):
         main(args)
     run = root / "train-gcn"
@@ -51,4 +52,9 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
     assert main(args) == 0 and calls == []  # everything measured: nothing runs again
     with pytest.raises(SpecError, match="holds a run of another spec"):
         main([*args, "--epochs", "2"])
+    environment = json.loads((run / "environment.json").read_text())
+    assert len(environment["resumes"]) == 2  # the two runs that continued it
+    (run / "environment.json").write_text(json.dumps({**environment, "git_commit": "0" * 40}))
+    with pytest.raises(SpecError, match="started under commit 000000000000"):
+        main(args[:-1])  # without --force
     assert calls == []
