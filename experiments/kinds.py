@@ -87,6 +87,16 @@ def _run_gnn(spec: dict, out: str | None = None) -> Path:
     return run_gnn_spec(spec, out)
 
 
+def _validate_gnn_simulated(raw) -> dict:
+    from experiments.gnn.simulated import validate
+    return validate(raw)
+
+
+def _simulate_gnn(spec: dict, out: str | None = None) -> Path:
+    from experiments.gnn.simulated import simulate_spec
+    return simulate_spec(spec, out)
+
+
 def _validate_programs(raw) -> dict:
     from experiments.programs.spec import validate
     return validate(raw)
@@ -114,7 +124,8 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          summary="flows started and re-prioritised at set times (a spec without workload: is one)"),
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
          summary="cojobs of PS-trained jobs under one network scheduler"),
-    Kind("gnn", _validate_gnn, _run_gnn, summary="distributed GNN training (graph stores, samplers, workers)"),
+    Kind("gnn", _validate_gnn, _run_gnn, _simulate_gnn, _validate_gnn_simulated,
+         summary="distributed GNN training (graph stores, samplers, workers)"),
     Kind("programs", _validate_programs, _run_programs,
          summary="your own commands on the hosts (e.g. torch.distributed), with per-flow policies"),
     Kind("colocation", _validate_colocation, _run_colocation, by_workload=False,

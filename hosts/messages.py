@@ -14,7 +14,12 @@ happened, ``host`` and ``task``, the sender's task id, e.g. "c0j3/w1"):
   and ``bytes`` only (``hosts.gnn.wire``).
 - ``iteration_end``: a worker finished an iteration; ``job``, ``iteration``, ``stage``
   (GNN workers: ``loss``, ``val_accuracy`` or null, ``compute_s``, ``sync_s``, ``wait_s``).
-- ``compute``: a task's execution in one iteration; ``iteration``, ``seconds``.
+- ``compute``: a task's execution in one iteration; ``iteration``, ``seconds``. GNN
+  tasks add what a model of the job needs: a graph store reports each request it
+  served (``peer``, ``step`` = the reply's phase, ``request_bytes``, ``reply_bytes``),
+  a sampler its compute after each round of replies (``rounds``: L hops, then the
+  features; ``eval_rounds`` for the evaluation batch), worker 0 its evaluation
+  (``eval_s``, on evaluation iterations).
 - ``stage_done``: a worker ran every iteration of the stage it was given; ``job``, ``stage``.
 - ``error``: a task failed; ``error`` is one line. The task exits non-zero after it.
 - ``bye``: a task is stopping normally.

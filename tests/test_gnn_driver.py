@@ -114,6 +114,8 @@ def test_the_gnn_verdict_is_every_kinds_with_its_read_back_and_the_switch_loss(t
     assert summary["fidelity"]["untrustworthy_reasons"] == ["controller outage at 5.0 s",
                                                             "an installed rate is 9.0% off its OES target"]
     assert summary["trustworthy"] is False and summary["rate_readbacks"] == 3
+    # nothing ran: the job's model has no iteration to replay
+    assert summary["predicted_iteration_s"] is None and "untrustworthy" in summary["prediction_note"]
 
 
 def test_the_rate_coordinator_is_pure_and_its_policy_pluggable():

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 from fake_driver import FakeDriver
 from fakes import RecordingSocket
 
@@ -94,6 +95,36 @@ def test_ps_training_runs_and_reports_every_transfer(tmp_path):
     assert sum(e["val_accuracy"] is not None for e in lead) == 3
     assert {e["task"] for e in events.of("compute")} == set(tasks)
     assert len(events.of("bye")) == len(tasks)
+    check_the_model_reads_the_events(events, tasks)
+
+
+def check_the_model_reads_the_events(events: FakeDriver, tasks: dict[str, str]) -> None:
+    """What the tasks report is what the job's model needs: every request a store served
+    with its sizes, a sampler's compute per round (L hops, then the features), worker 0's
+    evaluation; the profile of these events runs the model for the job's spec."""
+    from experiments.gnn import metrics, simulated
+    from experiments.gnn import spec as gnn_spec
+    compute = events.of("compute")
+    served = [e for e in compute if e["task"].startswith("store")]
+    assert served and all(e["request_bytes"] > 0 and e["reply_bytes"] > 0 and e["step"] for e in served)
+    # every round of every sampler is served, local stores included: 3 stores x 3 rounds x 9 iterations
+    assert len([e for e in served if not e["step"].startswith("eval-")]) == 2 * 3 * 3 * 9
+    rounds = [e for e in compute if e["task"].startswith("sampler")]
+    assert all(len(e["rounds"]) == 3 and e["seconds"] == pytest.approx(
+        sum(e["rounds"]) + sum(e.get("eval_rounds", [])), abs=1e-5) for e in rounds)
+    assert [e["iteration"] for e in rounds if "eval_rounds" in e] == [2, 5, 8]
+    assert [e["iteration"] for e in compute if "eval_s" in e] == [2, 5, 8]
+    host = {m: f"tbh{k + 1}" for k, m in enumerate(MACHINES)}
+    spec = gnn_spec.validate({"name": "task-test", "topology": {"kind": "star", "hosts": 3, "host_mbps": 100},
+                              "scheduler": {"name": "oes"}, "workload": {
+        "kind": "gnn", "graph": {"shape": "ogbn-products", "nodes": 2000, "avg_degree": 8}, "fanouts": [4, 8],
+        "batch_size": 32, "hidden": 32, "lr": 0.01, "iterations": 9, "eval_every": 3, "eval_nodes": 50,
+        "workers": 2, "samplers_per_worker": 1, "sync": "ps", "ps": 1,
+        "placement": {t: host[m] for t, m in tasks.items() if not t.startswith("store")}}})
+    renamed = [{**e, **{k: host[e[k]] for k in ("host", "src", "dst") if e.get(k) in host}} for e in events.events]
+    profile = simulated.Profile.parse(metrics.profile(renamed, 9, spec, {"trustworthy": True,
+                                                                        "untrustworthy_reasons": []}), "task test")
+    assert simulated.predict(spec, profile) > 0
 
 
 def test_ring_allreduce_sends_2w_minus_2_chunks(tmp_path):

@@ -138,7 +138,7 @@ def test_run_any_spec_runs_the_validated_spec_with_its_kind(monkeypatch, tmp_pat
     assert len(calls) == 2
 
 
-@pytest.mark.parametrize("name", ["gnn-oes-smoke", "priority-demo", "colocate-smoke"])
+@pytest.mark.parametrize("name", ["programs-ddp", "priority-demo", "colocate-smoke"])
 def test_simulating_a_kind_without_a_simulator_is_one_line(name):
     raw = spec(name)
     kind = kind_of(raw)
@@ -152,7 +152,7 @@ def test_simulating_a_kind_without_a_simulator_is_one_line(name):
 def test_simulate_any_spec_simulates_the_spec_validated_for_the_simulator(monkeypatch):
     calls = []
     monkeypatch.setitem(KINDS, "gnn", dataclasses.replace(KINDS["gnn"], simulate=lambda s, out: calls.append(s)
-                                                          or Path("sim")))
+                                                          or Path("sim"), validate_simulated=None))
     assert runner.simulate_any_spec(spec(GNN_SMOKE), "x") == Path("sim")
     assert calls == [runner.validate_any(spec(GNN_SMOKE))]  # without validate_simulated: validate
     monkeypatch.setitem(KINDS, "gnn", dataclasses.replace(KINDS["gnn"], validate_simulated=lambda raw: {"sim": 1}))

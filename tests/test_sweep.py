@@ -218,8 +218,8 @@ def test_a_simulated_sweep_runs_every_cell_on_the_simulator(tmp_path):
 
 @pytest.mark.parametrize("backend, base, message", [
     ("fast", None, r"^backend: must be one of emulated, simulated, got 'fast'$"),
-    ("simulated", "experiments/specs/gnn-oes-smoke.yaml",
-     r"^backend: simulated is not available for workload kind 'gnn' \(available: cojob\)$"),
+    ("simulated", "experiments/specs/programs-ddp.yaml",
+     r"^backend: simulated is not available for workload kind 'programs' \(available: cojob, gnn\)$"),
 ])
 def test_a_backend_the_spec_cannot_have_is_one_line(tmp_path, backend, base, message):
     spec = yaml.safe_load(open(base)) if base else BASE

@@ -1,7 +1,7 @@
 """The GNN kind's rate coordinator as a pure object: flow events in, per-flow rates out.
 
 One copy of the rate logic the emulated driver (``driver.OesRates``) carries out and
-a simulator would drive: it tracks the inter-machine transfers the tasks report
+the job's model (``simulated.GnnSimulation``) drives: it tracks the inter-machine transfers the tasks report
 (``flow_start`` / ``flow_end``, the ``hosts.messages`` schema), with OES's per-pair
 pipelining (Alg. 1 lines 8-17: a task pair's transfers share one connection, so a
 transfer reported while its pair's previous one is still on the wire waits behind
@@ -26,6 +26,13 @@ from experiments.platform.channel import DriverError
 
 FlowKey = tuple  # (src host, dst host, "tcp", src port, dst port)
 MIN_REMAINING_SHARE = 0.01  # of a transfer: the least remaining volume estimated while it is active
+WAITING_MBPS = 0.1  # the least rate installed: for a flow its policy holds at (or near) 0
+
+
+def installed_mbps(mbps: float) -> float:
+    """The rate a decided one is installed as, on the fabric and in the model: a flow
+    policy needs a positive rate (a waiting flow's 0 becomes ``WAITING_MBPS``), to 3 decimals."""
+    return round(max(mbps, WAITING_MBPS), 3)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ driver only schedules the network:
 - ``mrtf``, ``omcoflow``: the same, with the rates of the paper's baselines
   (``controller.schedulers.coflow_rates``). A rate below ``WAITING_MBPS`` (0: the
   flow waits) is installed as ``WAITING_MBPS``: a flow policy needs a positive
-  rate (and a decided rate rounds to 3 decimals).
+  rate (and a decided rate rounds to 3 decimals; ``coordinator.installed_mbps``).
 - ``default``: no policy at all: TCP shares the links, tasks run when ready (the
   DistDGL baseline's scheduling).
 
@@ -43,7 +43,7 @@ from pathlib import Path
 from controller.hostnet import netns_cmd
 from controller.schedulers import oes
 from experiments.gnn import job as job_mod
-from experiments.gnn.coordinator import RateCoordinator
+from experiments.gnn.coordinator import RateCoordinator, installed_mbps
 from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
 from experiments.platform.policysync import PolicySync
@@ -52,7 +52,6 @@ from topologies.fabric import host_interface
 
 READBACK_EVERY = 10  # decisions between read-backs of the installed rates
 ROOT_CAUSE_WAIT_S = 1.0  # after a failure, how long to look for a killed task behind it
-WAITING_MBPS = 0.1  # the least rate installed: for a flow its policy holds at (or near) 0
 
 
 class GnnDriver(Driver):
@@ -197,7 +196,7 @@ class OesRates:
         policies (in flow id order); the policies of flows no longer active stay as they are."""
         started = time.monotonic()
         decision = self.coordinator.decide()
-        desired = {key: {"rate_mbps": round(max(mbps, WAITING_MBPS), 3), "rate_mechanism": "host"}
+        desired = {key: {"rate_mbps": installed_mbps(mbps), "rate_mechanism": "host"}
                    for key, mbps in decision.rates.items()}
         batch = self.policies.sync(desired, remove_unlisted=False)
         if not batch.changes:

@@ -14,11 +14,16 @@ namespaces share the box).
   under OES, the time-weighted mean target rate of its 5-tuple over its life.
 - Rate updates: OES decision latency (a flow event's time to its batch being
   applied) and apply time, p50/p99.
+- The profile (``profile``): what the placement search and the job's model read.
+
+``write_flows`` writes the flows as ``flows.csv``, for either backend.
 """
 from __future__ import annotations
 
+import csv
 import statistics
 from collections import defaultdict
+from pathlib import Path
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -73,7 +78,8 @@ def training(events: list[dict], target: float | None) -> dict:
     lead = sorted(by_worker.get("worker0", []), key=lambda e: e["iteration"])
     losses = defaultdict(list)
     for e in ends:
-        losses[e["iteration"]].append(e["loss"])
+        if e["loss"] is not None:  # a simulated run has no losses
+            losses[e["iteration"]].append(e["loss"])
     accuracies = [(e["t"], e["val_accuracy"]) for e in lead if e.get("val_accuracy") is not None]
     reached = next((t for t, acc in accuracies if target is not None and acc >= target), None)
     intervals = [b["t"] - a["t"] for a, b in zip(lead, lead[1:])]
@@ -118,20 +124,55 @@ def rate_updates(decisions: list[dict]) -> dict:
             "largest_batch": max((len(d["set"]) for d in decisions), default=0)}
 
 
-def profile(events: list[dict], iterations: int = 50) -> dict:
-    """The placement search's input: per task and iteration its execution seconds, per
-    flow (task pair, phase, iteration) its bytes, over the first ``iterations``."""
+def profile(events: list[dict], iterations: int = 50, spec: dict | None = None,
+            verdict: dict | None = None) -> dict:
+    """The input of the placement search and of the job's model
+    (``experiments.gnn.simulated``), over the first ``iterations``:
+
+    - ``compute_s``: per task and iteration its execution seconds (its reports summed);
+    - ``flows``: per transfer (task pair, phase, iteration) its bytes, and its
+      ``duration_s`` once its end was heard (same-machine ones too in a profiling run);
+    - ``requests``: every request a graph store served: ``store``, ``sampler``,
+      ``iteration``, ``step`` (the reply's phase), ``request_bytes``, ``reply_bytes``,
+      ``compute_s`` (requests and same-machine replies included, whatever the run);
+    - ``sampler_rounds_s`` / ``sampler_eval_rounds_s``: per sampler and iteration its
+      compute after each round of replies (L hops, then the features), for its training
+      and its evaluation batch (null: none that iteration);
+    - ``eval_s``: per worker and iteration its evaluation compute (null: none);
+    - ``spec``: the run's resolved spec; ``trustworthy`` and ``untrustworthy_reasons``:
+      its verdict (``verdict``: the summary's ``fidelity``; null when not given).
+    """
+    def per_iteration(by_iteration: dict) -> list:
+        return [by_iteration.get(i) for i in range(iterations)]
+
     compute = defaultdict(lambda: defaultdict(float))
+    rounds, eval_rounds, eval_s = defaultdict(dict), defaultdict(dict), defaultdict(dict)
+    requests = []
     for e in events:
-        if e["kind"] == "compute" and e["iteration"] < iterations:
-            compute[e["task"]][e["iteration"]] += e["seconds"]
+        if e["kind"] != "compute" or e["iteration"] >= iterations:
+            continue
+        compute[e["task"]][e["iteration"]] += e["seconds"]
+        if "step" in e:
+            requests.append({"store": e["task"], "sampler": e["peer"], "iteration": e["iteration"], "step": e["step"],
+                             "request_bytes": e.get("request_bytes"), "reply_bytes": e.get("reply_bytes"),
+                             "compute_s": e["seconds"]})
+        for field, into in (("rounds", rounds), ("eval_rounds", eval_rounds), ("eval_s", eval_s)):
+            if field in e:
+                into[e["task"]][e["iteration"]] = e[field]
+    ends = {e["flow"]: e["t"] for e in events if e["kind"] == "flow_end"}
     volumes = [{"src_task": e["src_task"], "dst_task": e["dst_task"], "src": e["src"], "dst": e["dst"],
-                "phase": e["phase"], "iteration": e["iteration"], "bytes": e["bytes"]}
+                "phase": e["phase"], "iteration": e["iteration"], "bytes": e["bytes"],
+                "duration_s": None if e["flow"] not in ends else round(ends[e["flow"]] - e["t"], 6)}
                for e in events if e["kind"] == "flow_start" and e["iteration"] < iterations]
     return {"iterations": iterations,
             "compute_s": {task: [round(its.get(i, 0.0), 6) for i in range(iterations)]
                           for task, its in sorted(compute.items())},
-            "flows": volumes}
+            "flows": volumes, "requests": requests,
+            "sampler_rounds_s": {task: per_iteration(its) for task, its in sorted(rounds.items())},
+            "sampler_eval_rounds_s": {task: per_iteration(its) for task, its in sorted(eval_rounds.items())},
+            "eval_s": {task: per_iteration(its) for task, its in sorted(eval_s.items())},
+            "spec": spec, "trustworthy": None if verdict is None else verdict["trustworthy"],
+            "untrustworthy_reasons": None if verdict is None else verdict["untrustworthy_reasons"]}
 
 
 def epochs(iterations: int | None, workload: dict, train_nodes: int) -> float | None:
@@ -141,3 +182,15 @@ def epochs(iterations: int | None, workload: dict, train_nodes: int) -> float | 
     if not (iterations and train_nodes):
         return None
     return iterations * workload["workers"] * workload["samplers_per_worker"] * workload["batch_size"] / train_nodes
+
+
+FLOW_FIELDS = ["flow", "src", "dst", "src_task", "dst_task", "phase", "iteration", "bytes", "start_t", "duration_s",
+               "achieved_mbps", "target_mbps"]
+
+
+def write_flows(path: Path, rows: list[dict]) -> None:
+    """``flows.csv``: the rows of ``flows``, emulated or simulated."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FLOW_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)

@@ -11,11 +11,12 @@ Files: ``events.jsonl``, ``decisions.jsonl`` (OES), ``rate_readback.jsonl``,
 ``flows.csv`` (per transfer: bytes, duration, achieved and target Mbit/s),
 ``tasks.log`` (the tasks' stderr), ``job/`` (graph partitions and the task config),
 ``raw/fabric_bytes.json``, ``raw/queue_counters.json``, ``raw/switch_packets.json``,
-``cpu.csv``, ``profile.json`` (profiling runs).
+``cpu.csv``, ``profile.json`` (profiling runs: ``metrics.profile`` with the run's
+verdict). The summary's ``predicted_iteration_s`` is the job's model's
+(``experiments.gnn.simulated``) for the run's placement and scheduler.
 """
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
+PROFILE_ITERATIONS = 50  # the first iterations a profiling run's profile.json holds
 
 
 def host_bytes_into_fabric(em: Emulation) -> dict[str, int]:
@@ -93,9 +95,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
     decisions = store.read_jsonl(run / "decisions.jsonl", missing_ok=True)
     train = metrics.training(events, spec["workload"]["target_accuracy"])
     transfers = metrics.flows(events, decisions)
-    _write_flows(run / "flows.csv", transfers)
-    if spec["workload"]["profile"]:
-        store.write_json(run / "profile.json", metrics.profile(events))
+    metrics.write_flows(run / "flows.csv", transfers)
     fabric_path, state_path = run / "raw" / "fabric_bytes.json", run / "raw" / "driver.json"
     counted = None
     if fabric_path.exists():  # a run that failed early has neither file
@@ -109,20 +109,31 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
               if f["target_mbps"] and f["achieved_mbps"] and f["bytes"] >= 100_000]
     ids = run / "job" / "graph" / "ids.npz"  # the job's training nodes (absent if it never started)
     train_nodes = len(np.load(ids)["train"]) if ids.exists() else 0
+    fidelity = fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons)
+    if spec["workload"]["profile"]:
+        store.write_json(run / "profile.json", metrics.profile(
+            events, min(PROFILE_ITERATIONS, train["iterations"]), spec, fidelity["fidelity"]))
     return {**train, "epochs": metrics.epochs(train.get("iterations"), spec["workload"], train_nodes),
+            **prediction(spec, events, fidelity["fidelity"], train["iterations"]),
             "reported_transfer_bytes": sum(f["bytes"] for f in transfers),
             "fabric_counted_bytes": counted, "transfers": len(transfers),
             "oes_rate_max_rel_error": rel_error, "rate_readbacks": state.get("readbacks", 0),
             "achieved_over_target_median": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None,
             "rate_updates": metrics.rate_updates(decisions), "compute_s_per_iteration": metrics.compute_by_task(events),
-            "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"),
-            **fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons)}
+            "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"), **fidelity}
 
 
-def _write_flows(path: Path, rows: list[dict]) -> None:
-    fields = ["flow", "src", "dst", "src_task", "dst_task", "phase", "iteration", "bytes", "start_t", "duration_s",
-              "achieved_mbps", "target_mbps"]
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+def prediction(spec: dict, events: list[dict], verdict: dict, iterations: int) -> dict:
+    """``predicted_iteration_s``: the job's model (``experiments.gnn.simulated``) for the
+    run's placement and scheduler over its iterations, from the spec's
+    ``simulation.profile`` or else the run's own events; null, with
+    ``prediction_note`` saying why, where the model refuses its profile."""
+    from experiments.gnn import simulated  # pylint: disable=import-outside-toplevel  # only at analysis
+    try:
+        if "simulation" in spec:
+            profile = simulated.load_profile(spec["simulation"]["profile"])
+        else:
+            profile = simulated.Profile.parse(metrics.profile(events, iterations, spec, verdict), "this run's events")
+        return {"predicted_iteration_s": simulated.predict(spec, profile, iterations)}
+    except simulated.ProfileError as err:
+        return {"predicted_iteration_s": None, "prediction_note": str(err)}

@@ -33,8 +33,14 @@ Format (defaults in comments)::
         worker: {cpus: 2}
       placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
     scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
+    simulation:                  # the job's model (experiments.gnn.simulated): what it reads
+      profile: results/run-.../profile.json   # a profile: true run's; relative to the checkout
     fidelity: {...}
     emulation: {...}
+
+``simulation.profile`` is required by ``trainbed simulate`` (``validate_simulated``:
+the profile is loaded and checked against the job there); an emulated run with it
+predicts its iteration time from that profile instead of from its own events.
 
 The resolved spec's ``workload.placement`` is ``{"kind": ..., "tasks": {task id:
 host}}`` with every task, stores included, in ``placement.task_ids`` order (see
@@ -46,10 +52,23 @@ from __future__ import annotations
 from experiments.errors import SpecError
 from experiments.gnn import placement as placement_mod
 from experiments.platform import spec as emulation_spec
-from experiments.validation import ROOT, at, boolean, choice, describe, integer, items, mapping, number
+from experiments.store import REPO_ROOT
+from experiments.validation import (
+    ROOT,
+    at,
+    boolean,
+    choice,
+    describe,
+    existing_file,
+    integer,
+    items,
+    mapping,
+    number,
+)
 from hosts.gnn.graphs import SHAPES, DatasetShape
 
-TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
+TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler", "simulation"}
+SIMULATION_FIELDS = {"profile"}
 WORKLOAD_FIELDS = {"kind", "graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
                    "lr", "iterations", "target_accuracy", "eval_every", "eval_nodes", "profile", "machines",
                    "task_resources", "placement"}
@@ -118,9 +137,15 @@ def validate(raw) -> dict:
                 "task_resources": _task_resources(workload.get("task_resources"))}
     resolved["placement"] = _placement(field("placement"), hosts, resolved)
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
+    simulation = {}
+    if spec.get("simulation") is not None:
+        section = mapping("simulation", spec["simulation"], allowed=SIMULATION_FIELDS, required=("profile",))
+        simulation["simulation"] = {"profile": str(existing_file("simulation.profile", section["profile"],
+                                                                 base=REPO_ROOT))}
     return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
             "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
-            "workload": resolved, "scheduler": {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)}}
+            "workload": resolved, "scheduler": {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)},
+            **simulation}
 
 
 def _graph(raw) -> tuple[dict, DatasetShape]:

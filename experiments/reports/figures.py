@@ -193,9 +193,11 @@ def gnn_bandwidth(data: RunData) -> list[Figure]:
 
 
 def gnn_training(data: RunData) -> list[Figure]:
-    """Worker 0's loss and validation accuracy against time (events.jsonl)."""
+    """Worker 0's loss and validation accuracy against time (events.jsonl; a simulated
+    run has no loss)."""
     events = data.read_jsonl("events.jsonl")
-    points = [e for e in events if e.get("kind") == "iteration_end" and e.get("task") == "worker0"]
+    points = [e for e in events if e.get("kind") == "iteration_end" and e.get("task") == "worker0"
+              and e.get("loss") is not None]
     if not points:
         return []
     t0 = _gnn_t0(events, points[0]["t"])

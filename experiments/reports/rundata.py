@@ -191,7 +191,9 @@ def _gnn(data: RunData) -> list[Row]:
     s = data.summary
     rows = [("training", f"{s.get('sync', 'n/a')} sync, scheduler {s.get('scheduler', 'n/a')}"),
             ("iteration time", f"{num(s.get('iteration_s_median'), 's')} median, "
-                               f"{num(s.get('iteration_s_mean'), 's')} mean"),
+                               f"{num(s.get('iteration_s_mean'), 's')} mean"
+                               + (f", {num(s['predicted_iteration_s'], 's')} predicted by the job's model"
+                                  if s.get("predicted_iteration_s") is not None else "")),
             ("iterations", num(s.get("iterations"))),
             ("epochs", num(s.get("epochs"), digits=2)),
             ("validation accuracy", f"{pct(s.get('val_accuracy'))} last, {pct(s.get('val_accuracy_best'))} best"),

@@ -4,3 +4,12 @@ DGL is imported only through ``hosts.gnn.dglenv.import_dgl`` (it works around th
 GraphBolt import failure of dgl 2.1.0 with torch 2.13); it is installed by
 ``scripts/install-gnn.sh``, so importing this package itself needs no DGL.
 """
+
+# Shared by the task programs (``hosts.gnn.task``) and the simulator of the job
+# (``experiments.gnn.simulated``), which must not import the tasks' module.
+PREFETCH = 2  # mini-batches a sampler may prepare ahead of its worker (the worker returns a credit per one used)
+
+
+def is_eval(iteration: int, eval_every: int, iterations: int) -> bool:
+    """Whether worker 0 evaluates at ``iteration``: every ``eval_every``-th and the last."""
+    return iteration % eval_every == eval_every - 1 or iteration == iterations - 1

@@ -55,10 +55,9 @@ import numpy as np  # noqa: E402  # after the thread count is fixed
 
 from hosts.channel import Task, spawn
 from hosts.framing import PeerClosed, PeerError
-from hosts.gnn import wire
+from hosts.gnn import PREFETCH, is_eval, wire
 
 SAMPLE_REQ, SAMPLE_REP, FEAT_REQ, FEAT_REP, MINIBATCH, EVALBATCH, CREDIT, GRAD, PARAM, INIT, RING = range(1, 12)
-PREFETCH = 2
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ class Job:
         return [f"sampler{i}" for i in range(worker * s, (worker + 1) * s)]
 
     def is_eval(self, iteration: int) -> bool:
-        return iteration % self.eval_every == self.eval_every - 1 or iteration == self.iterations - 1
+        return is_eval(iteration, self.eval_every, self.iterations)
 
 
 def _index(task_id: str) -> int:
@@ -184,9 +183,11 @@ def run_store(job: Job, task: Task) -> None:
             else:
                 raise PeerError(f"{link.peer_task}: unexpected frame kind {kind}")
             compute_s = time.perf_counter() - started
-            link.send(reply[0], iteration, reply[1], phase=reply[2])
+            sent = link.send(reply[0], iteration, reply[1], phase=reply[2])
+            # Both sizes, local replies and unreported requests included: a model of another
+            # placement needs every request round, wherever its ends are.
             task.emit("compute", iteration=iteration, seconds=round(compute_s, 6), peer=link.peer_task,
-                      step=reply[2])
+                      step=reply[2], request_bytes=link.received_bytes, reply_bytes=sent)
         link.close()
         with lock:
             left[0] -= 1
@@ -274,11 +275,12 @@ class Sampler:
             thread.join()
         return [(mine, replies[m]) for m, mine in asked]
 
-    def sample(self, iteration: int, seeds: np.ndarray, purpose: str = "") -> tuple[dict, float]:
-        """The mini-batch of ``seeds`` (arrays for the worker) and the local compute time;
-        ``purpose`` prefixes the phases of its flows (an evaluation batch's are "eval-...")."""
+    def sample(self, iteration: int, seeds: np.ndarray, purpose: str = "") -> tuple[dict, list[float]]:
+        """The mini-batch of ``seeds`` (arrays for the worker) and the local compute time
+        after each round of replies (L hops, then the features); ``purpose`` prefixes the
+        phases of its flows (an evaluation batch's are "eval-...")."""
         dgl, torch = self.dgl, self.torch
-        compute = 0.0
+        rounds = []
         frontier, blocks = seeds, []
         for hop, fanout in enumerate(reversed(self.job.fanouts)):
             replies = self.ask_owners(SAMPLE_REQ, iteration, frontier, fanout=fanout,
@@ -290,7 +292,7 @@ class Sampler:
             block = dgl.to_block(hop_graph, dst_nodes=torch.from_numpy(frontier))
             blocks.insert(0, block)
             frontier = block.srcdata[dgl.NID].numpy()
-            compute += time.perf_counter() - started
+            rounds.append(time.perf_counter() - started)
         replies = self.ask_owners(FEAT_REQ, iteration, frontier, reply_phase=f"{purpose}feature")
         started = time.perf_counter()
         feat = np.empty((frontier.size, self.job.features), dtype=np.float32)
@@ -305,21 +307,23 @@ class Sampler:
             src, dst = block.edges()
             arrays[f"src{b}"], arrays[f"dst{b}"] = src.numpy(), dst.numpy()
             sizes.append([block.num_src_nodes(), block.num_dst_nodes()])
-        compute += time.perf_counter() - started
-        return {"arrays": arrays, "sizes": sizes}, compute
+        rounds.append(time.perf_counter() - started)
+        return {"arrays": arrays, "sizes": sizes}, rounds
 
     def run(self) -> None:
         for iteration in range(self.job.iterations):
             if not self.credits.acquire(timeout=self.job.timeout_s):
                 raise PeerError(f"worker{self.worker} took no mini-batch within {self.job.timeout_s:g} s")
-            batch, compute_s = self.sample(iteration, self.seeds())
+            batch, rounds = self.sample(iteration, self.seeds())
             self.to_worker.send(MINIBATCH, iteration, batch["arrays"], phase="minibatch", sizes=batch["sizes"])
+            each = {"rounds": [round(s, 6) for s in rounds]}
             if self.evaluates and self.job.is_eval(iteration):
-                evaluation, eval_s = self.sample(iteration, self.val, "eval-")
-                compute_s += eval_s
+                evaluation, eval_rounds = self.sample(iteration, self.val, "eval-")
+                rounds += eval_rounds
+                each["eval_rounds"] = [round(s, 6) for s in eval_rounds]
                 self.to_worker.send(EVALBATCH, iteration, evaluation["arrays"], phase="evalbatch",
                                     sizes=evaluation["sizes"])
-            self.task.emit("compute", iteration=iteration, seconds=round(compute_s, 6))
+            self.task.emit("compute", iteration=iteration, seconds=round(sum(rounds), 6), **each)
         for link in self.stores:
             link.close()
         # Exit only once the worker closed its end (after its last iteration): a socket
@@ -463,14 +467,16 @@ class Worker:
             synced = time.perf_counter()
             (self.sync_ps if job.sync == "ps" else self.sync_ring)(iteration)
             sync_s = time.perf_counter() - synced
-            accuracy = None
+            accuracy, evaluated = None, {}
             if self.index == 0 and job.is_eval(iteration):
                 evaluation = self.samplers[0].get(EVALBATCH, iteration, job.timeout_s)
+                eval_started = time.perf_counter()
                 self.model.eval()
                 with torch.no_grad():
                     logits = self.model(_blocks(dgl, torch, evaluation), torch.from_numpy(evaluation["feat"]))
                 accuracy = float((logits.argmax(1).numpy() == evaluation["label"]).mean())
-            self.task.emit("compute", iteration=iteration, seconds=round(compute_s, 6))
+                evaluated["eval_s"] = round(time.perf_counter() - eval_started, 6)
+            self.task.emit("compute", iteration=iteration, seconds=round(compute_s, 6), **evaluated)
             self.task.emit("iteration_end", iteration=iteration, loss=round(loss.item(), 6),
                            val_accuracy=accuracy, compute_s=round(compute_s, 6), sync_s=round(sync_s, 6),
                            wait_s=round(started - waited, 6))

@@ -49,6 +49,7 @@ class Link:
         self.reported = peer_host != task.host or REPORT_LOCAL
         self.local_port, self.peer_port = sock.getsockname()[1], sock.getpeername()[1]
         self._send_lock, self._recv_lock = threading.Lock(), threading.Lock()
+        self.received_bytes = 0  # the last frame's, for a reader that reports a request's size
 
     def send(self, kind: int, iteration: int, arrays: dict | None = None, phase: str | None = None,
              **scalars) -> int:
@@ -79,8 +80,9 @@ class Link:
             meta_raw = framing.recv_body(self.sock, meta_len)
             payload = framing.recv_body(self.sock, payload_len)
         meta = json.loads(meta_raw)
+        self.received_bytes = HEADER.size + meta_len + payload_len
         if meta.get("flow"):
-            self.task.emit("flow_end", flow=meta["flow"], bytes=HEADER.size + meta_len + payload_len)
+            self.task.emit("flow_end", flow=meta["flow"], bytes=self.received_bytes)
         arrays, offset = {}, 0
         for name, dtype, shape in meta.pop("arrays"):
             dt = np.dtype(dtype)

@@ -1,0 +1,677 @@
+"""The simulator backend of the gnn kind: one GNN training job as a discrete-event model,
+for a placement and a rate policy, fed by a profile of the job.
+
+It does what the task programs do (``hosts.gnn.task``), per iteration n:
+
+- sampler i (of worker i // S) takes a credit: it runs at most ``PREFETCH``
+  mini-batches ahead of its worker, which returns one credit per mini-batch it has
+  computed on. Then, for each of the L hops and then the features (L + 1 rounds), it
+  sends a request to every store the profile shows it asked in that round, one after
+  the other, waits for all their replies and computes (the profiled round's compute);
+  then it sends the mini-batch to its worker. Worker 0's first sampler does the same
+  for the evaluation batch on evaluation iterations (``hosts.gnn.is_eval``).
+- a store answers each request after the profiled compute of that request;
+- worker w waits for its S mini-batches, computes, returns a credit to each sampler,
+  synchronises (PS: its gradient shard to every PS at once, then every PS's
+  parameters; ring: 2(W-1) steps, each a chunk to the next worker while it takes one
+  from the previous), and worker 0 then waits for the evaluation batch and evaluates;
+- PS p waits once for worker 0's initial parameters, then per iteration for every
+  worker's gradient, computes, and sends the parameters to every worker at once.
+
+Transfers are every frame the tasks send, with the profiled bytes: requests and
+replies of every round, mini-batches, evaluation batches, gradients, parameters,
+ring chunks and the initial parameters; credits (a header) cost nothing. A task
+pair's frames cross one TCP connection, so they go one at a time, in order. A send
+returns once at most ``SEND_BUFFER_BYTES`` of its connection are undelivered (the
+socket's send buffer holds the rest): a task waits for a large frame, not for a
+small one. Same-machine transfers take no time.
+
+Network: ``experiments.sim.network.FluidNetwork`` over the fabric's ports
+(``experiments.sim.paths.Paths``: host links, on a leaf-spine the spine links that
+can fill), a frame's bytes counted on the wire (TCP/IP/Ethernet headers at the
+spec's MTU). Scheduling runs the emulation's own coordinator
+(``experiments.gnn.coordinator.RateCoordinator``, OES or a baseline of
+``oes.rate_policies``): it hears the same ``flow_start`` (at a send) and ``flow_end``
+(at the delivery) the tasks report, for the reported frames (all but requests)
+between machines, and after every instant that changed the active flows its
+rates are installed on the flows' connections as on the fabric
+(``installed_mbps``; a policy outlives its flow). An installed rate is a port of the
+connection's own in front of its path (the sender NIC's per-flow htb class, rate =
+ceil): shaped flows go first at their sender's NIC, before unshaped traffic (htb
+serves the guaranteed rates before the default classes lend out what is left), and
+share every other port max-min with everything else. ``default`` installs nothing:
+max-min everywhere, what TCP's sharing approaches. ``fair`` installs max-min rates.
+
+Readings and limits, to judge a prediction by:
+- compute is replayed as profiled on the emulation's box, CPU contention included:
+  iteration n takes profiled iteration n mod P, the k-th evaluation the k-th
+  profiled one mod E. A store's profiled compute includes its wait for its one
+  sampling thread, so store contention is as in the profiled placement.
+- tasks start at 0 together; no TCP dynamics, losses or rate-update latency
+  (the emulation's 12-16 ms median); a starved flow gets nothing (no 2% guarantee).
+- a profile is of one job (``JOB_FIELDS`` and the machine count must match); the
+  placement, the topology's rates and the scheduler may differ. A placement that
+  puts a pair on two machines that the profiled one kept together needs that pair's
+  bytes, which only a ``profile: true`` run reports.
+
+``trainbed simulate SPEC`` (``simulate_spec``) needs ``simulation.profile`` in the
+spec; ``predict`` is the model as a function; ``compare(run_dir)`` sets a recorded
+emulated run's iteration time beside the model's.
+"""
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from controller.schedulers import oes
+from experiments import store
+from experiments.errors import SpecError
+from experiments.gnn import metrics
+from experiments.gnn import placement as placement_mod
+from experiments.gnn import spec as gnn_spec
+from experiments.gnn.coordinator import RateCoordinator, installed_mbps
+from experiments.platform.run import simulate_workload
+from experiments.platform.spec import fabric_of
+from experiments.sim.network import FluidNetwork
+from experiments.sim.paths import Paths
+from experiments.validation import shown_path
+from hosts.gnn import PREFETCH, is_eval
+from topologies.fabric import simulated_rates
+
+# Linux autotunes a connection's send buffer to about twice its window: an initial
+# window of 10 jumbo (9000-byte) segments of ~16 KB each in memory.
+SEND_BUFFER_BYTES = 2 * 10 * 16 * 1024
+TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12: a segment carries MTU - 52 bytes of data
+ETHERNET_HEADER = 14  # counted by htb and the links' rates
+JOB_FIELDS = ("graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
+              "eval_nodes")  # what decides the job's transfers; a profile is of one such job
+POLICIES = ("default",) + tuple(oes.rate_policies())
+_SHAPED, _UNSHAPED = 0, 1  # FluidNetwork queues at a sender's NIC: installed rates go first
+
+Wait = Callable[[Callable[[], None]], None]  # arms a wait: calls its argument once satisfied
+
+
+class ProfileError(ValueError):
+    """A profile the model cannot use; the message is one line naming the profile."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A profile as the model reads it (``parse``: from ``metrics.profile``'s dict).
+
+    ``requests``: (sampler, profiled iteration, step) -> the stores asked in store
+    order, each (store, request bytes, reply bytes, compute s); ``bytes``: (src task,
+    dst task, phase, profiled iteration) -> bytes of every other transfer;
+    ``evaluations``: the profiled iterations with an evaluation, in order."""
+
+    source: str
+    spec: dict
+    iterations: int
+    compute_s: dict[str, list[float]]
+    rounds_s: dict[str, list[list[float]]]
+    eval_rounds_s: dict[str, list]
+    eval_s: list
+    requests: dict[tuple, list[tuple[str, int, int, float]]]
+    bytes: dict[tuple, int]
+    evaluations: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, raw, source: str) -> Profile:
+        """Check a profile and index it; ProfileError for one that is untrustworthy (checked
+        first), incomplete or malformed."""
+        if not isinstance(raw, dict):
+            raise ProfileError(f"{source}: not a profile (a JSON object written by a profile: true run)")
+        if raw.get("trustworthy") is None:
+            raise ProfileError(f"{source}: does not say whether its run was trustworthy (a profile written "
+                               f"before profiles carried the verdict); profile again")
+        if raw["trustworthy"] is not True:
+            reasons = "; ".join(raw.get("untrustworthy_reasons") or []) or "no reason given"
+            raise ProfileError(f"{source}: its run was untrustworthy ({reasons}); profile again")
+        for key in ("spec", "iterations", "compute_s", "flows", "requests", "sampler_rounds_s",
+                    "sampler_eval_rounds_s", "eval_s"):
+            if raw.get(key) is None:
+                raise ProfileError(f"{source}: lacks {key} (a profile written before the model read it); "
+                                   f"profile again")
+        try:
+            return cls._index(raw, source)
+        except ProfileError:
+            raise
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
+            raise ProfileError(f"{source}: malformed ({type(err).__name__}: {err})") from None
+
+    @classmethod
+    def _index(cls, raw: dict, source: str) -> Profile:
+        spec, count = raw["spec"], raw["iterations"]
+        workload = spec["workload"]
+        if not isinstance(count, int) or count < 1:
+            raise ProfileError(f"{source}: holds no iteration (iterations {count!r})")
+        rounds = len(workload["fanouts"]) + 1
+        tasks = workload["placement"]["tasks"]
+        samplers = [t for t in tasks if placement_mod.task_kind(t) == "sampler"]
+        for task in samplers:
+            series = raw["sampler_rounds_s"].get(task)
+            if series is None or len(series) < count or any(r is None or len(r) != rounds for r in series[:count]):
+                raise ProfileError(f"{source}: lacks {task}'s compute of each of its {rounds} rounds in an iteration")
+        for task in tasks:
+            if placement_mod.task_kind(task) in ("worker", "ps") and len(raw["compute_s"].get(task, ())) < count:
+                raise ProfileError(f"{source}: lacks {task}'s compute in every profiled iteration")
+        evaluations = tuple(n for n, r in enumerate(raw["sampler_eval_rounds_s"].get("sampler0", [])[:count])
+                            if r is not None)
+        eval_s = raw["eval_s"].get("worker0", [])
+        if not evaluations or any(len(raw["sampler_eval_rounds_s"]["sampler0"][n]) != rounds or n >= len(eval_s)
+                                  or eval_s[n] is None for n in evaluations):
+            raise ProfileError(f"{source}: lacks an evaluation (sampler0's rounds and worker0's compute)")
+        requests: dict[tuple, list] = {}
+        for r in raw["requests"]:
+            if r["request_bytes"] is None or r["reply_bytes"] is None:
+                raise ProfileError(f"{source}: lacks the sizes of {r['store']}'s requests (a profile written "
+                                   f"before stores reported them); profile again")
+            requests.setdefault((r["sampler"], r["iteration"], r["step"]), []).append(
+                (r["store"], r["request_bytes"], r["reply_bytes"], r["compute_s"]))
+        for asked in requests.values():
+            asked.sort(key=lambda a: int(a[0].removeprefix("store")))  # a sampler asks the stores in order
+        volumes = {(f["src_task"], f["dst_task"], f["phase"], f["iteration"]): f["bytes"] for f in raw["flows"]}
+        return cls(source, spec, count, raw["compute_s"], raw["sampler_rounds_s"], raw["sampler_eval_rounds_s"],
+                   eval_s, requests, volumes, evaluations)
+
+    def check_job(self, spec: dict) -> None:
+        """ProfileError unless ``spec`` trains the job this profile is of."""
+        mine, theirs = spec["workload"], self.spec["workload"]
+        for name in JOB_FIELDS:
+            if mine[name] != theirs[name]:
+                raise ProfileError(f"{self.source}: profiles a job with workload.{name} {theirs[name]!r}, "
+                                   f"not {mine[name]!r}")
+        stores = [t for t in theirs["placement"]["tasks"] if t.startswith("store")]
+        hosts = [t for t in mine["placement"]["tasks"] if t.startswith("store")]
+        if len(stores) != len(hosts):
+            raise ProfileError(f"{self.source}: profiles a job on {len(stores)} machines, not {len(hosts)}")
+
+
+def load_profile(path) -> Profile:
+    """``profile.json`` at ``path`` (relative to the checkout), parsed."""
+    shown = shown_path(path)
+    try:
+        full = Path(path) if Path(path).is_absolute() else store.REPO_ROOT / path
+        raw = json.loads(full.read_text())
+    except (OSError, ValueError) as err:  # ValueError: bad JSON or a NUL in the name
+        raise ProfileError(f"{shown}: cannot read a profile ({type(err).__name__}: {err})".splitlines()[0]) from None
+    return Profile.parse(raw, shown)
+
+
+# --- the model ---------------------------------------------------------------------
+@dataclass(eq=False)
+class _Frame:
+    """One frame on a connection: ``tag`` is a reported frame's phase or a request's step."""
+
+    src: str
+    dst: str
+    tag: str
+    iteration: int
+    nbytes: int
+    reported: bool
+    released: Callable[[], None] | None  # the sender's, until its send returns
+    reply: tuple[int, float] | None = None  # a request's: the store's reply bytes and compute
+    flow: int | None = None  # its network flow while on the wire
+    due: float = math.inf  # while its sender waits: when the send returns at the current rates
+
+
+@dataclass
+class Result:
+    """A simulated run: events in the emulation's ``events.jsonl`` schema (hello,
+    flow_start/flow_end of reported transfers between machines, iteration_end of every
+    worker), the rate decisions that changed an installed rate, the simulated end."""
+
+    events: list[dict]
+    decisions: list[dict]
+    end_s: float
+    frames: int = 0  # every frame, same-machine ones included
+
+
+class GnnSimulation:
+    """One job on the spec's fabric and placement under ``scheduler`` (default: the
+    spec's), over ``iterations`` (default: the spec's)."""
+
+    def __init__(self, spec: dict, profile: Profile, iterations: int | None = None, scheduler: str | None = None):
+        profile.check_job(spec)
+        workload = spec["workload"]
+        self.profile = profile
+        self.tasks = dict(workload["placement"]["tasks"])
+        self.iterations = workload["iterations"] if iterations is None else iterations
+        self.workers, self.per_worker = workload["workers"], workload["samplers_per_worker"]
+        self.ps = [t for t in self.tasks if t.startswith("ps")]
+        self.hops = len(workload["fanouts"])
+        scheduler = spec["scheduler"]["name"] if scheduler is None else scheduler
+        if scheduler not in POLICIES:
+            raise ValueError(f"scheduler must be one of {', '.join(POLICIES)}, got {scheduler!r}")
+        with simulated_rates():
+            fabric = fabric_of(spec)
+        self.paths = Paths(fabric)
+        self.net = FluidNetwork(self.paths.capacity)
+        self.wire = 1 + (TCP_IP_HEADERS + ETHERNET_HEADER) / (spec["emulation"]["mtu"] - TCP_IP_HEADERS)
+        rates = {link.a: link.mbps for link in fabric.host_links()}  # the host is end a
+        self.coordinator = None if scheduler == "default" else RateCoordinator(
+            [oes.Machine(host, mbps, mbps) for host, mbps in rates.items()], oes.rate_policies()[scheduler])
+        self.evaluation = {}  # iteration -> which evaluation it is (0, 1, ...)
+        for n in range(self.iterations):
+            if is_eval(n, workload["eval_every"], workload["iterations"]):
+                self.evaluation[n] = len(self.evaluation)
+        self.now = 0.0
+        self.queue: list[tuple[float, int, Callable]] = []
+        self.sequence = 0
+        self.live = 0  # task processes not finished
+        self.inbox: dict[str, Counter] = {t: Counter() for t in self.tasks}
+        self.receivers: dict[str, list[tuple[list, Callable]]] = {t: [] for t in self.tasks}
+        self.credits = {t: PREFETCH for t in self.tasks if t.startswith("sampler")}
+        self.credit_waiter: dict[str, Callable] = {}
+        self.channels: dict[tuple[str, str], deque[_Frame]] = {}
+        self.connection: dict[tuple[str, str], int] = {}  # its number: the simulated 5-tuple's source port
+        self.by_key: dict[tuple, tuple[str, str]] = {}  # 5-tuple -> connection
+        self.installed: dict[tuple[str, str], float | None] = {}  # connection -> Mbit/s installed (None: none yet)
+        self.on_wire: dict[int, _Frame] = {}  # network flow id -> its frame
+        self.flows = 0  # network flows started: the next one's id
+        self.blocked: list[_Frame] = []  # frames whose senders wait for the send to return
+        self.result = Result([], [], 0.0)
+
+    # --- the clock ---------------------------------------------------------------
+    def at(self, t: float, action: Callable, *args) -> None:
+        heapq.heappush(self.queue, (t, self.sequence, lambda: action(*args)))
+        self.sequence += 1
+
+    def run(self) -> Result:
+        for task, host in self.tasks.items():
+            self.result.events.append({"kind": "hello", "t": 0.0, "host": host, "task": task,
+                                       "role": placement_mod.task_kind(task), "job": "gnn"})
+        for k in range(self.workers * self.per_worker):
+            self.spawn(self.sampler(k))
+        for w in range(self.workers):
+            self.spawn(self.worker(w))
+        for ps in self.ps:
+            self.spawn(self.parameter_server(ps))
+        while True:
+            self.settle()
+            if not self.live:
+                break
+            t = min(self.net.next_end(), self.queue[0][0] if self.queue else math.inf, self.next_return())
+            if math.isinf(t):
+                raise RuntimeError(f"stalled at {self.now:.3f} s: {self.live} tasks wait and nothing is due")
+            arrived = self.net.advance(t)
+            self.now = t
+            for flow in arrived:
+                self.delivered(self.on_wire.pop(flow))
+        self.result.end_s = self.now
+        return self.result
+
+    def settle(self) -> None:
+        """Everything due now, until nothing more is; then one rate decision for all of it."""
+        while True:
+            ran = False
+            while self.queue and self.queue[0][0] <= self.now:
+                heapq.heappop(self.queue)[2]()
+                ran = True
+            ran |= self.return_sends()
+            if not ran:
+                break
+        if self.coordinator is not None and self.coordinator.pending_triggers:
+            self.decide()
+
+    # --- task processes: generators that yield waits -------------------------------
+    def spawn(self, process: Iterator[Wait]) -> None:
+        self.live += 1
+        self.at(self.now, self.resume, process)
+
+    def resume(self, process: Iterator[Wait]) -> None:
+        try:
+            wait = next(process)
+        except StopIteration:
+            self.live -= 1
+            return
+        wait(lambda: self.at(self.now, self.resume, process))
+
+    def sleep(self, seconds: float) -> Wait:
+        return lambda done: self.at(self.now + seconds, done)
+
+    def receive(self, task: str, keys: list[tuple]) -> Wait:
+        """Until every frame of ``keys`` ((sender, tag, iteration)) has reached ``task``."""
+        def arm(done):
+            self.receivers[task].append((keys, done))
+            self.match(task)
+        return arm
+
+    def match(self, task: str) -> None:
+        inbox, waiting = self.inbox[task], []
+        for keys, done in self.receivers[task]:
+            if all(inbox[k] for k in keys):
+                inbox.subtract(keys)
+                done()
+            else:
+                waiting.append((keys, done))
+        self.receivers[task] = waiting
+
+    @staticmethod
+    def together(*waits: Wait) -> Wait:
+        """Until every one of ``waits`` is satisfied (threads joined)."""
+        def arm(done):
+            left = [len(waits)]
+
+            def one():
+                left[0] -= 1
+                if not left[0]:
+                    done()
+            for wait in waits:
+                wait(one)
+            if not waits:
+                done()
+        return arm
+
+    def take_credit(self, sampler: str) -> Wait:
+        def arm(done):
+            if self.credits[sampler]:
+                self.credits[sampler] -= 1
+                done()
+            else:
+                self.credit_waiter[sampler] = done
+        return arm
+
+    def give_credit(self, sampler: str) -> None:
+        waiter = self.credit_waiter.pop(sampler, None)
+        if waiter is not None:
+            waiter()
+        else:
+            self.credits[sampler] += 1
+
+    # --- the tasks (hosts.gnn.task) ----------------------------------------------------
+    def sampler(self, k: int) -> Iterator[Wait]:
+        name, worker = f"sampler{k}", f"worker{k // self.per_worker}"
+        for n in range(self.iterations):
+            yield self.take_credit(name)
+            p = n % self.profile.iterations
+            yield from self.sample(name, n, p, self.profile.rounds_s[name][p], "")
+            yield self.send(name, worker, "minibatch", n, self.volume(name, worker, "minibatch", p))
+            if k == 0 and n in self.evaluation:  # worker 0's first sampler prepares the evaluation batch
+                e = self.evaluated(n)
+                yield from self.sample(name, n, e, self.profile.eval_rounds_s[name][e], "eval-")
+                yield self.send(name, worker, "evalbatch", n, self.volume(name, worker, "evalbatch", e))
+
+    def sample(self, name: str, n: int, p: int, rounds: list[float], purpose: str) -> Iterator[Wait]:
+        """L hops, then the features: requests to the stores asked, their replies, compute."""
+        steps = [f"{purpose}sample{h}" for h in range(self.hops)] + [f"{purpose}feature"]
+        for step, compute_s in zip(steps, rounds):
+            asked = self.profile.requests.get((name, p, step), [])
+            for store_task, request, reply, store_s in asked:  # one after the other
+                yield self.send(name, store_task, step, n, request, reply=(reply, store_s))
+            yield self.receive(name, [(a[0], step, n) for a in asked])
+            yield self.sleep(compute_s)
+
+    def worker(self, w: int) -> Iterator[Wait]:
+        name = f"worker{w}"
+        samplers = [f"sampler{k}" for k in range(w * self.per_worker, (w + 1) * self.per_worker)]
+        if w == 0:
+            for ps in self.ps:
+                yield self.send(name, ps, "init", 0, self.volume(name, ps, "init", 0))
+        for n in range(self.iterations):
+            p = n % self.profile.iterations
+            waited = self.now
+            yield self.receive(name, [(s, "minibatch", n) for s in samplers])
+            started = self.now
+            yield self.sleep(self.profile.compute_s[name][p])
+            computed = self.now
+            for s in samplers:
+                self.give_credit(s)
+            if self.ps:
+                yield self.together(*[self.send(name, ps, "gradient", n, self.volume(name, ps, "gradient", p))
+                                      for ps in self.ps])
+                yield self.receive(name, [(ps, "parameter", n) for ps in self.ps])
+            elif self.workers > 1:
+                after, before = f"worker{(w + 1) % self.workers}", f"worker{(w - 1) % self.workers}"
+                for step in range(2 * (self.workers - 1)):
+                    phase = f"ring{step}"
+                    yield self.together(self.send(name, after, phase, n, self.volume(name, after, phase, p)),
+                                        self.receive(name, [(before, phase, n)]))
+            synced = self.now
+            if w == 0 and n in self.evaluation:
+                yield self.receive(name, [(samplers[0], "evalbatch", n)])
+                yield self.sleep(self.profile.eval_s[self.evaluated(n)])
+            self.result.events.append({"kind": "iteration_end", "t": self.now, "host": self.tasks[name],
+                                       "task": name, "iteration": n, "loss": None, "val_accuracy": None,
+                                       "compute_s": computed - started, "sync_s": synced - computed,
+                                       "wait_s": started - waited})
+
+    def parameter_server(self, name: str) -> Iterator[Wait]:
+        workers = [f"worker{w}" for w in range(self.workers)]
+        yield self.receive(name, [("worker0", "init", 0)])
+        for n in range(self.iterations):
+            p = n % self.profile.iterations
+            yield self.receive(name, [(w, "gradient", n) for w in workers])
+            yield self.sleep(self.profile.compute_s[name][p])
+            yield self.together(*[self.send(name, w, "parameter", n, self.volume(name, w, "parameter", p))
+                                  for w in workers])
+
+    def evaluated(self, n: int) -> int:
+        """The profiled iteration whose evaluation stands for the one at ``n``."""
+        return self.profile.evaluations[self.evaluation[n] % len(self.profile.evaluations)]
+
+    def volume(self, src: str, dst: str, phase: str, p: int) -> int:
+        if self.tasks[src] == self.tasks[dst]:
+            return 0  # crosses no network: its size does not matter
+        try:
+            return self.profile.bytes[src, dst, phase, p]
+        except KeyError:
+            raise ProfileError(f"{self.profile.source}: has no {src}->{dst} {phase} of profiled iteration {p} "
+                               f"(same-machine transfers are in a profile: true run's profile only)") from None
+
+    # --- frames and the network ------------------------------------------------------
+    def send(self, src: str, dst: str, tag: str, n: int, nbytes: int, reply: tuple | None = None) -> Wait:
+        """Until the send returns: at once on one machine, else once the connection holds at
+        most ``SEND_BUFFER_BYTES`` undelivered. A request (``reply``) is not reported."""
+        def arm(done):
+            frame = _Frame(src, dst, tag, n, nbytes, reply is None, done, reply)
+            self.result.frames += 1
+            if self.tasks[src] == self.tasks[dst]:
+                frame.released = None
+                done()
+                self.arrive(frame)
+                return
+            if frame.reported:
+                self.report("flow_start", frame)
+            channel = self.channels.setdefault((src, dst), deque())
+            channel.append(frame)
+            if len(channel) == 1:
+                self.put_on_wire(frame)
+            self.blocked.append(frame)
+        return arm
+
+    def put_on_wire(self, frame: _Frame) -> None:
+        connection = (frame.src, frame.dst)
+        ports = self.paths.ports(self.tasks[frame.src], self.tasks[frame.dst], connection)
+        if self.coordinator is not None and frame.reported:
+            limit = self.limit_port(connection)
+            hops = ((limit, _SHAPED), (ports[0], _SHAPED)) + tuple((port, _UNSHAPED) for port in ports[1:])
+        else:
+            hops = tuple((port, _UNSHAPED) for port in ports)
+        frame.flow, self.flows = self.flows, self.flows + 1
+        self.on_wire[frame.flow] = frame
+        self.net.add(frame.flow, hops, frame.nbytes * self.wire)
+
+    def limit_port(self, connection: tuple[str, str]) -> str:
+        port = f"{connection[0]}>{connection[1]}/rate"
+        if connection not in self.installed:  # no policy yet: its NIC's rate (a decision comes this instant)
+            self.installed[connection] = None
+            self.net.set_capacity(port, self.paths.capacity[f"{self.tasks[connection[0]]}/out"])
+        return port
+
+    def delivered(self, frame: _Frame) -> None:
+        channel = self.channels[frame.src, frame.dst]
+        channel.popleft()
+        if frame.reported:
+            self.report("flow_end", frame)
+        if channel:
+            self.put_on_wire(channel[0])
+        if frame.released is not None:
+            self.blocked.remove(frame)
+            self.send_returned(frame)
+        self.arrive(frame)
+
+    def arrive(self, frame: _Frame) -> None:
+        if frame.reply is not None:  # a store serves the request, then replies
+            reply_bytes, compute_s = frame.reply
+            self.at(self.now + compute_s, lambda: self.send(frame.dst, frame.src, frame.tag, frame.iteration,
+                                                           reply_bytes)(lambda: None))
+            return
+        self.inbox[frame.dst][frame.src, frame.tag, frame.iteration] += 1
+        self.match(frame.dst)
+
+    def send_returned(self, frame: _Frame) -> None:
+        done, frame.released = frame.released, None
+        done()
+
+    def undelivered(self, frame: _Frame) -> float:
+        """Bytes of its connection not yet delivered, up to and including ``frame``."""
+        total = 0.0
+        for queued in self.channels[frame.src, frame.dst]:
+            total += self.net.left(queued.flow) / self.wire if queued.flow is not None else queued.nbytes
+            if queued is frame:
+                break
+        return total
+
+    def return_sends(self) -> bool:
+        """Return every send whose connection's backlog fits the send buffer, or whose
+        due time came; True if any did."""
+        returned = [f for f in self.blocked
+                    if f.due <= self.now or self.undelivered(f) <= SEND_BUFFER_BYTES * (1 + 1e-9)]
+        for frame in returned:
+            self.blocked.remove(frame)
+            self.send_returned(frame)
+        return bool(returned)
+
+    def next_return(self) -> float:
+        """When the next blocked send returns at the current rates (its connection's head
+        on the wire drains to the send buffer; later than the head's end: decided then)."""
+        for frame in self.blocked:
+            head = self.channels[frame.src, frame.dst][0]
+            excess = (self.undelivered(frame) - SEND_BUFFER_BYTES) * self.wire
+            rate = self.net.rate(head.flow)
+            frame.due = max(self.now + excess / rate, self.now) \
+                if excess <= self.net.left(head.flow) and rate > 0 else math.inf
+        return min((frame.due for frame in self.blocked), default=math.inf)
+
+    # --- the rate coordinator ----------------------------------------------------------
+    def report(self, kind: str, frame: _Frame) -> None:
+        """A flow event as the tasks report it (``hosts.gnn.wire``), to the events and the coordinator."""
+        connection = (frame.src, frame.dst)
+        if connection not in self.connection:
+            self.connection[connection] = len(self.connection) + 1
+            self.by_key[self.key(connection)] = connection
+        flow = f"{frame.src}->{frame.dst}/i{frame.iteration}/{frame.tag}"
+        if kind == "flow_start":
+            event = {"kind": kind, "t": self.now, "host": self.tasks[frame.src], "task": frame.src, "flow": flow,
+                     "src": self.tasks[frame.src], "dst": self.tasks[frame.dst], "src_task": frame.src,
+                     "dst_task": frame.dst, "bytes": frame.nbytes, "phase": frame.tag, "iteration": frame.iteration,
+                     "src_port": self.connection[connection], "dst_port": 0}
+        else:
+            event = {"kind": kind, "t": self.now, "host": self.tasks[frame.dst], "task": frame.dst, "flow": flow,
+                     "bytes": frame.nbytes}
+        self.result.events.append(event)
+        if self.coordinator is not None:
+            self.coordinator.on_flow_event(event)
+
+    def key(self, connection: tuple[str, str]) -> tuple:
+        return (self.tasks[connection[0]], self.tasks[connection[1]], "tcp", self.connection[connection], 0)
+
+    def decide(self) -> None:
+        decision = self.coordinator.decide()
+        changed = []
+        for key, mbps in decision.rates.items():
+            connection, mbps = self.by_key[key], installed_mbps(mbps)
+            if self.installed.get(connection) != mbps:
+                self.installed[connection] = mbps
+                self.net.set_capacity(self.limit_port(connection), mbps * 1e6 / 8)
+                changed.append([*key, mbps, self.connection[connection]])
+        if changed:
+            self.result.decisions.append({"t": self.now, "active": [[f.src, f.dst] for f in decision.active],
+                                          "pending": decision.pending, "set": changed})
+
+
+def predict(spec: dict, profile: Profile, iterations: int | None = None, scheduler: str | None = None) -> float | None:
+    """The model's mean iteration time (worker 0's iteration ends, after the first, as
+    ``metrics.training`` measures an emulated run); None under two iterations."""
+    result = GnnSimulation(spec, profile, iterations, scheduler).run()
+    return metrics.training(result.events, None)["iteration_s_mean"]
+
+
+# --- the simulator backend -------------------------------------------------------------
+def validate(raw) -> dict:
+    """A gnn spec for the simulator: link rates beyond what this box emulates allowed,
+    ``simulation.profile`` required, and its profile usable for this job."""
+    with simulated_rates():
+        spec = gnn_spec.validate(raw)
+    if "simulation" not in spec:
+        raise SpecError("simulation.profile", "is required to simulate a gnn spec: the profile.json of a "
+                                              "profile: true run of the job")
+    try:
+        load_profile(spec["simulation"]["profile"]).check_job(spec)
+    except ProfileError as err:
+        raise SpecError("simulation.profile", str(err)) from None
+    return spec
+
+
+def simulate_spec(spec: dict, out: str | None = None) -> Path:
+    """``trainbed simulate``: a run directory like an emulated run's, ``"backend": "simulated"``."""
+    return simulate_workload(spec, out, _simulate_into)
+
+
+def _simulate_into(spec: dict, run: Path) -> dict:
+    profile = load_profile(spec["simulation"]["profile"])
+    result = GnnSimulation(spec, profile).run()
+    store.write_jsonl(run / "events.jsonl", result.events)
+    store.write_jsonl(run / "decisions.jsonl", result.decisions)
+    transfers = metrics.flows(result.events, result.decisions)
+    metrics.write_flows(run / "flows.csv", transfers)
+    train = metrics.training(result.events, None)
+    return {**{k: train[k] for k in ("iterations", "iteration_s_mean", "iteration_s_median", "communication_share",
+                                     "training_s")},
+            "scheduler": spec["scheduler"]["name"], "seed": spec["seed"], "sync": spec["workload"]["sync"],
+            "placement": spec["workload"]["placement"]["kind"], "task_placement": spec["workload"]["placement"]["tasks"],
+            "profile": profile.source, "profile_iterations": profile.iterations,
+            "reported_transfer_bytes": sum(f["bytes"] for f in transfers), "transfers": len(transfers),
+            "frames": result.frames, "decisions": len(result.decisions), "simulated_s": result.end_s,
+            "trustworthy": True}
+
+
+# --- the model against recorded emulated runs ----------------------------------------
+def run_profile(run_dir) -> Profile:
+    """An emulated run's own profile: its ``profile.json``, else one made from its
+    events over its iterations, with its summary's verdict."""
+    run = Path(run_dir)
+    if (run / "profile.json").exists():
+        return load_profile(run / "profile.json")
+    summary = json.loads((run / "summary.json").read_text())
+    verdict = {"trustworthy": summary.get("trustworthy"),
+               "untrustworthy_reasons": (summary.get("fidelity") or {}).get("untrustworthy_reasons")}
+    events = store.read_jsonl(run / "events.jsonl")
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    iterations = metrics.training(events, None)["iterations"]
+    return Profile.parse(metrics.profile(events, iterations, spec, verdict), f"{shown_path(run)} (its events)")
+
+
+def compare(run_dir, profile=None) -> dict:
+    """An emulated run's mean iteration time beside the model's for its spec (placement,
+    fabric, scheduler) over as many iterations: from ``profile`` (a profile.json path, e.g.
+    of the profiling run, for a placement it never ran), else from the run's own."""
+    run = Path(run_dir)
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    events = store.read_jsonl(run / "events.jsonl")
+    measured = metrics.training(events, None)
+    used = load_profile(profile) if profile is not None else run_profile(run)
+    predicted = predict(spec, used, measured["iterations"])
+    return {"run": shown_path(run), "placement": spec["workload"]["placement"]["kind"],
+            "scheduler": spec["scheduler"]["name"], "iterations": measured["iterations"], "profile": used.source,
+            "measured_iteration_s": measured["iteration_s_mean"], "predicted_iteration_s": predicted,
+            "error": None if not (predicted and measured["iteration_s_mean"])
+            else predicted / measured["iteration_s_mean"] - 1}
