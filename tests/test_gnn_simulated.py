@@ -232,7 +232,7 @@ def test_the_model_is_deterministic_under_every_policy():
 
 # --- the profile ---------------------------------------------------------------------
 
-def test_an_untrustworthy_profile_is_refused_in_one_line_naming_it(tmp_path):
+def test_an_untrustworthy_profile_is_refused_in_one_line_naming_it(tmp_path, capsys):
     spec = tiny({"sampler0": "tbh1", "worker0": "tbh1", "ps0": "tbh1"})
     bad = profile_of(spec, Costs(), verdict={"trustworthy": False,
                                              "untrustworthy_reasons": ["CPU idle share 0.03 < 0.05"]})
@@ -253,6 +253,8 @@ def test_an_untrustworthy_profile_is_refused_in_one_line_naming_it(tmp_path):
     with pytest.raises(ProfileError, match=r"gnn-untrustworthy \(its events\): its run was untrustworthy "
                                            r"\(CPU idle share 0\.03 < 0\.05\)"):
         simulated.compare(recorded)
+    simulated.main([str(recorded)])
+    assert "its run was untrustworthy (CPU idle share 0.03 < 0.05)" in capsys.readouterr().out.splitlines()[-1]
 
 
 def test_a_profile_of_another_job_or_lacking_a_part_is_refused():
@@ -351,7 +353,7 @@ def test_an_emulated_run_predicts_itself_and_profiles_with_its_verdict(tmp_path)
     assert written["trustworthy"] is True and written["spec"] == spec and written["iterations"] == 6
 
 
-def test_compare_predicts_a_recorded_run_beside_its_measurement(tmp_path):
+def test_compare_predicts_a_recorded_run_beside_its_measurement(tmp_path, capsys):
     """A run directory as an emulated run leaves it (spec, summary, events) whose worker 0
     took a known time per iteration: compare gives that measurement and the model's
     prediction from the run's own events, or from another profile."""
@@ -371,3 +373,5 @@ def test_compare_predicts_a_recorded_run_beside_its_measurement(tmp_path):
     store.write_json(other, profile_of(spec, Costs(minibatch=4_000_000)))
     slower = simulated.compare(run_dir, other)
     assert slower["profile"] == str(other) and slower["predicted_iteration_s"] > got["predicted_iteration_s"]
+    simulated.main([str(run_dir)])
+    assert f"| {run_dir} | explicit | oes | 6 | 0.25 | {got['predicted_iteration_s']} |" in capsys.readouterr().out

@@ -56,10 +56,12 @@ Readings and limits, to judge a prediction by:
 
 ``trainbed simulate SPEC`` (``simulate_spec``) needs ``simulation.profile`` in the
 spec; ``predict`` is the model as a function; ``compare(run_dir)`` sets a recorded
-emulated run's iteration time beside the model's.
+emulated run's iteration time beside the model's (``python -m
+experiments.gnn.simulated RUN... [--profile PROFILE]`` prints a table of them).
 """
 from __future__ import annotations
 
+import argparse
 import heapq
 import json
 import math
@@ -72,7 +74,7 @@ import yaml
 
 from controller.schedulers import oes
 from experiments import store
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
 from experiments.gnn import metrics
 from experiments.gnn import placement as placement_mod
 from experiments.gnn import spec as gnn_spec
@@ -675,3 +677,26 @@ def compare(run_dir, profile=None) -> dict:
             "measured_iteration_s": measured["iteration_s_mean"], "predicted_iteration_s": predicted,
             "error": None if not (predicted and measured["iteration_s_mean"])
             else predicted / measured["iteration_s_mean"] - 1}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.gnn.simulated",
+                                     description="Recorded emulated GNN runs: measured mean iteration time beside "
+                                                 "the job's model's (compare).")
+    parser.add_argument("runs", nargs="+", help="emulated gnn run directories")
+    parser.add_argument("--profile", help="predict from this profile.json (default: each run's own)")
+    args = parser.parse_args(argv)
+    print("| run | placement | scheduler | iterations | measured s | predicted s | error |\n|---|---|---|---|---|---|---|")
+    for run in args.runs:
+        try:
+            row = compare(run, args.profile)
+        except (OSError, ProfileError) as err:
+            print(f"| {shown_path(run)} | {one_line(err)} | | | | | |")
+            continue
+        error = "" if row["error"] is None else f"{100 * row['error']:+.1f}%"
+        print(f"| {row['run']} | {row['placement']} | {row['scheduler']} | {row['iterations']} "
+              f"| {row['measured_iteration_s']} | {row['predicted_iteration_s']} | {error} |")
+
+
+if __name__ == "__main__":
+    main()
