@@ -37,10 +37,11 @@ between machines, and after every instant that changed the active flows its
 rates are installed on the flows' connections as on the fabric
 (``installed_mbps``; a policy outlives its flow). An installed rate is a port of the
 connection's own in front of its path (the sender NIC's per-flow htb class, rate =
-ceil): shaped flows go first at their sender's NIC, before unshaped traffic (htb
-serves the guaranteed rates before the default classes lend out what is left), and
-share every other port max-min with everything else. ``default`` installs nothing:
-max-min everywhere, what TCP's sharing approaches. ``fair`` installs max-min rates.
+ceil); beyond it every flow shares every port max-min, unshaped requests included
+(htb serves each class below its guaranteed rate in turn, the default classes' 2%
+too, so a request is not held behind a shaped transfer that fills the NIC).
+``default`` installs nothing: max-min everywhere, what TCP's sharing approaches.
+``fair`` installs max-min rates.
 
 Readings and limits, to judge a prediction by:
 - compute is replayed as profiled on the emulation's box, CPU contention included:
@@ -95,7 +96,6 @@ ETHERNET_HEADER = 14  # counted by htb and the links' rates
 JOB_FIELDS = ("graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
               "eval_nodes")  # what decides the job's transfers; a profile is of one such job
 POLICIES = ("default",) + tuple(oes.rate_policies())
-_SHAPED, _UNSHAPED = 0, 1  # FluidNetwork queues at a sender's NIC: installed rates go first
 
 Wait = Callable[[Callable[[], None]], None]  # arms a wait: calls its argument once satisfied
 
@@ -493,10 +493,8 @@ class GnnSimulation:
         connection = (frame.src, frame.dst)
         ports = self.paths.ports(self.tasks[frame.src], self.tasks[frame.dst], connection)
         if self.coordinator is not None and frame.reported:
-            limit = self.limit_port(connection)
-            hops = ((limit, _SHAPED), (ports[0], _SHAPED)) + tuple((port, _UNSHAPED) for port in ports[1:])
-        else:
-            hops = tuple((port, _UNSHAPED) for port in ports)
+            ports = (self.limit_port(connection), *ports)
+        hops = tuple((port, 0) for port in ports)  # one queue: the gnn kind sets no priorities
         frame.flow, self.flows = self.flows, self.flows + 1
         self.on_wire[frame.flow] = frame
         self.net.add(frame.flow, hops, frame.nbytes * self.wire)
