@@ -10,12 +10,8 @@ from experiments.errors import SpecError
 
 
 def _run(args) -> int:
-    from experiments.runner import kind_of, read_spec, run_any_spec
-    raw = read_spec(args.spec)
-    run = run_any_spec(raw, out=args.out)
-    if kind_of(raw).name == "colocation":  # its runner ends outside finish_run, which publishes every other kind
-        from experiments.reports import publish_run
-        publish_run(run)
+    from experiments.runner import read_spec, run_any_spec
+    run_any_spec(read_spec(args.spec), out=args.out)  # its report and summary are published as the run ends
     return 0
 
 
@@ -34,8 +30,7 @@ def _clean(args) -> int:
 
 def _colocate(args) -> int:
     from experiments.colocation.runner import run_colocate_file
-    run = run_colocate_file(args.spec, device=args.device, out=args.out)
-    print(f"run directory: {run}")
+    run_colocate_file(args.spec, device=args.device, out=args.out)  # prints its summary as it ends
     return 0
 
 

@@ -253,7 +253,8 @@ def test_cli_colocate_writes_run_and_latest(tmp_path, monkeypatch, capsys):
     summary = json.loads((latest / "summary.json").read_text())
     assert summary["primary"] == "lmcf"
     assert summary["makespan_s"] == summary["methods"]["lmcf"]["makespan_s"]
-    assert "run directory:" in capsys.readouterr().out
+    out = capsys.readouterr().out  # the run's summary, as every runner ends: what happened and where
+    assert f"files:  {latest.resolve()}/" in out and (latest / "report.html").is_file()
 
 
 def test_a_fault_mid_run_leaves_a_summary_with_what_was_measured_and_no_worker(tmp_path, monkeypatch):

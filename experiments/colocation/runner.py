@@ -33,6 +33,7 @@ import yaml
 
 from experiments.colocation.metrics import aggregate, group_boundaries, pmc_errors, summarize
 from experiments.colocation.report import write_report
+from experiments.reports import publish_run
 from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
 from experiments.errors import SpecError, one_line
 from experiments.store import environment, git_state, new_run_dir, point_latest, write_json, write_spec
@@ -82,6 +83,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
         write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, **profile,
                                           "methods": done})
         write_runs_csv(run / "runs.csv", runs)
+        publish_run(run)  # report.html and the console summary, as every runner's end
         raise
     methods = {method: aggregate(rows) for method, rows in runs.items()}
     write_runs_csv(run / "runs.csv", runs)
@@ -99,6 +101,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
     write_json(run / "summary.json", summary)
     write_report(run, summary, all_records)
     point_latest(run)
+    publish_run(run)
     return run
 
 
