@@ -271,8 +271,29 @@ def colocation_timeline(data: RunData) -> list[Figure]:
              "concurrent tasks on separate lanes, failed tasks hatched (records-<method>.json)", _png(fig))]
 
 
+def host_bandwidth(data: RunData) -> list[Figure]:
+    """Per host, the Mbit/s it sent into and took from the fabric between samples
+    (raw/host_bytes.csv, the programs kind's)."""
+    by_host: dict[str, list[tuple[float, int, int]]] = defaultdict(list)
+    for r in _csv(data, "raw/host_bytes.csv"):
+        by_host[r["host"]].append((float(r["time_s"]), int(r["sent_bytes"]), int(r["received_bytes"])))
+    if not any(len(points) > 1 for points in by_host.values()):
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True)
+    for ax, column, title in ((axes[0], 1, "sent"), (axes[1], 2, "received")):
+        for host, points in sorted(by_host.items()):
+            rates = [((a[0] + b[0]) / 2, (b[column] - a[column]) * 8 / 1e6 / (b[0] - a[0]))
+                     for a, b in zip(points, points[1:]) if b[0] > a[0]]
+            ax.plot([t for t, _ in rates], [v for _, v in rates], label=host, linewidth=1)
+        ax.set(title=title, xlabel="time [s]")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("Mbit/s")
+    axes[1].legend(fontsize=7, loc="upper right")
+    return [("Per-host bandwidth into and out of the fabric (raw/host_bytes.csv)", _png(fig))]
+
+
 FIGURES = {"cojob": (cojob_timeline, cojob_sct), "gnn": (gnn_bandwidth, gnn_training),
-           "colocation": (colocation_timeline,)}
+           "colocation": (colocation_timeline,), "programs": (host_bandwidth,)}
 SHARED = (queue_occupancy, cpu_idle)  # any kind, when the run has the file
 
 

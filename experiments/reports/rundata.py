@@ -242,6 +242,22 @@ def _colocation(data: RunData) -> list[Row]:
     return rows
 
 
+def _programs(data: RunData) -> list[Row]:
+    s = data.summary
+    programs = s.get("programs") or []
+    failed = s.get("failed_programs") or []
+    rows = [("programs", f"{len({p['program'] for p in programs})} programs, {len(programs)} processes, "
+                         f"{len(failed)} failed")]
+    rows += [(f"failed: {f['program']}[{f['rank']}] on {f['host']}",
+              f"exit {f['exit_code']}{': ' + f['stderr_tail'] if f.get('stderr_tail') else ''}") for f in failed]
+    if s.get("allreduce_over_ideal") is not None:
+        rows += [("all-reduce over the ring's ideal", num(s["allreduce_over_ideal"])),
+                 ("all-reduce algorithm bandwidth", num(s.get("allreduce_mbps"), "Mbit/s")),
+                 ("iteration time alone / with the competing program",
+                  f"{num(s.get('iteration_s_alone'), 's')} / {num(s.get('iteration_s_with_competing'), 's')}")]
+    return rows
+
+
 def _generic(data: RunData) -> list[Row]:
     """A kind without its own headline: its top-level numbers."""
     skip = {"wall_s", "cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "switch_loss_share"}
@@ -250,7 +266,7 @@ def _generic(data: RunData) -> list[Row]:
 
 
 HEADLINES: dict[str, Callable[[RunData], list[Row]]] = {
-    "timetable": _timetable, "cojob": _cojob, "gnn": _gnn, "colocation": _colocation}
+    "timetable": _timetable, "cojob": _cojob, "gnn": _gnn, "colocation": _colocation, "programs": _programs}
 
 
 def headline(data: RunData) -> list[Row]:
