@@ -62,20 +62,32 @@ def point_latest(run: Path) -> None:
     os.replace(tmp, link)
 
 
-def read_jsonl(path: Path, missing_ok: bool = False) -> list:
-    """A JSON-lines file (``events.jsonl``, ``decisions.jsonl``): one value a line,
-    blank lines skipped; where only ``NAME.gz`` exists (a run kept in measurements/)
-    that is read; a missing file is ``[]`` when ``missing_ok`` (a run cut short
-    before its driver wrote one)."""
+def kept(path: Path) -> Path | None:
+    """``path``, or where only ``NAME.gz`` exists (a run kept in measurements/) that; None: neither."""
     path = Path(path)
     packed = path.with_name(path.name + ".gz")
-    if not path.exists() and packed.exists():
-        text = gzip.decompress(packed.read_bytes()).decode()
-    elif missing_ok and not path.exists():
+    return path if path.exists() else packed if packed.exists() else None
+
+
+def _read_text(path: Path) -> str:
+    found = kept(path)
+    if found is None:
+        raise FileNotFoundError(f"no such file: {path} (nor {path.name}.gz)")
+    return gzip.decompress(found.read_bytes()).decode() if found.suffix == ".gz" else found.read_text()
+
+
+def read_jsonl(path: Path, missing_ok: bool = False) -> list:
+    """A JSON-lines file (``events.jsonl``, ``decisions.jsonl``), plain or kept gzipped:
+    one value a line, blank lines skipped; a missing file is ``[]`` when
+    ``missing_ok`` (a run cut short before its driver wrote one)."""
+    if missing_ok and kept(path) is None:
         return []
-    else:
-        text = path.read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in _read_text(path).splitlines() if line.strip()]
+
+
+def read_json(path: Path):
+    """A JSON file, plain or kept gzipped."""
+    return json.loads(_read_text(path))
 
 
 def write_jsonl(path: Path, rows) -> None:

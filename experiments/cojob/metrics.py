@@ -44,7 +44,6 @@ completion time; ``summarise`` counts such unfinished ones instead of guessing.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -57,17 +56,15 @@ SoloSct = dict[tuple[str, int], float]
 
 
 def has_run(run_dir: str | Path) -> bool:
-    """Whether ``read_run`` can read the directory (events plain or gzipped, and the workload)."""
+    """Whether ``read_run`` can read the directory (events and workload, plain or gzipped)."""
     run_dir = Path(run_dir)
-    return (run_dir / "workload.json").is_file() and any(
-        (run_dir / name).is_file() for name in ("events.jsonl", "events.jsonl.gz"))
+    return store.kept(run_dir / "workload.json") is not None and store.kept(run_dir / "events.jsonl") is not None
 
 
 def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
     """The events (one JSON object a line) and workload dict of a run directory."""
     run_dir = Path(run_dir)
-    events = store.read_jsonl(run_dir / "events.jsonl")
-    return events, json.loads((run_dir / "workload.json").read_text())
+    return store.read_jsonl(run_dir / "events.jsonl"), store.read_json(run_dir / "workload.json")
 
 
 def _plans(events: Sequence[Mapping], workload: Mapping) -> dict[int, CojobPlan]:
