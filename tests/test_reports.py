@@ -39,6 +39,7 @@ RUNS = {  # name: (recorded run directory, kind, trustworthy, figures in its rep
     "colocation": (MEASURED / "colocate-h100-2026-11-23" / "infer-gcn-low", "colocation", None, 1),
     "colocation-interrupted": (MEASURED / "colocate-h100-2026-11-23" / "train-gat-interrupted", "colocation",
                                False, 1),
+    "programs": (MEASURED / "programs-2026-11-24" / "lower-queue", "programs", True, 2),  # host bandwidth, CPU
 }
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
