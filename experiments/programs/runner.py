@@ -127,7 +127,8 @@ class ProgramsWorkload:
     def run(self) -> None:
         spec = self.spec
         by_name = {p["name"]: p for p in spec["workload"]["policies"]}
-        due = sorted([(p.program["start_s"], 0, p) for p in self.processes], key=lambda e: (e[0], e[1]))
+        # (due time, starts before changes at the same time, what); sorted on the first two only
+        due = [(p.program["start_s"], 0, p) for p in self.processes]
         due += [(c["at_s"], 1, c) for c in spec["workload"]["policy_changes"]]
         due.sort(key=lambda e: (e[0], e[1]))
         self.t0, self.t0_epoch = time.monotonic(), time.time()
