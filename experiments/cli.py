@@ -21,6 +21,48 @@ def _simulate(args) -> int:
     return 0
 
 
+def _place(args) -> int:
+    import json
+    from pathlib import Path
+
+    from experiments.gnn import search
+    from experiments.gnn import spec as gnn_spec
+    from experiments.gnn.simulated import ProfileError
+    from experiments.runner import read_spec
+    from topologies.fabric import simulated_rates
+    steps = search.DEFAULT_STEPS if args.steps is None else _count("--steps", args.steps, 0)
+    seed = _count("--seed", args.seed, None)
+    with simulated_rates():
+        spec = gnn_spec.validate(read_spec(args.spec))
+    try:
+        found = search.search(spec, args.profile, steps, seed)
+    except ProfileError as err:
+        raise SpecError("--profile", str(err)) from None
+    except ValueError as err:  # the search's own one-line refusals (an infeasible job)
+        raise SpecError(args.spec, str(err)) from None
+    for task, host in found["placement"].items():
+        print(f"{task}: {host}")
+    predicted = found["predicted_iteration_s"]
+    print(f"predicted iteration: {'n/a' if predicted is None else f'{predicted:.4f} s'} "
+          f"({spec['scheduler']['name']}, {spec['workload']['iterations']} iterations)")
+    print(f"search: {found['search_s']:.3f} s ({found['steps']} ETP steps, seed {seed})")
+    if args.out:
+        Path(args.out).write_text(json.dumps(found, indent=2) + "\n")  # task order kept
+        print(args.out)
+    return 0
+
+
+def _count(flag: str, value: str, least: int | None) -> int:
+    """A command-line integer (``least``: its minimum), or a one-line SpecError."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or (least is not None and number < least):
+        raise SpecError(flag, f"must be an integer{'' if least is None else f' >= {least}'}, got {value!r}")
+    return number
+
+
 def _clean(args) -> int:
     from experiments.platform.records import clean_all
     report = clean_all()
@@ -92,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("spec")
     simulate.add_argument("--out", help="run directory (default: results/<stamp>-run-<spec>)")
     simulate.set_defaults(func=_simulate)
+    place = sub.add_parser("place", help="search a GNN job's task placement (IFS, then ETP) on a profile, "
+                                         "and predict its iteration time with the job's model")
+    place.add_argument("spec", help="a gnn spec (its placement is not read)")
+    place.add_argument("--profile", required=True, help="profile.json of a profile: true run of the job")
+    place.add_argument("--steps", help="ETP steps (default: 10000, search.DEFAULT_STEPS)")
+    place.add_argument("--seed", default="0", help="ETP's seed (default: 0)")
+    place.add_argument("--out", help="write the placement, predicted iteration time and search time as JSON")
+    place.set_defaults(func=_place)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
     clean.set_defaults(func=_clean)
     colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")

@@ -259,10 +259,10 @@ BAD = [
      "workload.task_resources.worker.cpus: must be in [0, 1024], got -1"),
     ("workload.task_resources", {"worker": {"memory_gb": "3G"}},
      "workload.task_resources.worker.memory_gb: must be a number in [0, 65536], got '3G'"),
-    ("workload.placement", "explicit", "workload.placement: must be distdgl, spread or a mapping of task id to "
-                                       "host (explicit), got 'explicit'"),
-    ("workload.placement", None, "workload.placement: must be distdgl, spread or a mapping of task id to host "
-                                 "(explicit), got null"),
+    ("workload.placement", "explicit", "workload.placement: must be distdgl, spread, a mapping of task id to "
+                                       "host (explicit) or {kind: etp, profile: ...}, got 'explicit'"),
+    ("workload.placement", None, "workload.placement: must be distdgl, spread, a mapping of task id to host "
+                                 "(explicit) or {kind: etp, profile: ...}, got null"),
 ]
 
 

@@ -32,6 +32,8 @@ Format (defaults in comments)::
       task_resources:            # per task kind, see TASK_DEFAULTS
         worker: {cpus: 2}
       placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
+                                 # | {kind: etp, profile: PATH, steps: 10000, seed: 0}: DGTP's search
+                                 # (experiments.gnn.search) on that profile, resolved here
     scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
     simulation:                  # the job's model (experiments.gnn.simulated): what it reads
       profile: results/run-.../profile.json   # a profile: true run's; relative to the checkout
@@ -44,7 +46,9 @@ predicts its iteration time from that profile instead of from its own events.
 
 The resolved spec's ``workload.placement`` is ``{"kind": ..., "tasks": {task id:
 host}}`` with every task, stores included, in ``placement.task_ids`` order (see
-``experiments.gnn.placement`` for the task ids and the policies); ``machines`` has
+``experiments.gnn.placement`` for the task ids and the policies); an ``etp`` placement
+resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "tasks":
+{...}}``, its tasks checked as an explicit placement's (capacities kept); ``machines`` has
 every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
@@ -135,7 +139,7 @@ def validate(raw) -> dict:
                 "profile": boolean("workload.profile", field("profile")),
                 "machines": _machines(workload.get("machines"), hosts),
                 "task_resources": _task_resources(workload.get("task_resources"))}
-    resolved["placement"] = _placement(field("placement"), hosts, resolved)
+    resolved["placement"] = _placement(field("placement"), hosts, resolved, common)
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
     simulation = {}
     if spec.get("simulation") is not None:
@@ -186,16 +190,46 @@ def _task_resources(raw) -> dict:
             for kind in placement_mod.TASK_KINDS}
 
 
-def _placement(raw, hosts: list[str], workload: dict) -> dict:
+ETP_FIELDS = {"kind", "profile", "steps", "seed"}
+
+
+def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
+    if isinstance(raw, dict) and "kind" in raw:  # no task is named kind
+        return _etp_placement(raw, hosts, workload, common)
     if isinstance(raw, dict):
         kind = "explicit"
     elif isinstance(raw, str) and raw in ("distdgl", "spread"):
         kind = raw
     else:
-        raise SpecError("workload.placement", f"must be distdgl, spread or a mapping of task id to host (explicit), "
-                                              f"got {describe(raw)}")
+        raise SpecError("workload.placement", f"must be distdgl, spread, a mapping of task id to host (explicit) "
+                                              f"or {{kind: etp, profile: ...}}, got {describe(raw)}")
     tasks = placement_mod.place(kind, hosts, workload["machines"], workload["task_resources"], workload["workers"],
                                 workload["samplers_per_worker"], workload["ps"],
                                 explicit=raw if kind == "explicit" else None)
     return {"kind": kind, "tasks": tasks}
 
+
+
+def _etp_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:
+    """``{kind: etp, profile, steps, seed}``: DGTP's search on the profile, its result
+    checked as an explicit placement (so its capacities are kept, as ETP's are)."""
+    # Imported here: the search reads the model, which reads this module.
+    from experiments.gnn import search
+    from experiments.gnn.simulated import ProfileError
+
+    section = mapping("workload.placement", raw, allowed=ETP_FIELDS, required=("kind", "profile"))
+    choice("workload.placement.kind", section["kind"], ("etp",))
+    profile = existing_file("workload.placement.profile", section["profile"], base=REPO_ROOT)
+    steps = integer("workload.placement.steps", section.get("steps", search.DEFAULT_STEPS), minimum=0,
+                    maximum=1_000_000)
+    seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
+    try:
+        found = search.etp_placement({**common, "workload": workload}, profile, steps, seed)
+    except ProfileError as err:
+        raise SpecError("workload.placement.profile", str(err)) from None
+    except ValueError as err:  # IFS: no placement fits the machines
+        raise SpecError("workload.placement", str(err)) from None
+    explicit = {t: h for t, h in found.placement.items() if not t.startswith("store")}
+    tasks = placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
+                                workload["workers"], workload["samplers_per_worker"], workload["ps"], explicit=explicit)
+    return {"kind": "etp", "profile": str(profile), "steps": steps, "seed": seed, "tasks": tasks}

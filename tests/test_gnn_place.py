@@ -1,0 +1,216 @@
+"""experiments/gnn/search.py and ``trainbed place``: the placement problem built from the
+profile of a real run (measurements/gnn-model-2026-11-24/gnn-profile, kept in the
+checkout like the other measured runs the tests read), the search end to end, its
+determinism, the ``etp`` placement kind resolved at validation, and the one-line
+refusals."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.schedulers.placement.problem import capacity_penalty, check_placement
+from experiments import store
+from experiments.cli import main
+from experiments.errors import SpecError
+from experiments.gnn import search, simulated
+from experiments.gnn import spec as gnn_spec
+from experiments.gnn.simulated import Profile, ProfileError
+from tests.test_gnn_simulated import Costs, profile_of
+
+REPO = Path(__file__).resolve().parents[1]
+PROFILE_DIR = REPO / "measurements/gnn-model-2026-11-24/gnn-profile"
+PROFILE = PROFILE_DIR / "profile.json"
+RAW = yaml.safe_load((REPO / "experiments/specs/gnn-hetero-products-ps.yaml").read_text())
+
+
+def raw_spec(placement=None, iterations: int = 12) -> dict:
+    """The headline job (the profile's), fewer iterations to predict, ``placement``'s kind."""
+    raw = copy.deepcopy(RAW)
+    raw["workload"]["iterations"] = iterations
+    if placement is not None:
+        raw["workload"]["placement"] = placement
+    return raw
+
+
+@pytest.fixture(scope="module")
+def profile() -> Profile:
+    return simulated.load_profile(PROFILE)
+
+
+@pytest.fixture(scope="module")
+def spec() -> dict:
+    return gnn_spec.validate(raw_spec())
+
+
+def test_the_problem_from_the_real_profile(spec, profile):
+    raw = json.loads(PROFILE.read_text())
+    problem = search.problem_from_profile(spec, profile)
+    # machines: the spec's capacities, NIC rates from the topology (tbh3, tbh4 at a fifth)
+    assert list(problem.machines) == ["tbh1", "tbh2", "tbh3", "tbh4"]
+    wire = 1 + (simulated.TCP_IP_HEADERS + simulated.ETHERNET_HEADER) / (9000 - simulated.TCP_IP_HEADERS)
+    for host, mbps in (("tbh1", 100), ("tbh2", 100), ("tbh3", 20), ("tbh4", 20)):
+        machine = problem.machines[host]
+        assert machine.nic_in == machine.nic_out == pytest.approx(mbps * 1e6 / 8 / wire)
+        assert dict(machine.capacity) == {"cpu": 8.0, "mem": 32.0, "gpu": 0.0} and machine.speed == 1.0
+    # tasks, kinds, demands; stores home on their hosts
+    assert {t: task.kind for t, task in problem.tasks.items()} == {
+        **{f"store{m}": "store" for m in range(4)}, **{f"sampler{i}": "sampler" for i in range(4)},
+        "worker0": "worker", "worker1": "worker", "ps0": "ps"}
+    assert [problem.tasks[f"store{m}"].home for m in range(4)] == ["tbh1", "tbh2", "tbh3", "tbh4"]
+    assert problem.tasks["worker0"].demand == {"cpu": 1.0, "mem": 3.0, "gpu": 0.0}
+    assert problem.tasks["sampler2"].demand == {"cpu": 1.0, "mem": 2.0, "gpu": 0.0}
+    # execution times per profiled iteration
+    count = raw["iterations"]
+    assert all(len(task.exec_s) == count for task in problem.tasks.values())
+    assert problem.tasks["ps0"].exec_s == pytest.approx(raw["compute_s"]["ps0"][:count])
+    eval_at = [n for n, s in enumerate(raw["eval_s"]["worker0"][:count]) if s is not None]
+    assert eval_at == [9, 19, 29, 39, 49]
+    assert problem.tasks["worker0"].exec_s[9] == pytest.approx(raw["compute_s"]["worker0"][9]
+                                                              + raw["eval_s"]["worker0"][9])
+    assert problem.tasks["worker1"].exec_s[9] == pytest.approx(raw["compute_s"]["worker1"][9])
+    assert problem.tasks["sampler0"].exec_s[9] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler0"][9])
+                                                               + sum(raw["sampler_eval_rounds_s"]["sampler0"][9]))
+    assert problem.tasks["sampler1"].exec_s[3] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler1"][3]))
+    seen = {}  # store1 in iteration 4: the most any sampler's requests to it took
+    for r in raw["requests"]:
+        if r["store"] == "store1" and r["iteration"] == 4:
+            seen[r["sampler"]] = seen.get(r["sampler"], 0.0) + r["compute_s"]
+    assert problem.tasks["store1"].exec_s[4] == pytest.approx(max(seen.values()))
+    # transfers: bytes per iteration from the flows; the PS's parameters feed the next iteration
+    minibatch = [f["bytes"] for f in sorted(raw["flows"], key=lambda f: f["iteration"])
+                 if (f["src_task"], f["dst_task"], f["phase"]) == ("sampler2", "worker1", "minibatch")]
+    pair = problem.pairs["sampler2", "worker1"]
+    assert [pair.bytes_at(n) for n in range(count)] == pytest.approx(minibatch)  # no evalbatch from sampler2
+    assert problem.pairs["ps0", "worker0"].lag == 1 and problem.pairs["worker1", "ps0"].lag == 0
+    replies = sum(f["bytes"] for f in raw["flows"]
+                  if (f["src_task"], f["dst_task"], f["iteration"]) == ("store3", "sampler0", 9))
+    assert problem.pairs["store3", "sampler0"].bytes_at(9) == replies > 0  # every round, the eval ones too
+    assert ("sampler0", "store3") not in problem.pairs  # requests are left out
+    assert ("sampler0", "worker1") not in problem.pairs
+    # the profiled (distdgl) placement is a placement of the problem within capacity
+    profiled = raw["spec"]["workload"]["placement"]["tasks"]
+    check_placement(problem, profiled)
+    assert capacity_penalty(problem, profiled) == 0
+
+
+def test_a_ring_job_gets_its_ring_tasks():
+    """A synthetic ring profile (the test helpers' job, two workers on two machines)."""
+    raw = {"name": "ring", "topology": {"kind": "star", "hosts": 2, "host_mbps": 100}, "scheduler": {"name": "oes"},
+           "workload": {"kind": "gnn", "graph": {"shape": "ogbn-products", "nodes": 1000}, "fanouts": [5],
+                        "workers": 2, "samplers_per_worker": 1, "sync": "allreduce", "iterations": 4,
+                        "eval_every": 4, "profile": True}}
+    spec = gnn_spec.validate(raw)
+    problem = search.problem_from_profile(spec, Profile.parse(profile_of(spec, Costs(ring=40_000)), "ring"))
+    assert problem.rings == {"worker0": ["worker0/ring0", "worker0/ring1"],
+                             "worker1": ["worker1/ring0", "worker1/ring1"]}
+    assert problem.pairs["worker0/ring0", "worker1/ring1"].bytes_at(2) == 40_000
+    assert not any(task.kind == "ps" for task in problem.tasks.values())
+    found = search.etp_placement(spec, Profile.parse(profile_of(spec, Costs()), "ring"), 50, 1)
+    assert set(found.placement) == {"store0", "store1", "sampler0", "sampler1", "worker0", "worker1"}
+
+
+def _within_capacity(spec: dict, tasks: dict) -> None:
+    workload = spec["workload"]
+    used = {host: {r: 0.0 for r in ("cpus", "memory_gb", "gpus")} for host in workload["machines"]}
+    for task, host in tasks.items():
+        for r, amount in workload["task_resources"][task.rstrip("0123456789")].items():
+            used[host][r] += amount
+    for host, amounts in used.items():
+        for r, amount in amounts.items():
+            assert amount <= workload["machines"][host][r] + 1e-9, (host, r)
+
+
+def test_trainbed_place_writes_the_json(tmp_path, capsys, spec):
+    spec_file = tmp_path / "job.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec()))
+    out = tmp_path / "place.json"
+    assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "300", "--seed", "2",
+                 "--out", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert set(written) == {"placement", "predicted_iteration_s", "search_s", "steps"}
+    assert written["steps"] == 300 and written["search_s"] > 0 and written["predicted_iteration_s"] > 0
+    assert list(written["placement"]) == list(spec["workload"]["placement"]["tasks"])  # every task, in order
+    _within_capacity(spec, written["placement"])
+    assert written["predicted_iteration_s"] == simulated.predict(
+        search.with_placement(spec, written["placement"]), simulated.load_profile(PROFILE))
+    shown = capsys.readouterr().out
+    assert "worker0: " in shown and "predicted iteration: " in shown and "search: " in shown
+    # the default steps
+    assert main(["place", str(spec_file), "--profile", str(PROFILE), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["steps"] == search.DEFAULT_STEPS
+
+
+def test_the_search_is_deterministic_per_seed(spec, profile):
+    runs = [search.etp_placement(spec, profile, 400, seed) for seed in (5, 5, 6)]
+    assert runs[0].placement == runs[1].placement and runs[0].cost == runs[1].cost
+    _within_capacity(spec, runs[2].placement)
+
+
+def test_an_etp_placement_resolves_at_validation(spec, profile):
+    placement = {"kind": "etp", "profile": str(PROFILE.relative_to(REPO)), "steps": 500, "seed": 4}
+    resolved = gnn_spec.validate(raw_spec(placement))["workload"]["placement"]
+    assert resolved["kind"] == "etp" and resolved["steps"] == 500 and resolved["seed"] == 4
+    assert resolved["profile"] == str(PROFILE)
+    assert list(resolved["tasks"]) == list(spec["workload"]["placement"]["tasks"])
+    assert resolved["tasks"] == search.etp_placement(spec, profile, 500, 4).placement
+    assert [resolved["tasks"][f"store{m}"] for m in range(4)] == ["tbh1", "tbh2", "tbh3", "tbh4"]
+    _within_capacity(spec, resolved["tasks"])
+    # tight machines: the search must spread the job, and still keep every capacity
+    tight = raw_spec(placement)
+    tight["workload"]["machines"] = {h: {"cpus": 3} for h in ("tbh1", "tbh2", "tbh3", "tbh4")}
+    resolved_tight = gnn_spec.validate(tight)
+    assert len(set(resolved_tight["workload"]["placement"]["tasks"].values())) >= 3
+    _within_capacity(resolved_tight, resolved_tight["workload"]["placement"]["tasks"])
+    # the default steps and seed
+    short = gnn_spec.validate(raw_spec({"kind": "etp", "profile": str(PROFILE)}))["workload"]["placement"]
+    assert (short["steps"], short["seed"]) == (search.DEFAULT_STEPS, 0)
+
+
+def _untrustworthy(tmp_path) -> Path:
+    raw = json.loads(PROFILE.read_text())
+    raw.update(trustworthy=False, untrustworthy_reasons=["CPU idle share 0.03 < 0.05"])
+    path = tmp_path / "bad.json"
+    store.write_json(path, raw)
+    return path
+
+
+def test_one_line_refusals(tmp_path, capsys, spec):
+    bad = _untrustworthy(tmp_path)
+    with pytest.raises(ProfileError, match=r"bad\.json: its run was untrustworthy \(CPU idle share 0\.03 < 0\.05\); "
+                                           r"profile again$"):
+        search.problem_from_profile(spec, bad)
+    spec_file = tmp_path / "job.yaml"
+    spec_file.write_text(yaml.safe_dump(raw_spec()))
+    for args, message in (
+            (["--profile", str(bad)], r"--profile: .*bad\.json: its run was untrustworthy"),
+            (["--profile", str(tmp_path / "none.json")], r"--profile: .*none\.json: cannot read a profile"),
+            (["--profile", str(PROFILE), "--steps", "-1"], r"--steps: must be an integer >= 0, got '-1'"),
+            (["--profile", str(PROFILE), "--steps", "many"], r"--steps: must be an integer >= 0, got 'many'"),
+            (["--profile", str(PROFILE), "--seed", "x"], r"--seed: must be an integer, got 'x'")):
+        assert main(["place", str(spec_file), *args]) == 2
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and err.startswith("trainbed: error: "), err
+        assert re.search(message, err), err
+    for placement, message in (
+            ({"kind": "etp", "profile": str(bad)}, r"^workload\.placement\.profile: .*its run was untrustworthy"),
+            ({"kind": "etp", "profile": "none.json"}, r"^workload\.placement\.profile: no such file"),
+            ({"kind": "etp", "profile": str(PROFILE), "steps": -1}, r"^workload\.placement\.steps: "),
+            ({"kind": "etp", "profile": str(PROFILE), "step": 3}, r"^workload\.placement"),
+            ({"kind": "ifs", "profile": str(PROFILE)}, r"^workload\.placement\.kind: ")):
+        with pytest.raises(SpecError, match=message) as err:
+            gnn_spec.validate(raw_spec(placement))
+        assert "\n" not in str(err.value)
+    other = raw_spec({"kind": "etp", "profile": str(PROFILE)})
+    other["workload"]["batch_size"] = 32  # another job than the profiled one
+    with pytest.raises(SpecError, match=r"^workload\.placement\.profile: .*workload\.batch_size 64, not 32$"):
+        gnn_spec.validate(other)
+    cramped = raw_spec({"kind": "etp", "profile": str(PROFILE)})
+    cramped["workload"]["machines"] = {h: {"cpus": 2} for h in ("tbh1", "tbh2", "tbh3", "tbh4")}
+    with pytest.raises(SpecError, match=r"^workload\.placement: ") as err:  # 11 tasks, 8 CPUs
+        gnn_spec.validate(cramped)
+    assert "\n" not in str(err.value)
