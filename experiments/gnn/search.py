@@ -96,8 +96,7 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     view = {"workload": {**workload, "placement": {"tasks": {t: None for t in ids}}}}
     profile.check_job(view)
     count, source = profile.iterations, profile.source
-    wire = 1 + (simulated.TCP_IP_HEADERS + simulated.ETHERNET_HEADER) / (spec["emulation"]["mtu"]
-                                                                         - simulated.TCP_IP_HEADERS)
+    wire = simulated.wire_factor(spec["emulation"]["mtu"])
     machines = [Machine(host, {RESOURCE_OF[r]: v for r, v in workload["machines"][host].items()},
                         mbps * 1e6 / 8 / wire, mbps * 1e6 / 8 / wire) for host, mbps in hosts.items()]
 

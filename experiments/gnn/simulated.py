@@ -93,6 +93,11 @@ from topologies.fabric import simulated_rates
 SEND_BUFFER_BYTES = 2 * 10 * 16 * 1024
 TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12: a segment carries MTU - 52 bytes of data
 ETHERNET_HEADER = 14  # counted by htb and the links' rates
+
+
+def wire_factor(mtu: int) -> float:
+    """Bytes on the wire per payload byte at this MTU (TCP/IP and Ethernet headers)."""
+    return 1 + (TCP_IP_HEADERS + ETHERNET_HEADER) / (mtu - TCP_IP_HEADERS)
 JOB_FIELDS = ("graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
               "eval_nodes")  # what decides the job's transfers; a profile is of one such job
 POLICIES = ("default",) + tuple(oes.rate_policies())
@@ -256,7 +261,7 @@ class GnnSimulation:
             fabric = fabric_of(spec)
         self.paths = Paths(fabric)
         self.net = FluidNetwork(self.paths.capacity)
-        self.wire = 1 + (TCP_IP_HEADERS + ETHERNET_HEADER) / (spec["emulation"]["mtu"] - TCP_IP_HEADERS)
+        self.wire = wire_factor(spec["emulation"]["mtu"])
         rates = {link.a: link.mbps for link in fabric.host_links()}  # the host is end a
         self.coordinator = None if scheduler == "default" else RateCoordinator(
             [oes.Machine(host, mbps, mbps) for host, mbps in rates.items()], oes.rate_policies()[scheduler])
