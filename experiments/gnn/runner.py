@@ -26,7 +26,7 @@ from experiments import store
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, host_bytes
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 
@@ -35,12 +35,8 @@ PROFILE_ITERATIONS = 50  # the first iterations a profiling run's profile.json h
 
 
 def host_bytes_into_fabric(em: Emulation) -> dict[str, int]:
-    """Per host: bytes its switch port has received from it (the switch end's rx)."""
-    out = {}
-    for link in em.fabric.host_links():  # the host is end a
-        intf = link.intf(link.b)
-        out[link.a] = int(Path(f"/sys/class/net/{intf}/statistics/rx_bytes").read_text())
-    return out
+    """Per host: bytes its switch port has received from it."""
+    return {host: sent for host, (sent, _received) in host_bytes(em).items()}
 
 
 class GnnWorkload:

@@ -35,6 +35,16 @@ def collect_fabric_counters(em, raw: Path) -> list[str]:
     return unread
 
 
+def host_bytes(em) -> dict[str, tuple[int, int]]:
+    """Per host: (bytes it sent into the fabric, bytes the fabric delivered to it), read
+    at its switch port (rx and tx of the switch end, in the root namespace)."""
+    out = {}
+    for link in em.fabric.host_links():  # the host is end a
+        stats = Path(f"/sys/class/net/{link.intf(link.b)}/statistics")
+        out[link.a] = (int((stats / "rx_bytes").read_text()), int((stats / "tx_bytes").read_text()))
+    return out
+
+
 def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -> float | None:
     """Share of the packets the switches received that they neither sent on nor
     dropped in a queue (after the run, so nothing is in flight): losses inside the

@@ -28,7 +28,7 @@ from pathlib import Path
 from experiments import store
 from experiments.errors import one_line
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, host_bytes
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.programs import allreduce
@@ -51,16 +51,6 @@ def _last_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1][:200] if lines else ""
-
-
-def host_bytes(em: Emulation) -> dict[str, tuple[int, int]]:
-    """Per host: (bytes it sent into the fabric, bytes the fabric delivered to it), read
-    at its switch port (rx and tx of the switch end, in the root namespace)."""
-    out = {}
-    for link in em.fabric.host_links():  # the host is end a
-        stats = Path(f"/sys/class/net/{link.intf(link.b)}/statistics")
-        out[link.a] = (int((stats / "rx_bytes").read_text()), int((stats / "tx_bytes").read_text()))
-    return out
 
 
 class Process:
@@ -152,9 +142,9 @@ class ProgramsWorkload:
             failed = [p for p in self.processes if p.exit_code not in (None, 0) and not p.stopped]
             if failed:
                 first = failed[0]
+                said = _last_line(first.dir / "stderr.txt")
                 raise ProgramFailed(f"program {first.name} on {first.host} exited {first.exit_code}"
-                                    + (f": {_last_line(first.dir / 'stderr.txt')}"
-                                       if _last_line(first.dir / "stderr.txt") else ""))
+                                    + (f": {said}" if said else ""))
             mains = [p for p in self.processes if p.program["role"] == "main"]
             if not due and all(p.exit_code == 0 for p in mains):
                 break
