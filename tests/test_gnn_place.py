@@ -6,6 +6,7 @@ refusals."""
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import re
 from pathlib import Path
@@ -125,39 +126,83 @@ def _within_capacity(spec: dict, tasks: dict) -> None:
             assert amount <= workload["machines"][host][r] + 1e-9, (host, r)
 
 
-def test_trainbed_place_writes_the_json(tmp_path, capsys, spec):
+def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
     spec_file = tmp_path / "job.yaml"
     spec_file.write_text(yaml.safe_dump(raw_spec()))
     out = tmp_path / "place.json"
-    assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "300", "--seed", "2",
+    assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "150", "--seed", "2",
                  "--out", str(out)]) == 0
     written = json.loads(out.read_text())
-    assert set(written) == {"placement", "predicted_iteration_s", "search_s", "steps"}
-    assert written["steps"] == 300 and written["search_s"] > 0 and written["predicted_iteration_s"] > 0
+    assert set(written) == {"placement", "predicted_iteration_s", "search_s", "steps", "makespan_s", "candidates"}
+    assert written["steps"] == 150 and written["search_s"] > 0 and written["predicted_iteration_s"] > 0
+    assert written["makespan_s"] > 0 and written["candidates"] >= 1
     assert list(written["placement"]) == list(spec["workload"]["placement"]["tasks"])  # every task, in order
     _within_capacity(spec, written["placement"])
     assert written["predicted_iteration_s"] == simulated.predict(
         search.with_placement(spec, written["placement"]), simulated.load_profile(PROFILE))
     shown = capsys.readouterr().out
     assert "worker0: " in shown and "predicted iteration: " in shown and "search: " in shown
-    # the default steps
+    # the default steps (made short: the search's own time is in make bench)
+    monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["steps"] == search.DEFAULT_STEPS
+    assert json.loads(out.read_text())["steps"] == 40
 
 
 def test_the_search_is_deterministic_per_seed(spec, profile):
-    runs = [search.etp_placement(spec, profile, 400, seed) for seed in (5, 5, 6)]
+    runs = [search.etp_placement(spec, profile, 150, seed) for seed in (5, 5, 6)]
     assert runs[0].placement == runs[1].placement and runs[0].cost == runs[1].cost
+    assert runs[0].makespan == runs[1].makespan
     _within_capacity(spec, runs[2].placement)
 
 
-def test_an_etp_placement_resolves_at_validation(spec, profile):
-    placement = {"kind": "etp", "profile": str(PROFILE.relative_to(REPO)), "steps": 500, "seed": 4}
+def test_the_search_picks_the_candidate_the_model_finishes_first(spec, profile):
+    found = search.etp_placement(spec, profile, 300, 3)
+    candidates = found.result.candidates
+    assert len(candidates) >= 2 and candidates[0].step == -1  # IFS's placement first
+    simulate = search.makespan(spec, profile)
+    for candidate in candidates[:3]:  # the candidates' makespans are the model's over ETP's window
+        trial = search.with_placement(spec, {t: candidate.placement[t] for t in found.placement})
+        assert candidate.makespan == simulate(candidate.placement) == simulated.GnnSimulation(
+            trial, profile, search.WINDOW).run().end_s
+    assert found.makespan == min(c.makespan for c in candidates)
+    assert found.placement == {t: next(c for c in candidates if c.makespan == found.makespan).placement[t]
+                               for t in found.placement}
+    by_cost = search.etp_placement(spec, profile, 300, 3, verify=False)
+    assert by_cost.makespan is None and by_cost.cost == min(c.cost for c in by_cost.result.candidates)
+    # the same chain either way: only the pick differs
+    assert [s.accepted for s in by_cost.result.trace] == [s.accepted for s in found.result.trace]
+
+
+def test_the_trace_has_a_row_per_step_and_ifs_first(tmp_path, spec, profile):
+    found = search.etp_placement(spec, profile, 100, 1)
+    path = tmp_path / "trace.csv"
+    search.write_trace(path, found)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 101 and rows[0]["step"] == "-1" and float(rows[0]["makespan"]) > 0
+    assert [int(r["step"]) for r in rows[1:]] == list(range(100))
+    verified = [r for r in rows[1:] if r["candidate"] == "True"]
+    assert all(float(r["makespan"]) > 0 for r in verified)
+    assert all(r["makespan"] == "" for r in rows[1:] if r["candidate"] == "False")
+
+
+def test_an_ifs_placement_resolves_at_validation(spec, profile):
+    resolved = gnn_spec.validate(raw_spec({"kind": "ifs", "profile": str(PROFILE)}))["workload"]["placement"]
+    assert resolved["kind"] == "ifs" and set(resolved) == {"kind", "profile", "tasks"}
+    assert resolved["tasks"] == search.ifs_placement(spec, profile)
+    assert resolved["tasks"] == search.etp_placement(spec, profile, 0, 0).placement  # ETP's start
+    _within_capacity(spec, resolved["tasks"])
+
+
+def test_an_etp_placement_resolves_at_validation(spec, profile, monkeypatch):
+    placement = {"kind": "etp", "profile": str(PROFILE.relative_to(REPO)), "steps": 150, "seed": 4}
     resolved = gnn_spec.validate(raw_spec(placement))["workload"]["placement"]
-    assert resolved["kind"] == "etp" and resolved["steps"] == 500 and resolved["seed"] == 4
+    assert resolved["kind"] == "etp" and resolved["steps"] == 150 and resolved["seed"] == 4
     assert resolved["profile"] == str(PROFILE)
     assert list(resolved["tasks"]) == list(spec["workload"]["placement"]["tasks"])
-    assert resolved["tasks"] == search.etp_placement(spec, profile, 500, 4).placement
+    found = search.etp_placement(spec, profile, 150, 4)
+    assert resolved["tasks"] == found.placement
+    assert (resolved["cost"], resolved["makespan_s"], resolved["candidates"]) == (
+        found.cost, found.makespan, len(found.result.candidates))
     assert [resolved["tasks"][f"store{m}"] for m in range(4)] == ["tbh1", "tbh2", "tbh3", "tbh4"]
     _within_capacity(spec, resolved["tasks"])
     # tight machines: the search must spread the job, and still keep every capacity
@@ -166,9 +211,10 @@ def test_an_etp_placement_resolves_at_validation(spec, profile):
     resolved_tight = gnn_spec.validate(tight)
     assert len(set(resolved_tight["workload"]["placement"]["tasks"].values())) >= 3
     _within_capacity(resolved_tight, resolved_tight["workload"]["placement"]["tasks"])
-    # the default steps and seed
+    # the default steps and seed (made short: the search's own time is in make bench)
+    monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     short = gnn_spec.validate(raw_spec({"kind": "etp", "profile": str(PROFILE)}))["workload"]["placement"]
-    assert (short["steps"], short["seed"]) == (search.DEFAULT_STEPS, 0)
+    assert (short["steps"], short["seed"]) == (40, 0)
 
 
 def _untrustworthy(tmp_path) -> Path:
@@ -201,7 +247,8 @@ def test_one_line_refusals(tmp_path, capsys, spec):
             ({"kind": "etp", "profile": "none.json"}, r"^workload\.placement\.profile: no such file"),
             ({"kind": "etp", "profile": str(PROFILE), "steps": -1}, r"^workload\.placement\.steps: "),
             ({"kind": "etp", "profile": str(PROFILE), "step": 3}, r"^workload\.placement"),
-            ({"kind": "ifs", "profile": str(PROFILE)}, r"^workload\.placement\.kind: ")):
+            ({"kind": "ifs", "profile": str(PROFILE), "steps": 3}, r"^workload\.placement"),
+            ({"kind": "mcmc", "profile": str(PROFILE)}, r"^workload\.placement\.kind: ")):
         with pytest.raises(SpecError, match=message) as err:
             gnn_spec.validate(raw_spec(placement))
         assert "\n" not in str(err.value)

@@ -12,7 +12,8 @@ Files: ``events.jsonl``, ``decisions.jsonl`` (OES), ``rate_readback.jsonl``,
 ``tasks.log`` (the tasks' stderr), ``job/`` (graph partitions and the task config),
 ``raw/fabric_bytes.json``, ``raw/queue_counters.json``, ``raw/switch_packets.json``,
 ``cpu.csv``, ``profile.json`` (profiling runs: ``metrics.profile`` with the run's
-verdict). The summary's ``predicted_iteration_s`` is the job's model's
+verdict), ``placement_trace.csv`` (an ``etp`` placement: the search's steps,
+``search.write_trace``). The summary's ``predicted_iteration_s`` is the job's model's
 (``experiments.gnn.simulated``) for the run's placement and scheduler.
 """
 from __future__ import annotations
@@ -50,6 +51,11 @@ class GnnWorkload:
         self.t0 = None  # run times count from the run's start
 
     def start(self, em: Emulation, events_path: str) -> None:
+        placement = self.spec["workload"]["placement"]
+        if placement["kind"] == "etp":  # the search that resolved the spec, remembered: its step trace
+            from experiments.gnn import search  # pylint: disable=import-outside-toplevel  # reads the model
+            search.write_trace(self.run_dir / "placement_trace.csv", search.etp_placement(
+                self.spec, placement["profile"], placement["steps"], placement["seed"]))
         self.bytes_before = host_bytes_into_fabric(em)
         self.driver = GnnDriver(em, self.spec, self.run_dir, events_path, progress=self.progress)
 

@@ -40,20 +40,31 @@ job's model (``experiments.gnn.simulated``) predicting the chosen placement.
   parameters (a ``profile: true`` run's profile: same-machine transfers too); else a
   one-line ``ProfileError`` (``Profile.parse`` is the one check of trust).
 
-``search(spec, profile, steps, seed)``: IFS then ETP (``etp``'s paper defaults, the
-candidates judged by their Eq. 27 cost; the issue's simulated-makespan pick is not
-wired in here), then ``simulated.predict`` for the chosen placement under the spec's
-scheduler over the spec's iterations.
+``search(spec, profile, steps, seed)``: IFS then ETP (``etp``'s paper defaults), then
+``simulated.predict`` for the chosen placement under the spec's scheduler over the
+spec's iterations. ETP's candidates (the placements within capacity that pass the
+(1 + gamma) filter) are judged by their simulated makespan (``makespan``): the
+job's model runs the candidate for ETP's window of K = 20 iterations (the paper's
+"we only simulate 20 iterations") under the spec's scheduler, replaying the profile's
+iterations 0..K-1 in order for every candidate (common random numbers: one candidate
+differs from another only by its placement). ``verify=False`` judges them by their
+Eq. 27 cost instead (the paper's Fig. 9 compares the two searches' times).
+
+``ifs_placement(spec, profile)``: IFS alone on the same problem (machines in the
+problem's order, unshuffled), the ``ifs`` placement kind.
 """
 from __future__ import annotations
 
 import copy
+import csv
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.schedulers.placement.etp import etp
+from controller.schedulers.placement.etp import EtpResult, etp
+from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
     Machine,
     Problem,
@@ -68,6 +79,7 @@ from experiments.platform.spec import fabric_of
 from topologies.fabric import simulated_rates
 
 DEFAULT_STEPS = 10_000  # the issue's headline search size
+WINDOW = 20  # iterations ETP costs and simulates per candidate (the paper's)
 RESOURCE_OF = {"cpus": "cpu", "memory_gb": "mem", "gpus": "gpu"}  # spec's name -> the problem's
 
 
@@ -166,25 +178,80 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
 @dataclass(frozen=True)
 class Search:
     """The chosen task -> host map (stores included, ``task_ids`` order), ETP's cost of
-    it, the search's seconds (IFS and ETP, the problem's build excluded), its steps."""
+    it and its simulated makespan (None when not verified), the search's seconds (IFS,
+    ETP and the simulations, the problem's build excluded), its steps, and ETP's
+    result (candidates and step trace)."""
 
     placement: dict[str, str]
     cost: float
+    makespan: float | None
     search_s: float
     steps: int
+    result: EtpResult
 
 
-def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int) -> Search:
-    """IFS then ``steps`` steps of ETP, seeded, on ``spec``'s job; ValueError (one line)
-    for bad steps or seed or an infeasible job, ProfileError for the profile."""
+def makespan(spec: Mapping, profile: Profile, iterations: int = WINDOW):
+    """placement -> the model's makespan of ``iterations`` iterations of ``spec``'s job
+    under its scheduler with that placement (every task; ring tasks ignored)."""
+    ids = _ids(spec)
+
+    def simulate(placement: Mapping[str, str]) -> float:
+        trial = with_placement(spec, {t: placement[t] for t in ids})
+        return simulated.GnnSimulation(trial, profile, iterations).run().end_s
+    return simulate
+
+
+def _ids(spec: Mapping) -> list[str]:
+    workload = spec["workload"]
+    return placement_mod.task_ids(len(hosts_of(spec)), workload["workers"], workload["samplers_per_worker"],
+                                  workload["ps"])
+
+
+_found: dict[str, Search] = {}  # a search's key -> its result: a spec resolved here runs it once per process
+
+
+def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int, verify: bool = True) -> Search:
+    """IFS then ``steps`` steps of ETP, seeded, on ``spec``'s job, candidates judged by
+    simulated makespan (``verify``) or by cost; ValueError (one line) for bad steps or
+    seed or an infeasible job, ProfileError for the profile. Deterministic, so a search
+    of a profile file is remembered (the run that resolved its spec writes its trace)."""
+    key = None
+    if not isinstance(profile, Profile):
+        job = {k: spec[k] for k in ("topology", "scheduler", "emulation")}
+        workload = {k: v for k, v in spec["workload"].items() if k != "placement"}
+        key = json.dumps([str(Path(profile).resolve()), steps, seed, verify, job, workload], sort_keys=True,
+                         default=str)
+        if key in _found:
+            return _found[key]
+    profile = _profile(profile)
     problem = problem_from_profile(spec, profile)
     started = time.perf_counter()
-    result = etp(problem, steps, seed)
+    result = etp(problem, steps, seed, iterations=WINDOW, makespan=makespan(spec, profile) if verify else None)
     took = time.perf_counter() - started
-    workload = spec["workload"]
-    ids = placement_mod.task_ids(len(problem.machines), workload["workers"], workload["samplers_per_worker"],
-                                 workload["ps"])
-    return Search({t: result.placement[t] for t in ids}, result.cost, took, steps)
+    found = Search({t: result.placement[t] for t in _ids(spec)}, result.cost, result.makespan if verify else None,
+                   took, steps, result)
+    if key is not None:
+        _found[key] = found
+    return found
+
+
+def ifs_placement(spec: Mapping, profile: Profile | str | Path) -> dict[str, str]:
+    """IFS's placement of ``spec``'s job (every task, ``task_ids`` order)."""
+    found = ifs(problem_from_profile(spec, profile))
+    return {t: found[t] for t in _ids(spec)}
+
+
+def write_trace(path: Path, found: Search) -> None:
+    """ETP's step trace as CSV: step, task, from, to, cost, accepted, candidate,
+    makespan (empty where the step has none); IFS's placement is step -1."""
+    with open(path, "w", newline="") as out:
+        rows = csv.writer(out)
+        rows.writerow(["step", "task", "from", "to", "cost", "accepted", "candidate", "makespan"])
+        first = found.result.candidates[0]
+        rows.writerow([-1, "", "", "", first.cost, True, True, first.makespan])
+        for s in found.result.trace:
+            rows.writerow([s.step, s.task, s.src, "" if s.dst is None else s.dst, "" if s.cost is None else s.cost,
+                           s.accepted, s.candidate, "" if s.makespan is None else s.makespan])
 
 
 def with_placement(spec: Mapping, tasks: Mapping[str, str], kind: str = "etp") -> dict:
@@ -200,4 +267,4 @@ def search(spec: Mapping, profile: Profile | str | Path, steps: int = DEFAULT_ST
     found = etp_placement(spec, profile, steps, seed)
     predicted = simulated.predict(with_placement(spec, found.placement), profile)
     return {"placement": found.placement, "predicted_iteration_s": predicted, "search_s": found.search_s,
-            "steps": found.steps}
+            "steps": found.steps, "makespan_s": found.makespan, "candidates": len(found.result.candidates)}

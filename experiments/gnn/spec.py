@@ -34,6 +34,7 @@ Format (defaults in comments)::
       placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
                                  # | {kind: etp, profile: PATH, steps: 10000, seed: 0}: DGTP's search
                                  # (experiments.gnn.search) on that profile, resolved here
+                                 # | {kind: ifs, profile: PATH}: IFS alone (the search's start)
     scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
     simulation:                  # the job's model (experiments.gnn.simulated): what it reads
       profile: results/run-.../profile.json   # a profile: true run's; relative to the checkout
@@ -47,8 +48,9 @@ predicts its iteration time from that profile instead of from its own events.
 The resolved spec's ``workload.placement`` is ``{"kind": ..., "tasks": {task id:
 host}}`` with every task, stores included, in ``placement.task_ids`` order (see
 ``experiments.gnn.placement`` for the task ids and the policies); an ``etp`` placement
-resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "tasks":
-{...}}``, its tasks checked as an explicit placement's (capacities kept); ``machines`` has
+resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "cost",
+"makespan_s", "candidates", "search_s", "tasks": {...}}`` (an ``ifs`` one to ``{"kind":
+"ifs", "profile", "tasks"}``), its tasks checked as an explicit placement's (capacities kept); ``machines`` has
 every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
@@ -139,8 +141,10 @@ def validate(raw) -> dict:
                 "profile": boolean("workload.profile", field("profile")),
                 "machines": _machines(workload.get("machines"), hosts),
                 "task_resources": _task_resources(workload.get("task_resources"))}
-    resolved["placement"] = _placement(field("placement"), hosts, resolved, common)
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
+    scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)}
+    # A searched placement simulates its candidates under the run's scheduler.
+    resolved["placement"] = _placement(field("placement"), hosts, resolved, {**common, "scheduler": scheduler})
     simulation = {}
     if spec.get("simulation") is not None:
         section = mapping("simulation", spec["simulation"], allowed=SIMULATION_FIELDS, required=("profile",))
@@ -148,7 +152,7 @@ def validate(raw) -> dict:
                                                                  base=REPO_ROOT))}
     return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
             "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
-            "workload": resolved, "scheduler": {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)},
+            "workload": resolved, "scheduler": scheduler,
             **simulation}
 
 
@@ -190,46 +194,54 @@ def _task_resources(raw) -> dict:
             for kind in placement_mod.TASK_KINDS}
 
 
-ETP_FIELDS = {"kind", "profile", "steps", "seed"}
+SEARCH_FIELDS = {"etp": {"kind", "profile", "steps", "seed"}, "ifs": {"kind", "profile"}}
 
 
 def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
     if isinstance(raw, dict) and "kind" in raw:  # no task is named kind
-        return _etp_placement(raw, hosts, workload, common)
+        return _searched_placement(raw, hosts, workload, common)
     if isinstance(raw, dict):
         kind = "explicit"
     elif isinstance(raw, str) and raw in ("distdgl", "spread"):
         kind = raw
     else:
         raise SpecError("workload.placement", f"must be distdgl, spread, a mapping of task id to host (explicit) "
-                                              f"or {{kind: etp, profile: ...}}, got {describe(raw)}")
+                                              f"or {{kind: etp | ifs, profile: ...}}, got {describe(raw)}")
     tasks = placement_mod.place(kind, hosts, workload["machines"], workload["task_resources"], workload["workers"],
                                 workload["samplers_per_worker"], workload["ps"],
                                 explicit=raw if kind == "explicit" else None)
     return {"kind": kind, "tasks": tasks}
 
 
-
-def _etp_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:
-    """``{kind: etp, profile, steps, seed}``: DGTP's search on the profile, its result
-    checked as an explicit placement (so its capacities are kept, as ETP's are)."""
+def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:
+    """``{kind: etp, profile, steps, seed}`` (DGTP's search: IFS then ETP, candidates
+    judged by simulated makespan) or ``{kind: ifs, profile}`` (IFS alone) on the
+    profile, the result checked as an explicit placement (so its capacities are kept,
+    as the search's are)."""
     # Imported here: the search reads the model, which reads this module.
     from experiments.gnn import search
     from experiments.gnn.simulated import ProfileError
 
-    section = mapping("workload.placement", raw, allowed=ETP_FIELDS, required=("kind", "profile"))
-    choice("workload.placement.kind", section["kind"], ("etp",))
+    kind = choice("workload.placement.kind", raw["kind"], tuple(SEARCH_FIELDS))
+    section = mapping("workload.placement", raw, allowed=SEARCH_FIELDS[kind], required=("kind", "profile"))
     profile = existing_file("workload.placement.profile", section["profile"], base=REPO_ROOT)
     steps = integer("workload.placement.steps", section.get("steps", search.DEFAULT_STEPS), minimum=0,
                     maximum=1_000_000)
     seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
+    job = {**common, "workload": workload}
     try:
-        found = search.etp_placement({**common, "workload": workload}, profile, steps, seed)
+        if kind == "ifs":
+            found, resolved = search.ifs_placement(job, profile), {}
+        else:
+            searched = search.etp_placement(job, profile, steps, seed)
+            found = searched.placement
+            resolved = {"steps": steps, "seed": seed, "cost": searched.cost, "makespan_s": searched.makespan,
+                        "candidates": len(searched.result.candidates), "search_s": round(searched.search_s, 3)}
     except ProfileError as err:
         raise SpecError("workload.placement.profile", str(err)) from None
     except ValueError as err:  # IFS: no placement fits the machines
         raise SpecError("workload.placement", str(err)) from None
-    explicit = {t: h for t, h in found.placement.items() if not t.startswith("store")}
+    explicit = {t: h for t, h in found.items() if not t.startswith("store")}
     tasks = placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
                                 workload["workers"], workload["samplers_per_worker"], workload["ps"], explicit=explicit)
-    return {"kind": "etp", "profile": str(profile), "steps": steps, "seed": seed, "tasks": tasks}
+    return {"kind": kind, "profile": str(profile), **resolved, "tasks": tasks}
