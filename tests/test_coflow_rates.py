@@ -203,6 +203,16 @@ def test_the_coordinator_hands_mrtf_the_remaining_volume_and_omcoflow_the_receiv
     assert sorted(omc.decide().rates.values()) == pytest.approx([0, 0, 100])
 
 
+def test_a_connection_carrying_two_active_transfers_gets_the_sum_of_their_rates():
+    machines = [Machine("tbh1", 100, 100), Machine("tbh2", 100, 100)]
+    mrtf = RateCoordinator(machines, mrtf_rates)
+    mrtf.on_flow_event(start("minibatch", 0.0, mbit=80))
+    mrtf.on_flow_event(start("evalbatch", 0.0, mbit=10))  # same pair, iteration, 5-tuple
+    decision = mrtf.decide()
+    assert len(decision.active) == 2  # MRTF: evalbatch 100, minibatch 0
+    assert decision.rates == {("tbh2", "tbh1", "tcp", 40000, 21000): pytest.approx(100)}
+
+
 # --- as GNN scheduler names -------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["oes", "default", "omcoflow", "mrtf"])

@@ -90,14 +90,20 @@ class RateCoordinator:
         return True
 
     def decide(self) -> RateDecision:
-        """The policy's rates of the active flows, keyed by 5-tuple."""
+        """The policy's rates of the active flows, keyed by 5-tuple: a connection
+        carrying several active flows (a sampler's mini-batch and evaluation batch of one
+        iteration) gets the sum of their rates. Its bytes leave in the order they were
+        sent, whichever flow the policy favours, so the connection must carry all the
+        policy gave its flows; one flow's rate alone would hold a favoured flow behind
+        a waiting one (MRTF: the evaluation batch behind a mini-batch at 0.1 Mbit/s)."""
         flows = self.pipeline.active
         by_id = self.policy(self.machines, [replace(f, remaining_mbit=self._remaining_mbit(f.flow_id)) for f in flows])
         self.rates_by_id = dict(by_id)
-        rates = {}
+        rates: dict[FlowKey, float] = {}
         for fid, mbps in sorted(by_id.items()):
             f = self.started[fid]
-            rates[(f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])] = mbps
+            key = (f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])
+            rates[key] = rates.get(key, 0.0) + mbps
         triggers, self.pending_triggers = self.pending_triggers, []
         return RateDecision(list(flows), len(self.pipeline.pending), triggers, rates)
 
