@@ -272,6 +272,25 @@ def test_etp_picks_by_the_callers_makespan_once_per_placement_within_capacity():
     assert result.cost > min(c.cost for c in result.candidates)
 
 
+def test_etp_with_the_callers_path_as_its_cost_keeps_the_capacity_penalty():
+    """Fig. 9's baseline search: a placement's cost is the caller's seconds (a simulated
+    makespan) times 1 + Eq. 27's capacity penalty, taken once per placement."""
+    problem = hetero()
+    calls = []
+
+    def seconds(placement):  # prefers the PS on slow1, as the makespan test's "simulator"
+        calls.append(tuple(sorted(placement.items())))
+        return 1.0 if placement["p0"] == "slow1" else 2.0
+
+    result = etp(problem, steps=300, seed=5, iterations=4, path=seconds)
+    assert len(calls) == len(set(calls))
+    assert result.placement["p0"] == "slow1" and result.cost == 1.0
+    over = [s for s in result.trace if s.cost is not None and s.cost not in (1.0, 2.0)]
+    assert over and all(s.cost > 1.0 and not s.candidate for s in over)  # penalised, never a candidate
+    with pytest.raises(ValueError, match=r"^path returned -1 for a placement; expected seconds >= 0$"):
+        etp(problem, steps=1, seed=0, path=lambda _: -1)
+
+
 def test_etp_moves_a_worker_with_its_ring_tasks():
     roomy = {"cpu": 8, "mem": 8, "gpu": 2}
     problem = job([roomy, roomy, roomy], {}, {"sampler": {"cpu": 1}, "worker": {"gpu": 1}, "ps": {}}, 3, 3, 0,

@@ -210,23 +210,28 @@ def _ids(spec: Mapping) -> list[str]:
 _found: dict[str, Search] = {}  # a search's key -> its result: a spec resolved here runs it once per process
 
 
-def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int, verify: bool = True) -> Search:
+def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int, verify: bool = True,
+                  simulated_cost: bool = False) -> Search:
     """IFS then ``steps`` steps of ETP, seeded, on ``spec``'s job, candidates judged by
-    simulated makespan (``verify``) or by cost; ValueError (one line) for bad steps or
-    seed or an infeasible job, ProfileError for the profile. Deterministic, so a search
-    of a profile file is remembered (the run that resolved its spec writes its trace)."""
+    simulated makespan (``verify``) or by cost; ``simulated_cost``: every proposal's
+    cost is its simulated makespan instead of its critical path (Fig. 9's baseline
+    search). ValueError (one line) for bad steps or seed or an infeasible job,
+    ProfileError for the profile. Deterministic, so a search of a profile file is
+    remembered (the run that resolved its spec writes its trace)."""
     key = None
     if not isinstance(profile, Profile):
         job = {k: spec[k] for k in ("topology", "scheduler", "emulation")}
         workload = {k: v for k, v in spec["workload"].items() if k != "placement"}
-        key = json.dumps([str(Path(profile).resolve()), steps, seed, verify, job, workload], sort_keys=True,
-                         default=str)
+        key = json.dumps([str(Path(profile).resolve()), steps, seed, verify, simulated_cost, job, workload],
+                         sort_keys=True, default=str)
         if key in _found:
             return _found[key]
     profile = _profile(profile)
     problem = problem_from_profile(spec, profile)
     started = time.perf_counter()
-    result = etp(problem, steps, seed, iterations=WINDOW, makespan=makespan(spec, profile) if verify else None)
+    simulate = makespan(spec, profile)
+    result = etp(problem, steps, seed, iterations=WINDOW, makespan=simulate if verify else None,
+                 path=simulate if simulated_cost else None)
     took = time.perf_counter() - started
     found = Search({t: result.placement[t] for t in _ids(spec)}, result.cost, result.makespan if verify else None,
                    took, steps, result)

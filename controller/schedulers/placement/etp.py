@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from controller.schedulers.placement.dag import Cost, cost
 from controller.schedulers.placement.ifs import ifs
-from controller.schedulers.placement.problem import EPS, RESOURCES, Problem, usage
+from controller.schedulers.placement.problem import EPS, RESOURCES, Problem, capacity_penalty, usage
 
 Makespan = Callable[[Mapping[str, str]], float]
 
@@ -78,19 +78,22 @@ class EtpResult:
 
 
 def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: float = 0.1, gamma: float = 0.1,
-        mu: float = 1.0, makespan: Makespan | None = None) -> EtpResult:
+        mu: float = 1.0, makespan: Makespan | None = None, path: Makespan | None = None) -> EtpResult:
     """Alg. 3 for ``steps`` steps, seeded: the same inputs give the same result and trace.
 
     Defaults are the paper's (beta 0.1, gamma 0.1, mu 100%; 20 iterations, as many as
-    it simulates per candidate)."""
+    it simulates per candidate). ``path`` replaces the critical path in Eq. 27 by the
+    caller's seconds for a placement (the paper's Fig. 9 baseline: the search that
+    uses the simulated training time as its cost), the capacity penalty kept."""
     _integer("steps", steps, 0)
     _integer("seed", seed, None)
     _integer("iterations", iterations, 1)
     _real("beta", beta, positive=True)
     _real("gamma", gamma, positive=False)
     _real("mu", mu, positive=False)
-    if makespan is not None and not callable(makespan):
-        raise ValueError(f"makespan must be a callable placement -> seconds, got {makespan!r}")
+    for name, given in (("makespan", makespan), ("path", path)):
+        if given is not None and not callable(given):
+            raise ValueError(f"{name} must be a callable placement -> seconds, got {given!r}")
 
     costs: dict[tuple[str, ...], Cost] = {}
     spans: dict[tuple[str, ...], float] = {}
@@ -101,16 +104,15 @@ def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: flo
     def cost_of(placement: Mapping[str, str]) -> Cost:
         k = key(placement)
         if k not in costs:
-            costs[k] = cost(problem, placement, iterations)
+            costs[k] = (cost(problem, placement, iterations) if path is None
+                        else Cost(_seconds("path", path(dict(placement))), capacity_penalty(problem, placement)))
         return costs[k]
 
     def span_of(placement: Mapping[str, str]) -> float:
         k = key(placement)
         if k not in spans:
-            value = cost_of(placement).value if makespan is None else makespan(dict(placement))
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
-                raise ValueError(f"makespan returned {value!r} for a placement; expected seconds >= 0")
-            spans[k] = float(value)
+            spans[k] = (cost_of(placement).value if makespan is None
+                        else _seconds("makespan", makespan(dict(placement))))
         return spans[k]
 
     rng = random.Random(seed)
@@ -154,6 +156,12 @@ def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: flo
             best = found
         trace.append(Step(z, task, src, dst, proposed.value, True, True, span))
     return EtpResult(dict(best.placement), best.cost, best.makespan, tuple(candidates.values()), tuple(trace))
+
+
+def _seconds(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise ValueError(f"{name} returned {value!r} for a placement; expected seconds >= 0")
+    return float(value)
 
 
 def _integer(name: str, value, least: int | None) -> None:
