@@ -24,6 +24,7 @@ from controller.hostnet import netns_cmd
 from experiments.benchrows import row, show
 from experiments.cojob import bench as bench_grouper
 from experiments.gnn import bench as bench_gnn
+from experiments.gnn import searchbench as bench_search
 from experiments.platform import cpu
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.runner import run_any_spec
@@ -274,7 +275,7 @@ def main(argv: list[str] | None = None) -> None:
         steps = [lambda: bench_grouper.pda_timings(), lambda: bench_grouper.simulator_timings(),
                  lambda: bench_grouper.simulated_vs_emulated(workdir, emulate_smoke=not args.quick), lambda: bench_bring_up_and_policies(workdir),
                  lambda: bench_capacity(workdir, args.quick), lambda: bench_fidelity_per_mode(workdir, args.quick)]
-        steps.append(lambda: bench_gnn.rate_update_latency(workdir))
+        steps += [lambda: bench_gnn.rate_update_latency(workdir), bench_search.rows]
         if not args.quick:
             steps += [lambda: bench_gnn.training_side_by_side(workdir), lambda: bench_big_fabric(workdir)]
         for step in steps:

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.schedulers.placement.dag import cost, execution_dag, guaranteed_rates
+from controller.schedulers.placement.dag import cost, execution_dag, guaranteed_rates, path_length
 from controller.schedulers.placement.etp import etp
 from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
@@ -204,6 +204,23 @@ def hetero() -> Problem:
     transfers += [Transfer(f"w{i}", "p0", "gradient", 300) for i in range(3)]
     transfers += [Transfer("p0", f"w{i}", "parameter", 300, lag=1) for i in range(3)]
     return Problem(machines, tasks, transfers)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiny_jobs(), st.integers(1, 4), st.randoms(use_true_random=False))
+def test_the_fast_path_length_is_the_dags_critical_path(problem, iterations, rnd):
+    """``path_length`` (what ETP calls) against the DAG built and walked, on random
+    placements (capacities ignored: Eq. 27 prices those) with uneven speeds and rates."""
+    machines = [Machine(m.name, m.capacity, rnd.choice((50, 100)), rnd.choice((50, 100)), speed=rnd.choice((0.5, 1, 2)))
+                for m in problem.machines.values()]
+    problem = Problem(machines, list(problem.tasks.values()), list(problem.transfers))
+    names = list(problem.machines)
+    placement = {t: (task.home if task.home else rnd.choice(names)) for t, task in problem.tasks.items()}
+    for t, task in problem.tasks.items():
+        if task.worker is not None:
+            placement[t] = placement[task.worker]
+    assert path_length(problem, placement, iterations) == pytest.approx(
+        execution_dag(problem, placement, iterations).critical_path().length, rel=1e-12, abs=1e-12)
 
 
 def test_etp_moves_the_ps_to_the_fast_nic_is_never_worse_than_ifs_and_keeps_capacities():

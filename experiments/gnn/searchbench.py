@@ -1,0 +1,118 @@
+"""Bench rows for DGTP's placement search (``make bench``): IFS and ETP on the headline
+job (the 2026-11-24 profile of gnn-hetero-products-ps.yaml, the tight machines of
+gnn-hetero-products-tight.yaml) and on a synthetic job of the paper's simulation
+size (§VI-B: 8 machines, 8 stores, 16 workers x 2 samplers, 1 PS).
+
+The paper-size job (``paper_size_problem``) takes each task kind's per-iteration
+time and each transfer kind's bytes from the headline profile's problem (the means
+over its iterations; one store -> sampler round stands for all: the model-level
+detail does not change the search's cost per step), and machines drawn, seeded, from
+the paper's ranges: memory 32-128 GB, 4-16 CPUs, 1-4 GPUs, NICs of 10, 20 or 50
+Gbit/s, with the paper's task demands (worker 1 CPU, 3 GB, 1 GPU; sampler 2 CPUs,
+7 GB; PS 1 CPU, 5 GB; store memory only). It exists to time the search at that
+size, not to stand for a real job.
+
+Rows: IFS's seconds (target < 0.1 s), ETP's 10,000 steps judged by Eq. 27 (target
+< 10 s on the headline job, < 3 min at paper size; paper: < 3 min), and on the
+headline job the same search with its candidates verified by the model (the
+search ``trainbed place`` runs), all in one invocation.
+"""
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from pathlib import Path
+
+import yaml
+
+from controller.schedulers.placement.etp import etp
+from controller.schedulers.placement.ifs import ifs
+from controller.schedulers.placement.problem import Machine, Problem, Task, Transfer
+from experiments.benchrows import row, show
+from experiments.gnn import search, simulated
+from experiments.gnn import spec as gnn_spec
+from topologies.fabric import simulated_rates
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
+TIGHT = REPO / "experiments/specs/gnn-hetero-products-tight.yaml"
+STEPS = 10_000
+IFS_TARGET_S, HEADLINE_TARGET_S, PAPER_TARGET_S = 0.1, 10.0, 180.0
+DEMANDS = {"store": {"mem": 4}, "sampler": {"cpu": 2, "mem": 7}, "worker": {"cpu": 1, "mem": 3, "gpu": 1},
+           "ps": {"cpu": 1, "mem": 5}}
+
+
+def headline() -> tuple[dict, Problem]:
+    raw = yaml.safe_load(TIGHT.read_text())
+    raw["workload"]["placement"] = "distdgl"  # the search's own input; no search at validation
+    with simulated_rates():
+        spec = gnn_spec.validate(raw)
+    return spec, search.problem_from_profile(spec, PROFILE)
+
+
+def _mean(values) -> float:
+    return statistics.fmean(values)
+
+
+def paper_size_problem(base: Problem, machines: int = 8, workers: int = 16, per_worker: int = 2, seed: int = 0
+                       ) -> Problem:
+    """A synthetic job of the paper's simulation size, its times and bytes from ``base``."""
+    rng = random.Random(seed)
+    exec_s = {kind: _mean(_mean(t.exec_s) for t in base.tasks.values() if t.kind == kind)
+              for kind in ("store", "sampler", "worker", "ps")}
+    volume = {}
+    for t in base.transfers:
+        phase = "round" if t.src.startswith("store") else t.phase
+        volume.setdefault(phase, []).append(_mean(t.bytes))
+    volume = {phase: _mean(v) for phase, v in volume.items()}
+    hosts = [f"m{k}" for k in range(machines)]
+    gbps = [rng.choice((10, 20, 50)) for _ in hosts]
+    fleet = [Machine(h, {"cpu": rng.randint(4, 16), "mem": rng.randint(32, 128), "gpu": rng.randint(1, 4)},
+                     g * 1e9 / 8, g * 1e9 / 8) for h, g in zip(hosts, gbps)]
+    samplers = [f"sampler{i}" for i in range(workers * per_worker)]
+    tasks = ([Task(f"store{m}", "store", exec_s["store"], DEMANDS["store"], home=h) for m, h in enumerate(hosts)]
+             + [Task(s, "sampler", exec_s["sampler"], DEMANDS["sampler"]) for s in samplers]
+             + [Task(f"worker{w}", "worker", exec_s["worker"], DEMANDS["worker"]) for w in range(workers)]
+             + [Task("ps0", "ps", exec_s["ps"], DEMANDS["ps"])])
+    transfers = [Transfer(f"store{m}", s, "feature", volume["round"]) for m in range(machines) for s in samplers]
+    transfers += [Transfer(s, f"worker{i // per_worker}", "minibatch", volume["minibatch"])
+                  for i, s in enumerate(samplers)]
+    for w in range(workers):
+        transfers += [Transfer(f"worker{w}", "ps0", "gradient", volume["gradient"]),
+                      Transfer("ps0", f"worker{w}", "parameter", volume["parameter"], lag=1)]
+    return Problem(fleet, tasks, transfers)
+
+
+def _timed(call) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = call()
+    return time.perf_counter() - started, result
+
+
+def rows() -> list[dict]:
+    spec, problem = headline()
+    profile = simulated.load_profile(PROFILE)
+    paper = paper_size_problem(problem)
+    out = []
+    ifs_s = min(_timed(lambda: ifs(problem))[0] for _ in range(5))
+    out.append(row("dgtp_ifs_headline_s", ifs_s, "s", IFS_TARGET_S, lower_is_better=True))
+    paper_ifs_s = min(_timed(lambda: ifs(paper))[0] for _ in range(3))
+    out.append(row("dgtp_ifs_paper_size_s", paper_ifs_s, "s", IFS_TARGET_S, lower_is_better=True))
+    etp_s, _ = _timed(lambda: etp(problem, STEPS, 1))
+    out.append(row("dgtp_etp_10000_steps_headline_s", etp_s, "s", HEADLINE_TARGET_S, lower_is_better=True))
+    verified_s, found = _timed(lambda: search.etp_placement(spec, profile, STEPS, 1))
+    out.append(row("dgtp_etp_10000_steps_verified_headline_s", verified_s, "s"))
+    out.append(row("dgtp_etp_candidates_simulated_headline", len(found.result.candidates), "count"))
+    paper_s, _ = _timed(lambda: etp(paper, STEPS, 1))
+    out.append(row("dgtp_etp_10000_steps_paper_size_s", paper_s, "s", PAPER_TARGET_S, lower_is_better=True))
+    out.append(row("dgtp_etp_paper_size_over_headline", paper_s / etp_s, "ratio"))
+    return out
+
+
+def main() -> None:
+    show(rows())
+
+
+if __name__ == "__main__":
+    main()
