@@ -110,7 +110,12 @@ def _worker(args) -> int:
 
 
 def _figures(args) -> int:
-    if args.paper == "grouper-sim":
+    if args.paper == "dgtp":
+        from experiments.gnn.figures import dgtp_figures
+        if args.solo:
+            raise SpecError("--solo", "dgtp takes no solo runs")
+        paths = dgtp_figures(args.dir)
+    elif args.paper == "grouper-sim":
         from experiments.cojob.simfigures import grouper_sim_figures
         if args.solo:
             raise SpecError("--solo", "grouper-sim takes its solo runs from the sweep (its cells of one cojob alone)")
@@ -174,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run K simulated cells at once (default: the usable CPUs; 0 with --fabric)")
     worker.set_defaults(func=_worker)
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
-    figures.add_argument("paper", choices=("grouper", "grouper-sim"),
+    figures.add_argument("paper", choices=("grouper", "grouper-sim", "dgtp"),
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18")
     figures.add_argument("dir", help="sweep directory (holds results.csv)")
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",

@@ -1,0 +1,312 @@
+"""The DGTP paper's testbed figures (§VI-A: Table III, Figs. 6 and 7) from a sweep
+directory of gnn cells (``experiments/sweeps/gnn-dgtp.yaml``).
+
+``dgtp_figures(DIR)`` reads ``DIR/results.csv`` and each used cell's run directory
+and writes into DIR, data first:
+
+- ``table-3.csv`` / ``table-3.md``: per placement x policy, the time to the target
+  validation accuracy (mean and spread over seeds), the mean iteration time and the
+  model's prediction for it; then DGTP's speed-up over DistDGL + FIFO beside the
+  paper's, and the shares of the gain that come from placement (ETP under default
+  scheduling against DistDGL under default scheduling) and from OES (DistDGL under
+  OES against DistDGL under default scheduling).
+- ``figure-6.csv`` / ``figure-6.png``: validation accuracy against time, one line per
+  placement x policy (the lowest seed every one of them has).
+- ``figure-7.csv`` / ``figure-7.png``: bandwidth used per machine over time (sent plus
+  received, 1 s bins), DistDGL + FIFO beside DGTP (that seed).
+
+Readings, stated here and in docs/gnn-oes.md:
+
+- The paper's speed-up formula is garbled in the text ("Time-to-Convergence of DistDGL
+  / Time-to-Convergence of DistDGL"); its numbers ("DGTP outperforms DistDGL by 28%")
+  are read as the reduction 1 - T_DGTP / T_DistDGL of the time to the target accuracy.
+- A cell is placed by its placement kind (``distdgl``, ``etp``, ...) and its scheduler:
+  ``default`` is DistDGL's FIFO (TCP sharing, tasks run when ready), ``oes`` is OES.
+  DGTP is ETP + OES.
+- Ratios pair seeds: both sides average the seeds both have (every cell of a seed
+  trains on the same graph, so only the network differs).
+- Fig. 7's bandwidth is from the tasks' transfer reports (``flows.csv``: a transfer's
+  bytes spread evenly over its duration), payload only, counted at both ends: the
+  paper plots what each server's NIC carried.
+- Only completed, trustworthy cells are used; the tables say how many were left out.
+"""
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+import yaml
+
+from experiments import store
+from experiments.errors import SpecError
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+DISTDGL, DEFAULT, OES = "distdgl", "default", "oes"
+BIN_S = 1.0  # Fig. 7's time bins
+SOURCE = "DGTP paper §VI-A, Table III and 'End-to-end training performance'"
+# Table III: DGTP's speed-up over DistDGL in percent (the text's "outperforms by").
+PAPER_TABLE3 = {("ps", "ogbn-products"): 28, ("ps", "reddit"): 26, ("allreduce", "ogbn-products"): 26,
+                ("allreduce", "reddit"): 24}
+PAPER_FIG8 = 48  # the mixed testbed, ring all-reduce, ogbn-products
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One used cell: its placement kind, scheduler, seed, summary and run directory."""
+
+    placement: str
+    scheduler: str
+    seed: int
+    summary: dict
+    run_dir: Path
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.placement, self.scheduler
+
+
+def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
+    """The completed, trustworthy gnn cells of a sweep directory, and why others were left out."""
+    root = Path(directory)
+    results = root / "results.csv"
+    if not results.exists():
+        raise SpecError(str(directory), "has no results.csv: not a sweep directory (trainbed sweep --out DIR)")
+    cells, left_out = [], []
+    with open(results, newline="") as f:
+        for row in csv.DictReader(f):
+            run_dir = root / "cells" / row["cell"]
+            summary_path = store.kept(run_dir / "summary.json")
+            if summary_path is None:
+                left_out.append(f"{row['cell']}: no summary")
+                continue
+            summary = store.read_json(summary_path)
+            if not summary.get("completed"):
+                left_out.append(f"{row['cell']}: not completed ({summary.get('error')})")
+            elif not summary.get("trustworthy"):
+                reasons = (summary.get("fidelity") or {}).get("untrustworthy_reasons") or []
+                left_out.append(f"{row['cell']}: untrustworthy ({'; '.join(reasons)})")
+            elif summary.get("time_to_accuracy_s") is None:
+                left_out.append(f"{row['cell']}: never reached the target accuracy")
+            else:
+                cells.append(Cell(summary["placement"], summary["scheduler"], int(summary["seed"]), summary,
+                                  run_dir))
+    if not cells:
+        raise SpecError(str(directory), f"has no completed, trustworthy gnn cell ({len(left_out)} left out)")
+    return cells, left_out
+
+
+def _by_seed(cells: Iterable[Cell], key: tuple[str, str], field: str) -> dict[int, float]:
+    return {c.seed: c.summary[field] for c in cells if c.key == key and c.summary.get(field) is not None}
+
+
+def reduction(cells: Sequence[Cell], better: tuple[str, str], base: tuple[str, str],
+              field: str = "time_to_accuracy_s") -> tuple[float | None, int]:
+    """1 - mean(better) / mean(base) over the seeds both have, and how many."""
+    a, b = _by_seed(cells, better, field), _by_seed(cells, base, field)
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None, 0
+    return 1 - statistics.fmean(a[s] for s in seeds) / statistics.fmean(b[s] for s in seeds), len(seeds)
+
+
+def _stats(values: Sequence[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def table3_rows(cells: Sequence[Cell]) -> list[dict]:
+    rows = []
+    for key in sorted({c.key for c in cells}, key=lambda k: (k[0] != DISTDGL, k[0], k[1] != DEFAULT, k[1])):
+        mine = [c for c in cells if c.key == key]
+        tta, tta_sd = _stats([c.summary["time_to_accuracy_s"] for c in mine])
+        it, it_sd = _stats([c.summary["iteration_s_mean"] for c in mine])
+        predicted, _ = _stats([c.summary["predicted_iteration_s"] for c in mine
+                               if c.summary.get("predicted_iteration_s") is not None])
+        rows.append({"placement": key[0], "scheduler": key[1], "seeds": len(mine),
+                     "time_to_accuracy_s": tta, "time_to_accuracy_sd": tta_sd, "iteration_s": it,
+                     "iteration_sd": it_sd, "predicted_iteration_s": predicted,
+                     "model_error": None if not (predicted and it) else predicted / it - 1,
+                     "iterations_to_accuracy": _stats([c.summary["iterations"] for c in mine])[0]})
+    return rows
+
+
+def gains(cells: Sequence[Cell], searched: str) -> list[dict]:
+    """DGTP over DistDGL + FIFO, and its two parts, with the paper's number beside."""
+    job = cells[0].summary
+    paper = PAPER_TABLE3.get((job.get("sync"), _shape(cells[0])))
+    out = []
+    for name, better, base, paper_value in (
+            ("DGTP (ETP + OES) vs DistDGL + FIFO", (searched, OES), (DISTDGL, DEFAULT), paper),
+            ("placement alone: ETP vs DistDGL, both FIFO", (searched, DEFAULT), (DISTDGL, DEFAULT), None),
+            ("OES alone: DistDGL + OES vs DistDGL + FIFO", (DISTDGL, OES), (DISTDGL, DEFAULT), None),
+            ("OES on ETP's placement", (searched, OES), (searched, DEFAULT), None)):
+        value, seeds = reduction(cells, better, base)
+        iteration, _ = reduction(cells, better, base, "iteration_s_mean")
+        out.append({"comparison": name, "time_to_accuracy_reduction": value, "iteration_reduction": iteration,
+                    "seeds": seeds, "paper": None if paper_value is None else paper_value / 100})
+    return out
+
+
+def _spec(cell: Cell) -> dict:
+    return yaml.safe_load((cell.run_dir / "spec.yaml").read_text())
+
+
+def _shape(cell: Cell) -> str:
+    return _spec(cell)["workload"]["graph"]["shape"]
+
+
+def _searched(cells: Sequence[Cell]) -> str:
+    kinds = sorted({c.placement for c in cells} - {DISTDGL, "spread"})
+    if not kinds:
+        raise SpecError("workload.placement", "the sweep has no searched placement (etp) to set beside DistDGL's")
+    return kinds[0]
+
+
+def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
+    """(seconds since the tasks were up, validation accuracy) at worker 0's evaluations."""
+    events = store.read_jsonl(store.kept(cell.run_dir / "events.jsonl"))
+    up = max(e["t"] for e in events if e["kind"] == "hello")
+    return [(round(e["t"] - up, 3), e["val_accuracy"]) for e in events
+            if e["kind"] == "iteration_end" and e["task"] == "worker0" and e.get("val_accuracy") is not None]
+
+
+def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
+    """host -> Mbit/s it sent plus received in each ``bin_s`` bin since the first transfer."""
+    flows_path = store.kept(cell.run_dir / "flows.csv")
+    with (open(flows_path, newline="") if flows_path.suffix != ".gz" else _gz(flows_path)) as f:
+        rows = [r for r in csv.DictReader(f) if r["duration_s"] not in ("", None)]
+    start = min(float(r["start_t"]) for r in rows)
+    end = max(float(r["start_t"]) + float(r["duration_s"]) for r in rows)
+    bins = int((end - start) / bin_s) + 1
+    load: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
+    for r in rows:
+        a, d, nbytes = float(r["start_t"]) - start, max(float(r["duration_s"]), 1e-9), int(r["bytes"])
+        for host in (r["src"], r["dst"]):
+            series = load[host]
+            k = int(a / bin_s)
+            t = a
+            while t < a + d and k < bins:
+                edge = min((k + 1) * bin_s, a + d)
+                series[k] += nbytes * (edge - t) / d
+                t, k = edge, k + 1
+    return {host: [b * 8 / 1e6 / bin_s for b in load[host]] for host in sorted(load)}
+
+
+def _gz(path: Path):
+    import gzip  # pylint: disable=import-outside-toplevel
+    return gzip.open(path, "rt", newline="")
+
+
+def _fmt(value, kind: str = "s") -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:+.1f}%" if kind == "%" else f"{value:.2f}"
+
+
+def _label(key: tuple[str, str]) -> str:
+    placement, scheduler = key
+    return f"{'DistDGL' if placement == DISTDGL else placement.upper()} + {'FIFO' if scheduler == DEFAULT else scheduler.upper()}"
+
+
+def table3_markdown(rows: Sequence[dict], gain_rows: Sequence[dict], left_out: Sequence[str]) -> str:
+    lines = [f"# Table III: time to the target accuracy ({SOURCE})", "",
+             "| placement + policy | seeds | time to accuracy (s), mean ± sd | iterations | s / iteration | "
+             "model's s / iteration | model error |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {_label((r['placement'], r['scheduler']))} | {r['seeds']} | "
+                     f"{_fmt(r['time_to_accuracy_s'])} ± {_fmt(r['time_to_accuracy_sd'])} | "
+                     f"{_fmt(r['iterations_to_accuracy'])} | {_fmt(r['iteration_s'])} | "
+                     f"{_fmt(r['predicted_iteration_s'])} | {_fmt(r['model_error'], '%')} |")
+    lines += ["", "| comparison | time to accuracy | s / iteration | seeds | paper |", "|---|---|---|---|---|"]
+    for g in gain_rows:
+        paper = "" if g["paper"] is None else f"-{100 * g['paper']:.0f}%"
+        lines.append(f"| {g['comparison']} | {_fmt(_neg(g['time_to_accuracy_reduction']), '%')} | "
+                     f"{_fmt(_neg(g['iteration_reduction']), '%')} | {g['seeds']} | {paper} |")
+    lines += ["", "Negative: shorter than the baseline. Speed-up read as 1 - T_DGTP / T_DistDGL (the paper's "
+                  "formula is garbled in its text)."]
+    if left_out:
+        lines += ["", f"Left out ({len(left_out)}): " + "; ".join(left_out)]
+    return "\n".join(lines) + "\n"
+
+
+def _neg(value: float | None) -> float | None:
+    return None if value is None else -value
+
+
+def write_csv(path: Path, rows: Sequence[Mapping], columns: Sequence[str]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def dgtp_figures(directory: str | Path) -> list[Path]:
+    root = Path(directory)
+    cells, left_out = load_cells(root)
+    searched = _searched(cells)
+    rows, gain_rows = table3_rows(cells), gains(cells, searched)
+    paths = [root / "table-3.csv", root / "table-3-gains.csv", root / "table-3.md"]
+    write_csv(paths[0], rows, list(rows[0]))
+    write_csv(paths[1], gain_rows, list(gain_rows[0]))
+    paths[2].write_text(table3_markdown(rows, gain_rows, left_out))
+    keys = sorted({c.key for c in cells})
+    common = set.intersection(*({c.seed for c in cells if c.key == k} for k in keys))
+    if not common:
+        return paths
+    seed = min(common)
+    chosen = {k: next(c for c in cells if c.key == k and c.seed == seed) for k in keys}
+    curves = {k: accuracy_curve(c) for k, c in chosen.items()}
+    fig6 = root / "figure-6.csv"
+    write_csv(fig6, [{"placement": k[0], "scheduler": k[1], "seed": seed, "t_s": t, "val_accuracy": a}
+                     for k, points in curves.items() for t, a in points],
+              ["placement", "scheduler", "seed", "t_s", "val_accuracy"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k, points in curves.items():
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=_label(k))
+    target = _spec(chosen[keys[0]])["workload"]["target_accuracy"]
+    if target:
+        ax.axhline(target, color="grey", linestyle=":", linewidth=1)
+    ax.set(xlabel="time (s)", ylabel="validation accuracy", title=f"Fig. 6: training progress (seed {seed})")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(root / "figure-6.png", dpi=120)
+    plt.close(fig)
+    paths += [fig6, root / "figure-6.png"]
+    pair = [k for k in ((DISTDGL, DEFAULT), (searched, OES)) if k in chosen]
+    loads = {k: bandwidth(chosen[k]) for k in pair}
+    fig7 = root / "figure-7.csv"
+    write_csv(fig7, [{"placement": k[0], "scheduler": k[1], "seed": seed, "host": host, "t_s": n * BIN_S,
+                      "mbps": round(v, 3)} for k, hosts in loads.items() for host, series in hosts.items()
+                     for n, v in enumerate(series)], ["placement", "scheduler", "seed", "host", "t_s", "mbps"])
+    fig, axes = plt.subplots(1, len(pair), figsize=(6 * len(pair), 3.6), sharey=True, squeeze=False)
+    for ax, k in zip(axes[0], pair):
+        for host, series in loads[k].items():
+            ax.plot([n * BIN_S for n in range(len(series))], series, linewidth=0.8, label=host)
+        ax.set(title=f"{_label(k)} (seed {seed})", xlabel="time (s)")
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("Mbit/s sent + received")
+    fig.suptitle("Fig. 7: bandwidth used per machine")
+    fig.tight_layout()
+    fig.savefig(root / "figure-7.png", dpi=120)
+    plt.close(fig)
+    return paths + [fig7, root / "figure-7.png"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse  # pylint: disable=import-outside-toplevel
+    parser = argparse.ArgumentParser(prog="python -m experiments.gnn.figures", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir")
+    for path in dgtp_figures(parser.parse_args(argv).dir):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
