@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=_worker)
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
     figures.add_argument("paper", choices=("grouper", "grouper-sim", "dgtp"),
-                         help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18")
+                         help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18; "
+                              "dgtp: DGTP's Table III and Figs. 6-7")
     figures.add_argument("dir", help="sweep directory (holds results.csv)")
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
