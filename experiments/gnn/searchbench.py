@@ -16,14 +16,20 @@ Rows: IFS's seconds (target < 0.1 s), ETP's 10,000 steps judged by Eq. 27 (targe
 < 10 s on the headline job, < 3 min at paper size; paper: < 3 min), and on the
 headline job the same search with its candidates verified by the model (the
 search ``trainbed place`` runs), all in one invocation.
+
+``--figure9 DIR``: the paper's Fig. 9 (``figure9``), ETP against the search that
+costs every proposal by the model's makespan, both for 10,000 steps.
 """
 from __future__ import annotations
 
+import argparse
+import csv
 import random
 import statistics
 import time
 from pathlib import Path
 
+import matplotlib
 import yaml
 
 from controller.schedulers.placement.etp import etp
@@ -33,6 +39,9 @@ from experiments.benchrows import row, show
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
 from topologies.fabric import simulated_rates
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
@@ -110,8 +119,61 @@ def rows() -> list[dict]:
     return out
 
 
-def main() -> None:
-    show(rows())
+def figure9(out: Path, steps: int = STEPS, seed: int = 1, testbeds: dict | None = None) -> Path:
+    """Fig. 9: ETP's search time (Eq. 27's critical path, candidates verified by the
+    model) beside the same search costing every proposal by the model's makespan, on
+    each testbed (name -> a gnn spec), ``steps`` steps each; data first
+    (``figure-9.csv``), then ``figure-9.md`` and ``figure-9.png``."""
+    profile = simulated.load_profile(PROFILE)
+    rows_out = []
+    for name, spec_path in (testbeds or {"heterogeneous NICs (tight)": TIGHT}).items():
+        raw = yaml.safe_load(Path(spec_path).read_text())
+        raw["workload"]["placement"] = "distdgl"
+        with simulated_rates():
+            spec = gnn_spec.validate(raw)
+        simulate = search.makespan(spec, profile)
+        for method, by_simulation in (("ETP (critical path)", False), ("simulated makespan as cost", True)):
+            took, found = _timed(lambda: search.etp_placement(spec, profile, steps, seed,
+                                                             simulated_cost=by_simulation))
+            rows_out.append({"testbed": name, "method": method, "steps": steps, "search_s": round(took, 3),
+                             "makespan_s": round(simulate(found.placement), 3),
+                             "candidates": len(found.result.candidates)})
+            print(f"{name}: {method}: {took:.1f} s, makespan {rows_out[-1]['makespan_s']} s", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "figure-9.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows_out[0]))
+        writer.writeheader()
+        writer.writerows(rows_out)
+    lines = ["# Fig. 9: search time (DGTP paper §VI-A, 'Search time')", "",
+             f"{steps} steps, seed {seed}, on the 2026-11-24 profile; makespan: the model's, {search.WINDOW} "
+             "iterations under OES, of the placement each search chose.", "",
+             "| testbed | search | seconds | chosen placement's makespan (s) |", "|---|---|---|---|"]
+    lines += [f"| {r['testbed']} | {r['method']} | {r['search_s']} | {r['makespan_s']} |" for r in rows_out]
+    (out / "figure-9.md").write_text("\n".join(lines) + "\n")
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    names = list(dict.fromkeys(r["testbed"] for r in rows_out))
+    for k, method in enumerate(dict.fromkeys(r["method"] for r in rows_out)):
+        ax.bar([i + 0.4 * k for i in range(len(names))],
+               [next(r["search_s"] for r in rows_out if r["testbed"] == n and r["method"] == method) for n in names],
+               width=0.4, label=method)
+    ax.set_xticks([i + 0.2 for i in range(len(names))], names)
+    ax.set(ylabel="search time (s)", yscale="log", title=f"Fig. 9: search time, {steps} steps")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "figure-9.png", dpi=120)
+    plt.close(fig)
+    return out / "figure-9.md"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m experiments.gnn.searchbench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--figure9", metavar="DIR", help="measure Fig. 9 into DIR instead of the bench rows")
+    parser.add_argument("--steps", type=int, default=STEPS)
+    args = parser.parse_args(argv)
+    if args.figure9:
+        print(figure9(Path(args.figure9), args.steps))
+    else:
+        show(rows())
 
 
 if __name__ == "__main__":
