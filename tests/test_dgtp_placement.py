@@ -1,5 +1,6 @@
 """DGTP placement (paper 000, §V): the problem, the execution DAG and Eq. 27, IFS, ETP."""
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 
 from controller.schedulers.placement.dag import cost, execution_dag, guaranteed_rates, path_length
 from controller.schedulers.placement.etp import etp
+from controller.schedulers.placement.execution import oes_makespan
 from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
     MOVABLE,
@@ -93,6 +95,43 @@ def test_eq_27_prices_capacity_overload():
     assert cost(small(), PS_ON_B, 2).value == pytest.approx(17) and cost(small(), PS_ON_B, 2).within_capacity
     # A GPU task on a machine without GPUs: no amount of relaxation hosts it.
     assert capacity_penalty(small(), PS_ON_B | {"w0": "B"}) == float("inf")
+
+
+def test_oes_makespan_by_hand():
+    # PS_ON_B, 2 iterations: every flow is alone on its NICs, so it gets its slower NIC
+    # whole, not Eq. 26's share. g0, g1 end at 1; flow g1->s0 #0 100 B at min(100, 50): 3;
+    # its #1 (g1 ends again at 2) waits for #0 (Eq. 12): 3 + 2 = 5. s0 #0 3-4, w0 #0 4-7,
+    # w0->p0 #0 50 B at 50: 8, p0 #0 8-8.5, p0->w0 #0 at 50: 9.5. s0 #1 5-6; w0 #1 waits
+    # for the parameters: 9.5-12.5, w0->p0 #1: 13.5, p0 #1: 14 (the DAG's 17).
+    assert oes_makespan(small(), PS_ON_B, 2) == pytest.approx(14, rel=1e-9)
+
+
+def test_oes_splits_a_shared_nic_and_speeds_up_the_flow_left_alone():
+    machines = [Machine("A", {}, 100, 100), Machine("B", {}, 100, 100)]
+    tasks = [Task("g0", "store", 1, home="A"), Task("g1", "store", 1, home="B"),
+             Task("s0", "sampler", 1), Task("s1", "sampler", 1)]
+    problem = Problem(machines, tasks, [Transfer("g0", "s0", "feature", 100), Transfer("g0", "s1", "feature", 300)])
+    placement = {"g0": "A", "g1": "B", "s0": "B", "s1": "B"}
+    # From 1 both flows leave A (and enter B): 50 B/s each. g0->s0 ends at 1 + 100/50 = 3;
+    # g0->s1 has 200 B left and A to itself: 100 B/s, ends at 5; s1 runs 5-6. The DAG
+    # keeps Eq. 26's 50 B/s: 1 + 300/50 + 1 = 8.
+    assert oes_makespan(problem, placement, 1) == pytest.approx(6, rel=1e-9)
+    assert path_length(problem, placement, 1) == pytest.approx(8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 3), st.integers(0, 2), st.integers(0, 1), st.booleans(), st.integers(1, 4),
+       st.randoms(use_true_random=False))
+def test_oes_on_one_machine_is_the_critical_path(samplers, workers, ps, ring, iterations, rnd):
+    """No flows: OES runs every task as soon as the DAG's edges let it."""
+    ring = ring and workers == 2
+    problem = job([{}], {}, {kind: {} for kind in MOVABLE}, samplers, workers, 0 if ring else ps, ring)
+    tasks = [replace(t, exec_s=[rnd.choice((0, 0.5, 1, 3)) for _ in range(rnd.randint(1, 3))])
+             for t in problem.tasks.values()]
+    problem = Problem([replace(problem.machines["m0"], speed=rnd.choice((0.5, 1, 2)))], tasks, problem.transfers)
+    placement = dict.fromkeys(problem.tasks, "m0")
+    assert oes_makespan(problem, placement, iterations) == pytest.approx(
+        execution_dag(problem, placement, iterations).critical_path().length, rel=1e-12, abs=1e-12)
 
 
 # --- IFS --------------------------------------------------------------------------
@@ -221,6 +260,33 @@ def test_the_fast_path_length_is_the_dags_critical_path(problem, iterations, rnd
             placement[t] = placement[task.worker]
     assert path_length(problem, placement, iterations) == pytest.approx(
         execution_dag(problem, placement, iterations).critical_path().length, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(tiny_jobs(), st.integers(1, 4), st.randoms(use_true_random=False))
+def test_oes_never_takes_longer_than_the_critical_path_theorem_3(problem, iterations, rnd):
+    """Theorem 3 on random placements with uneven speeds, NIC rates, execution times and
+    bytes (some iterations send none): under OES no flow ever gets less than Eq. 26's
+    rate (Lemma 1). Nor more than its slower NIC alone, which is at most Eq. 26's rate
+    with every NIC as many times faster as there are pairs: that DAG is a lower bound."""
+    machines = [Machine(m.name, m.capacity, rnd.choice((50, 100)), rnd.choice((50, 100)), speed=rnd.choice((0.5, 1, 2)))
+                for m in problem.machines.values()]
+    tasks = [replace(t, exec_s=[rnd.choice((0, 0.5, 1, 3)) for _ in range(rnd.randint(1, 3))])
+             for t in problem.tasks.values()]
+    transfers = [replace(t, bytes=[rnd.choice((0, 10, 40, 200)) for _ in range(rnd.randint(1, 3))])
+                 if any(t.bytes) else t for t in problem.transfers]
+    problem = Problem(machines, tasks, transfers)
+    names = list(problem.machines)
+    placement = {t: (task.home if task.home else rnd.choice(names)) for t, task in problem.tasks.items()}
+    for t, task in problem.tasks.items():
+        if task.worker is not None:
+            placement[t] = placement[task.worker]
+    makespan = oes_makespan(problem, placement, iterations)
+    assert makespan <= path_length(problem, placement, iterations) * (1 + 1e-9)
+    faster = max(1, len(problem.pairs))
+    unbounded = Problem([replace(m, nic_in=m.nic_in * faster, nic_out=m.nic_out * faster) for m in machines],
+                        tasks, transfers)
+    assert makespan >= path_length(unbounded, placement, iterations) * (1 - 1e-9)
 
 
 def test_etp_moves_the_ps_to_the_fast_nic_is_never_worse_than_ifs_and_keeps_capacities():
@@ -399,6 +465,8 @@ BAD_CALLS = [
     (lambda p: check_placement(p, GOOD | {"s0": "C"}), r"placement\.s0: 'C' is not a machine"),
     (lambda p: check_placement(p, GOOD | {"g0": "B"}), r"placement\.g0: a store stays on its home A, not B"),
     (lambda p: execution_dag(p, GOOD, 0), "iterations must be an integer >= 1"),
+    (lambda p: oes_makespan(p, GOOD, True), "iterations must be an integer >= 1"),
+    (lambda p: oes_makespan(p, GOOD | {"g0": "B"}, 1), r"placement\.g0: a store stays on its home A"),
     (lambda p: etp(p, steps=-1, seed=0), "steps must be an integer >= 0"),
     (lambda p: etp(p, steps=1, seed="x"), "seed must be an integer"),
     (lambda p: etp(p, steps=1, seed=0, beta=0), "beta must be a finite number > 0"),

@@ -25,6 +25,7 @@ from controller.schedulers.placement.problem import (
     Problem,
     capacity_penalty,
     check_placement,
+    check_window,
 )
 
 
@@ -86,8 +87,7 @@ class ExecutionDag:
 def execution_dag(problem: Problem, placement: Mapping[str, str], iterations: int) -> ExecutionDag:
     """The execution DAG of ``placement`` over iterations 0 .. ``iterations`` - 1."""
     check_placement(problem, placement)
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    check_window(iterations)
     rates = guaranteed_rates(problem, placement)
     speed = {t: problem.machines[placement[t]].speed for t in problem.tasks}
     vertices: list[tuple] = []
@@ -146,8 +146,7 @@ def path_length(problem: Problem, placement: Mapping[str, str], iterations: int)
     time kept per task (or flow) and iteration. ETP costs thousands of placements;
     this is what it calls."""
     check_placement(problem, placement)
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+    check_window(iterations)
     rates = guaranteed_rates(problem, placement)
     machines = problem.machines
     task_done: dict[str, list[float]] = {t: [] for t in problem.tasks}

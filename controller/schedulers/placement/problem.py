@@ -306,6 +306,12 @@ class Problem:
         return tuple(order)
 
 
+def check_window(iterations) -> None:
+    """Raise unless ``iterations`` (a window of the execution DAG) is an integer >= 1."""
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an integer >= 1, got {iterations!r}")
+
+
 def check_placement(problem: Problem, placement: Mapping[str, str]) -> None:
     """Raise unless ``placement`` puts every task on a machine, each store on its home
     (constraint (3)) and each allreduce task with its worker (constraint (4)).
