@@ -8,6 +8,7 @@ CPUs, load and the checkout's ``git_commit`` and ``git_dirty``), raw logs,
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -83,6 +84,11 @@ def read_jsonl(path: Path, missing_ok: bool = False) -> list:
     if missing_ok and kept(path) is None:
         return []
     return [json.loads(line) for line in _read_text(path).splitlines() if line.strip()]
+
+
+def read_csv(path: Path) -> list[dict]:
+    """A CSV file with a header (``flows.csv``), plain or kept gzipped: one dict a row."""
+    return list(csv.DictReader(_read_text(path).splitlines()))
 
 
 def read_json(path: Path):

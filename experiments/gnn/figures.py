@@ -172,7 +172,7 @@ def _searched(cells: Sequence[Cell]) -> str:
 
 def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
     """(seconds since the tasks were up, validation accuracy) at worker 0's evaluations."""
-    events = store.read_jsonl(store.kept(cell.run_dir / "events.jsonl"))
+    events = store.read_jsonl(cell.run_dir / "events.jsonl")
     up = max(e["t"] for e in events if e["kind"] == "hello")
     return [(round(e["t"] - up, 3), e["val_accuracy"]) for e in events
             if e["kind"] == "iteration_end" and e["task"] == "worker0" and e.get("val_accuracy") is not None]
@@ -180,9 +180,7 @@ def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
 
 def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
     """host -> Mbit/s it sent plus received in each ``bin_s`` bin since the first transfer."""
-    flows_path = store.kept(cell.run_dir / "flows.csv")
-    with (open(flows_path, newline="") if flows_path.suffix != ".gz" else _gz(flows_path)) as f:
-        rows = [r for r in csv.DictReader(f) if r["duration_s"] not in ("", None)]
+    rows = [r for r in store.read_csv(cell.run_dir / "flows.csv") if r["duration_s"] not in ("", None)]
     start = min(float(r["start_t"]) for r in rows)
     end = max(float(r["start_t"]) + float(r["duration_s"]) for r in rows)
     bins = int((end - start) / bin_s) + 1
@@ -198,11 +196,6 @@ def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
                 series[k] += nbytes * (edge - t) / d
                 t, k = edge, k + 1
     return {host: [b * 8 / 1e6 / bin_s for b in load[host]] for host in sorted(load)}
-
-
-def _gz(path: Path):
-    import gzip  # pylint: disable=import-outside-toplevel
-    return gzip.open(path, "rt", newline="")
 
 
 def _fmt(value, kind: str = "s") -> str:
