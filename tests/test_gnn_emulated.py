@@ -93,3 +93,41 @@ def test_a_killed_task_ends_the_run_naming_it_and_leaves_nothing(tmp_path, priva
     assert f"task {victim} on {host}" in summary["error"], summary["error"]
     assert (out / "events.jsonl").stat().st_size > 0 and (out / "tasks.log").exists()
     assert_nothing_left(fabric_of(spec), private_state, out, namespaces)
+
+
+def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(tmp_path, private_state):
+    """The smoke job profiled, then run on ETP's placement of that profile with tbh2
+    three times slower: the run directory has the search's trace, the tasks ran where
+    the search put them, and tbh2's store served its requests about three times as
+    slowly as tbh1's (the same kind of requests, in the same run)."""
+    namespaces = netns_inodes()
+    raw = read_spec(SMOKE)
+    raw.update(name="gnn-profiled", scheduler={"name": "default"})
+    raw["workload"].update(profile=True, iterations=8)
+    spec_path = tmp_path / "profile.yaml"
+    spec_path.write_text(json.dumps(raw))
+    profiled = tmp_path / "profiled"
+    proc = run_cli(spec_path, profiled)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    raw = read_spec(SMOKE)
+    raw["name"] = "gnn-searched"
+    raw["workload"].update(placement={"kind": "etp", "profile": str(profiled / "profile.json"), "steps": 150,
+                                      "seed": 1}, compute_factor={"tbh2": 3}, iterations=8)
+    spec_path = tmp_path / "searched.yaml"
+    spec_path.write_text(json.dumps(raw))
+    spec = validate_any(raw)
+    out = tmp_path / "searched"
+    proc = run_cli(spec_path, out)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] and summary["placement"] == "etp"
+    assert summary["task_placement"] == spec["workload"]["placement"]["tasks"]
+    trace = (out / "placement_trace.csv").read_text().splitlines()
+    assert len(trace) == 1 + 1 + 150  # header, IFS's placement, one row per step
+    served = {"store0": [], "store1": []}
+    for e in read_jsonl(out / "events.jsonl"):
+        if e["kind"] == "compute" and e["task"] in served:
+            served[e["task"]].append(e["seconds"])
+    slow, fast = (sorted(served[s])[len(served[s]) // 2] for s in ("store1", "store0"))
+    assert slow >= 2 * fast, (slow, fast)
+    assert_nothing_left(fabric_of(spec), private_state, out, namespaces)

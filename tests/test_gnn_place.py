@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -261,3 +262,22 @@ def test_one_line_refusals(tmp_path, capsys, spec):
     with pytest.raises(SpecError, match=r"^workload\.placement: ") as err:  # 11 tasks, 8 CPUs
         gnn_spec.validate(cramped)
     assert "\n" not in str(err.value)
+
+
+def test_a_compute_factor_is_the_machines_speed_and_the_profiled_times_are_at_speed_1(profile):
+    raw = raw_spec()
+    raw["workload"]["compute_factor"] = {"tbh2": 4}
+    slow = gnn_spec.validate(raw)
+    plain_problem = search.problem_from_profile(gnn_spec.validate(raw_spec()), profile)
+    problem = search.problem_from_profile(slow, profile)
+    assert problem.machines["tbh2"].speed == 0.25 and problem.machines["tbh1"].speed == 1.0
+    assert problem.tasks["worker0"].exec_s == plain_problem.tasks["worker0"].exec_s  # profiled at factor 1
+    # a profile taken with factor 4 on tbh2: what ran there is divided back to speed 1
+    stretched = copy.deepcopy(profile.spec)
+    stretched["workload"]["compute_factor"] = {"tbh1": 1.0, "tbh2": 4.0, "tbh3": 1.0, "tbh4": 1.0}
+    on_tbh2 = [t for t, h in profile.spec["workload"]["placement"]["tasks"].items() if h == "tbh2"]
+    scaled = dataclasses.replace(profile, spec=stretched, compute_s={
+        t: [4 * x for x in v] if t in on_tbh2 else v for t, v in profile.compute_s.items()})
+    worker = next(t for t in on_tbh2 if t.startswith("worker"))
+    assert search.problem_from_profile(slow, scaled).tasks[worker].exec_s == pytest.approx(
+        plain_problem.tasks[worker].exec_s, rel=1e-12)

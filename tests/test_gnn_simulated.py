@@ -391,3 +391,42 @@ def test_compare_predicts_a_recorded_run_beside_its_measurement(tmp_path, capsys
     assert slower["profile"] == str(other) and slower["predicted_iteration_s"] > got["predicted_iteration_s"]
     simulated.main([str(run_dir)])
     assert f"| {run_dir} | explicit | oes | 6 | 0.25 | {got['predicted_iteration_s']} |" in capsys.readouterr().out
+
+
+# --- per-host compute factors ----------------------------------------------------------
+
+def test_a_compute_factor_stretches_the_tasks_on_its_host_and_the_profile_is_normalised():
+    placement = {"sampler0": "tbh1", "worker0": "tbh1", "ps0": "tbh2"}
+    plain = tiny(placement)
+    raw = tiny_raw(placement)
+    raw["workload"]["compute_factor"] = {"tbh1": 3}
+    slow = gnn_spec.validate(raw)
+    assert slow["workload"]["compute_factor"] == {"tbh1": 3.0, "tbh2": 1.0}
+    costs = Costs(asks={"sampler0": ["store0"]})  # only tbh1's store serves: every compute but the PS's on tbh1
+    profile = profile_of(plain, costs)  # profiled at factor 1
+    computes = {e["task"]: e["compute_s"] for e in run(slow, costs, "default", profile).events
+                if e["kind"] == "iteration_end"}
+    assert computes["worker0"] == pytest.approx(3 * costs.worker_s, rel=1e-9)
+    # A profile taken at factor 3 stands for factor-1 times three times as long: the
+    # factor-3 run predicts the same from either profile.
+    slow_profile = profile_of(slow, dataclasses.replace(costs, worker_s=3 * costs.worker_s,
+                                                        round_s=3 * costs.round_s, store_s=3 * costs.store_s,
+                                                        eval_s=3 * costs.eval_s))
+    assert run(slow, costs, "default", slow_profile).end_s == pytest.approx(
+        run(slow, costs, "default", profile).end_s, rel=1e-9)
+    assert run(plain, costs, "default", slow_profile).end_s == pytest.approx(
+        run(plain, costs, "default", profile).end_s, rel=1e-9)
+    assert run(slow, costs, "default", profile).end_s > run(plain, costs, "default", profile).end_s
+
+
+@pytest.mark.parametrize("factor, message", [
+    ({"tbh9": 2}, r"^workload\.compute_factor\.tbh9: is not a host of the topology \(tbh1, tbh2\)$"),
+    ({"tbh1": 0.5}, r"^workload\.compute_factor\.tbh1: must be "),
+    ({"tbh1": "fast"}, r"^workload\.compute_factor\.tbh1: must be a number"),
+    ([2], r"^workload\.compute_factor: ")])
+def test_a_bad_compute_factor_is_one_line_naming_the_field(factor, message):
+    raw = tiny_raw({"sampler0": "tbh1", "worker0": "tbh1", "ps0": "tbh2"})
+    raw["workload"]["compute_factor"] = factor
+    with pytest.raises(SpecError, match=message) as err:
+        gnn_spec.validate(raw)
+    assert "\n" not in str(err.value)

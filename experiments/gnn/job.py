@@ -45,7 +45,8 @@ def prepare(workload: dict, tasks: dict[str, str], addresses: dict[str, str], ma
         **{k: workload[k] for k in ("fanouts", "batch_size", "hidden", "lr", "iterations", "eval_every",
                                     "eval_nodes", "sync", "workers", "samplers_per_worker", "ps", "profile")},
         "seed": seed, "timeout_s": timeout_s,
-        "tasks": {task: {"host": host, "ip": addresses[host], "port": TASK_PORT_BASE + k}
+        "tasks": {task: {"host": host, "ip": addresses[host], "port": TASK_PORT_BASE + k,
+                         "compute_factor": workload.get("compute_factor", {}).get(host, 1.0)}
                   for k, (task, host) in enumerate(tasks.items())},
     }
     (out_dir / "config.json").write_text(json.dumps(config, indent=1))

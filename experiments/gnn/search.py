@@ -9,8 +9,10 @@ job's model (``experiments.gnn.simulated``) predicting the chosen placement.
   gpu). NIC rates in and out: the host's link rate (``host_mbps``, its
   ``host_mbps_overrides``), in payload bytes/s: Mbit/s x 1e6 / 8 over the model's wire
   factor (TCP/IP/Ethernet headers at the spec's MTU), so bytes / rate is a transfer's
-  time on the wire as the model counts it. Speed: 1 for every host (the spec has no
-  per-host compute factor yet).
+  time on the wire as the model counts it. Speed: 1 / the host's ``compute_factor``
+  (a task's time on it is its time at speed 1 times the factor, as the emulated task
+  sleeps; the profiled times are divided by the factor of the host each task was
+  profiled on).
 - Tasks: ``placement.task_ids``' (stores, samplers, workers, PSs), store m fixed on the
   m-th host; demands: the resolved ``workload.task_resources`` of the task's kind.
   With ``sync: allreduce``, the ring's tasks (``ring_allreduce``, ring in worker
@@ -109,8 +111,11 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     profile.check_job(view)
     count, source = profile.iterations, profile.source
     wire = simulated.wire_factor(spec["emulation"]["mtu"])
+    factor = workload.get("compute_factor", {})
     machines = [Machine(host, {RESOURCE_OF[r]: v for r, v in workload["machines"][host].items()},
-                        mbps * 1e6 / 8 / wire, mbps * 1e6 / 8 / wire) for host, mbps in hosts.items()]
+                        mbps * 1e6 / 8 / wire, mbps * 1e6 / 8 / wire, speed=1.0 / factor.get(host, 1.0))
+                for host, mbps in hosts.items()]
+    profiled = profile.compute_factors()  # the profiled times include their hosts' factors: taken out
 
     def series(src: str, dst: str, phase: str, required: bool = False) -> list[float]:
         got = [profile.bytes.get((src, dst, phase, n)) for n in range(count)]
@@ -137,18 +142,18 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
                 if iteration == n:
                     per_sampler[sampler] = per_sampler.get(sampler, 0.0) + sum(a[3] for a in asked if a[0] == store)
             served.append(max(per_sampler.values(), default=0.0))
-        tasks.append(Task(store, "store", served, demand["store"], home=host_list[m]))
+        tasks.append(Task(store, "store", [t / profiled[store] for t in served], demand["store"], home=host_list[m]))
     for sampler in samplers:
         rounds = profile.rounds_s[sampler]
         tasks.append(Task(sampler, "sampler", [
-            sum(rounds[n]) + (sum(profile.eval_rounds_s[sampler][n]) if sampler == "sampler0" and n in evaluations
-                              else 0.0) for n in range(count)], demand["sampler"]))
+            (sum(rounds[n]) + (sum(profile.eval_rounds_s[sampler][n]) if sampler == "sampler0" and n in evaluations
+                               else 0.0)) / profiled[sampler] for n in range(count)], demand["sampler"]))
     for worker in worker_ids:
         tasks.append(Task(worker, "worker", [
-            profile.compute_s[worker][n] + (profile.eval_s[n] if worker == "worker0" and n in eval_of else 0.0)
-            for n in range(count)], demand["worker"]))
+            (profile.compute_s[worker][n] + (profile.eval_s[n] if worker == "worker0" and n in eval_of else 0.0))
+            / profiled[worker] for n in range(count)], demand["worker"]))
     for p in ps_ids:
-        tasks.append(Task(p, "ps", profile.compute_s[p][:count], demand["ps"]))
+        tasks.append(Task(p, "ps", [t / profiled[p] for t in profile.compute_s[p][:count]], demand["ps"]))
     hops = len(workload["fanouts"])
     rounds = [f"sample{h}" for h in range(hops)] + ["feature"]
     transfers: list[Transfer] = []

@@ -105,6 +105,14 @@ POLICIES = ("default",) + tuple(oes.rate_policies())
 Wait = Callable[[Callable[[], None]], None]  # arms a wait: calls its argument once satisfied
 
 
+def compute_factors(spec: dict) -> dict[str, float]:
+    """task -> the compute factor of its host in a resolved spec (1 in a spec resolved
+    before there were factors: a profile's)."""
+    workload = spec["workload"]
+    factors = workload.get("compute_factor", {})
+    return {t: factors.get(host, 1.0) for t, host in workload["placement"]["tasks"].items()}
+
+
 class ProfileError(ValueError):
     """A profile the model cannot use; the message is one line naming the profile."""
 
@@ -188,6 +196,10 @@ class Profile:
         return cls(source, spec, count, raw["compute_s"], raw["sampler_rounds_s"], raw["sampler_eval_rounds_s"],
                    eval_s, requests, volumes, evaluations)
 
+    def compute_factors(self) -> dict[str, float]:
+        """task -> the compute factor of the host it was profiled on (its times include it)."""
+        return compute_factors(self.spec)
+
     def check_job(self, spec: dict) -> None:
         """ProfileError unless ``spec`` trains the job this profile is of."""
         mine, theirs = spec["workload"], self.spec["workload"]
@@ -250,6 +262,9 @@ class GnnSimulation:
         workload = spec["workload"]
         self.profile = profile
         self.tasks = dict(workload["placement"]["tasks"])
+        # A profiled compute time, taken on its task's profiled host, on the host here.
+        here, there = compute_factors(spec), profile.compute_factors()
+        self.stretch = {t: here[t] / there[t] for t in self.tasks}
         self.iterations = workload["iterations"] if iterations is None else iterations
         self.workers, self.per_worker = workload["workers"], workload["samplers_per_worker"]
         self.ps = [t for t in self.tasks if t.startswith("ps")]
@@ -412,9 +427,9 @@ class GnnSimulation:
         for step, compute_s in zip(steps, rounds):
             asked = self.profile.requests.get((name, p, step), [])
             for store_task, request, reply, store_s in asked:  # one after the other
-                yield self.send(name, store_task, step, n, request, reply=(reply, store_s))
+                yield self.send(name, store_task, step, n, request, reply=(reply, store_s * self.stretch[store_task]))
             yield self.receive(name, [(a[0], step, n) for a in asked])
-            yield self.sleep(compute_s)
+            yield self.sleep(compute_s * self.stretch[name])
 
     def worker(self, w: int) -> Iterator[Wait]:
         name = f"worker{w}"
@@ -427,7 +442,7 @@ class GnnSimulation:
             waited = self.now
             yield self.receive(name, [(s, "minibatch", n) for s in samplers])
             started = self.now
-            yield self.sleep(self.profile.compute_s[name][p])
+            yield self.sleep(self.profile.compute_s[name][p] * self.stretch[name])
             computed = self.now
             for s in samplers:
                 self.give_credit(s)
@@ -444,7 +459,7 @@ class GnnSimulation:
             synced = self.now
             if w == 0 and n in self.evaluation:
                 yield self.receive(name, [(samplers[0], "evalbatch", n)])
-                yield self.sleep(self.profile.eval_s[self.evaluated(n)])
+                yield self.sleep(self.profile.eval_s[self.evaluated(n)] * self.stretch[name])
             self.result.events.append({"kind": "iteration_end", "t": self.now, "host": self.tasks[name],
                                        "task": name, "iteration": n, "loss": None, "val_accuracy": None,
                                        "compute_s": computed - started, "sync_s": synced - computed,
@@ -456,7 +471,7 @@ class GnnSimulation:
         for n in range(self.iterations):
             p = n % self.profile.iterations
             yield self.receive(name, [(w, "gradient", n) for w in workers])
-            yield self.sleep(self.profile.compute_s[name][p])
+            yield self.sleep(self.profile.compute_s[name][p] * self.stretch[name])
             yield self.together(*[self.send(name, w, "parameter", n, self.volume(name, w, "parameter", p))
                                   for w in workers])
 

@@ -31,6 +31,8 @@ Format (defaults in comments)::
         tbh1: {cpus: 4, memory_gb: 16}
       task_resources:            # per task kind, see TASK_DEFAULTS
         worker: {cpus: 2}
+      compute_factor:            # per host, 1 (1..100): its tasks compute this many times as long
+        tbh3: 2.0                # (a slower machine: the task sleeps (factor - 1) x each compute step)
       placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
                                  # | {kind: etp, profile: PATH, steps: 10000, seed: 0}: DGTP's search
                                  # (experiments.gnn.search) on that profile, resolved here
@@ -77,7 +79,7 @@ TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload",
 SIMULATION_FIELDS = {"profile"}
 WORKLOAD_FIELDS = {"kind", "graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
                    "lr", "iterations", "target_accuracy", "eval_every", "eval_nodes", "profile", "machines",
-                   "task_resources", "placement"}
+                   "task_resources", "compute_factor", "placement"}
 GRAPH_FIELDS = {"shape", "nodes", "avg_degree"}
 SYNCS = ("ps", "allreduce")
 SCHEDULERS = ("oes", "default", "omcoflow", "mrtf")  # each but default is a rate policy of oes.rate_policies
@@ -140,7 +142,8 @@ def validate(raw) -> dict:
                 "eval_nodes": integer("workload.eval_nodes", field("eval_nodes"), minimum=1, maximum=100_000),
                 "profile": boolean("workload.profile", field("profile")),
                 "machines": _machines(workload.get("machines"), hosts),
-                "task_resources": _task_resources(workload.get("task_resources"))}
+                "task_resources": _task_resources(workload.get("task_resources")),
+                "compute_factor": _compute_factor(workload.get("compute_factor"), hosts)}
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
     scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)}
     # A searched placement simulates its candidates under the run's scheduler.
@@ -185,6 +188,20 @@ def _machines(raw, hosts: list[str]) -> dict:
                             f"{name!r} is not a host of the topology ({hosts[0]}..{hosts[-1]})")
     return {host: _resources(at("workload.machines", host), section.get(host), MACHINE_DEFAULTS, machine=True)
             for host in hosts}
+
+
+MAX_COMPUTE_FACTOR = 100.0
+
+
+def _compute_factor(raw, hosts: list[str]) -> dict:
+    """host -> its factor (every host; 1 where not given). Reading: a factor slows a host
+    down against this box (a task cannot compute faster than the box does), so >= 1."""
+    section = mapping("workload.compute_factor", raw, optional=True)
+    for name in section:
+        if name not in hosts:
+            raise SpecError(at("workload.compute_factor", name), f"is not a host of the topology ({', '.join(hosts)})")
+    return {host: number(at("workload.compute_factor", host), section.get(host, 1.0), minimum=1.0,
+                         maximum=MAX_COMPUTE_FACTOR) for host in hosts}
 
 
 def _task_resources(raw) -> dict:

@@ -28,8 +28,9 @@ Every task runs when its inputs have arrived (blocking receives); a receiving si
 reads each connection in its own thread, so a transfer completes when the network
 delivers it, not when the receiver is ready to use it. Transfers between machines
 are reported as flows (``hosts.gnn.wire``). Per iteration, tasks also report their
-execution time (``compute``: task, iteration, seconds), and worker 0 its loss and,
-on evaluation iterations, the validation accuracy (``iteration_end``).
+execution time (``compute``: task, iteration, seconds; on a machine of compute
+factor f, f times what the step took on this box, ``computed``), and worker 0 its
+loss and, on evaluation iterations, the validation accuracy (``iteration_end``).
 
 The run's ``--config`` (JSON written by the driver) holds the job: graph files,
 task placement (host, ip, port per task), model and training parameters.
@@ -89,6 +90,17 @@ class Job:
 
     def is_eval(self, iteration: int) -> bool:
         return is_eval(iteration, self.eval_every, self.iterations)
+
+
+def computed(job: Job, task_id: str, started: float) -> float:
+    """Seconds of a compute step begun at ``started`` (``time.perf_counter``) on this
+    task's machine. A machine of compute factor f computes f times as long as this box:
+    the task sleeps (f - 1) x what the step took here, and reports the whole."""
+    took = time.perf_counter() - started
+    factor = job.cfg["tasks"][task_id].get("compute_factor", 1.0)
+    if factor > 1.0:
+        time.sleep((factor - 1.0) * took)
+    return time.perf_counter() - started
 
 
 def _index(task_id: str) -> int:
@@ -182,7 +194,7 @@ def run_store(job: Job, task: Task) -> None:
                 reply = (FEAT_REP, {"feat": features[rows], "label": labels[rows]}, meta["reply_phase"])
             else:
                 raise PeerError(f"{link.peer_task}: unexpected frame kind {kind}")
-            compute_s = time.perf_counter() - started
+            compute_s = computed(job, task.task_id, started)
             sent = link.send(reply[0], iteration, reply[1], phase=reply[2])
             # Both sizes, local replies and unreported requests included: a model of another
             # placement needs every request round, wherever its ends are.
@@ -292,7 +304,7 @@ class Sampler:
             block = dgl.to_block(hop_graph, dst_nodes=torch.from_numpy(frontier))
             blocks.insert(0, block)
             frontier = block.srcdata[dgl.NID].numpy()
-            rounds.append(time.perf_counter() - started)
+            rounds.append(computed(self.job, self.task.task_id, started))
         replies = self.ask_owners(FEAT_REQ, iteration, frontier, reply_phase=f"{purpose}feature")
         started = time.perf_counter()
         feat = np.empty((frontier.size, self.job.features), dtype=np.float32)
@@ -307,7 +319,7 @@ class Sampler:
             src, dst = block.edges()
             arrays[f"src{b}"], arrays[f"dst{b}"] = src.numpy(), dst.numpy()
             sizes.append([block.num_src_nodes(), block.num_dst_nodes()])
-        rounds.append(time.perf_counter() - started)
+        rounds.append(computed(self.job, self.task.task_id, started))
         return {"arrays": arrays, "sizes": sizes}, rounds
 
     def run(self) -> None:
@@ -461,7 +473,7 @@ class Worker:
             loss = sum(loss_fn(self.model(_blocks(dgl, torch, b), torch.from_numpy(b["feat"])),
                                torch.from_numpy(b["label"])) for b in batches) / len(batches)
             loss.backward()
-            compute_s = time.perf_counter() - started
+            compute_s = computed(job, self.task.task_id, started)
             for reader in self.samplers:
                 reader.link.send(CREDIT, iteration)
             synced = time.perf_counter()
@@ -475,7 +487,7 @@ class Worker:
                 with torch.no_grad():
                     logits = self.model(_blocks(dgl, torch, evaluation), torch.from_numpy(evaluation["feat"]))
                 accuracy = float((logits.argmax(1).numpy() == evaluation["label"]).mean())
-                evaluated["eval_s"] = round(time.perf_counter() - eval_started, 6)
+                evaluated["eval_s"] = round(computed(job, self.task.task_id, eval_started), 6)
             self.task.emit("compute", iteration=iteration, seconds=round(compute_s, 6), **evaluated)
             self.task.emit("iteration_end", iteration=iteration, loss=round(loss.item(), 6),
                            val_accuracy=accuracy, compute_s=round(compute_s, 6), sync_s=round(sync_s, 6),
@@ -504,7 +516,7 @@ def run_ps(job: Job, task: Task) -> None:
         param.grad = torch.from_numpy(np.mean(grads, axis=0, dtype=np.float32))
         optimizer.step()
         values = param.detach().numpy().copy()
-        task.emit("compute", iteration=iteration, seconds=round(time.perf_counter() - started, 6))
+        task.emit("compute", iteration=iteration, seconds=round(computed(job, task.task_id, started), 6))
         threads = [spawn(task, f"pull {reader.link.peer_task}", reader.link.send, PARAM, iteration,
                          {"param": values}, "parameter") for reader in readers]
         for thread in threads:
