@@ -52,11 +52,14 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     assert decisions
     for d in decisions:
         active = [oes.Flow(str(i), src, dst) for i, (src, dst) in enumerate(d["active"])]
-        expected = {}
+        rate, count = {}, {}
         for flow, mbps in oes.oes_rates(machines, active).items():
-            expected.setdefault((active[int(flow)].src, active[int(flow)].dst), set()).add(round(mbps, 3))
+            pair = (active[int(flow)].src, active[int(flow)].dst)
+            rate[pair], count[pair] = mbps, count.get(pair, 0) + 1  # OES: one rate per machine pair
         for src, dst, _proto, _sport, _dport, mbps, _policy_id in d["set"]:
-            assert expected[(src, dst)] == {mbps}
+            # a connection carries the sum of its active transfers' rates (a sampler's
+            # mini-batch and evaluation batch of one iteration can both be active)
+            assert mbps in {round(k * rate[src, dst], 3) for k in range(1, count[src, dst] + 1)}
     # Some transfers shared a NIC, so OES gave rates below the link rate.
     assert any(entry[5] < 100 for d in decisions for entry in d["set"])
     assert summary["rate_updates"]["latency_ms_p99"] is not None
@@ -106,9 +109,13 @@ def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(
     raw["workload"].update(profile=True, iterations=8)
     spec_path = tmp_path / "profile.yaml"
     spec_path.write_text(json.dumps(raw))
-    profiled = tmp_path / "profiled"
-    proc = run_cli(spec_path, profiled)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    for attempt in range(2):  # a second profile only when the first run says the box took its CPU
+        profiled = tmp_path / f"profiled{attempt}"
+        proc = run_cli(spec_path, profiled)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        verdict = json.loads((profiled / "profile.json").read_text())
+        if verdict["trustworthy"] or not all("CPU" in r for r in verdict["untrustworthy_reasons"]):
+            break
     raw = read_spec(SMOKE)
     raw["name"] = "gnn-searched"
     raw["workload"].update(placement={"kind": "etp", "profile": str(profiled / "profile.json"), "steps": 150,

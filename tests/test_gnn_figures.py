@@ -1,0 +1,76 @@
+"""``trainbed figures dgtp``: Table III and Figs. 6-7 from the kept Table III sweep
+(measurements/gnn-dgtp-2026-11-24), recomputed here from its cells' data."""
+from __future__ import annotations
+
+import csv
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from experiments import store
+from experiments.cli import main
+from experiments.errors import SpecError
+from experiments.gnn import figures
+
+SWEEP = Path(__file__).resolve().parents[1] / "measurements/gnn-dgtp-2026-11-24"
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dgtp") / "sweep"
+    shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))
+    figures.dgtp_figures(out)
+    return out
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_table_3_is_the_cells_means_and_the_gain_pairs_seeds(drawn):
+    cells, left_out = figures.load_cells(drawn)
+    rows = {(r["placement"], r["scheduler"]): r for r in _rows(drawn / "table-3.csv")}
+    assert set(rows) == {("distdgl", "default"), ("distdgl", "oes"), ("etp", "default"), ("etp", "oes")}
+    for key, row in rows.items():
+        mine = [c.summary["time_to_accuracy_s"] for c in cells if c.key == key]
+        assert int(row["seeds"]) == len(mine) and float(row["time_to_accuracy_s"]) == pytest.approx(
+            statistics.fmean(mine))
+    gains = {r["comparison"]: r for r in _rows(drawn / "table-3-gains.csv")}
+    dgtp = gains["DGTP (ETP + OES) vs DistDGL + FIFO"]
+    better = {c.seed: c.summary["time_to_accuracy_s"] for c in cells if c.key == ("etp", "oes")}
+    base = {c.seed: c.summary["time_to_accuracy_s"] for c in cells if c.key == ("distdgl", "default")}
+    seeds = sorted(set(better) & set(base))
+    assert int(dgtp["seeds"]) == len(seeds) >= 3
+    assert float(dgtp["time_to_accuracy_reduction"]) == pytest.approx(
+        1 - statistics.fmean(better[s] for s in seeds) / statistics.fmean(base[s] for s in seeds))
+    assert float(dgtp["paper"]) == 0.28  # PS, ogbn-products
+    assert "| DistDGL + FIFO |" in (drawn / "table-3.md").read_text()
+
+
+def test_figure_6_is_worker_0s_evaluations_and_figure_7_every_hosts_bytes(drawn):
+    curve = _rows(drawn / "figure-6.csv")
+    assert {(r["placement"], r["scheduler"]) for r in curve} == {
+        ("distdgl", "default"), ("distdgl", "oes"), ("etp", "default"), ("etp", "oes")}
+    assert all(0 <= float(r["val_accuracy"]) <= 1 for r in curve)
+    load = _rows(drawn / "figure-7.csv")
+    assert {r["host"] for r in load} == {"tbh1", "tbh2", "tbh3", "tbh4"}
+    # Fig. 7 spreads every reported byte over its transfer: the bins add up to twice the
+    # bytes (counted at both ends) of the cell it draws.
+    cell = next(c for c in figures.load_cells(drawn)[0] if c.key == ("distdgl", "default")
+                and c.seed == int(load[0]["seed"]))
+    with_bytes = sum(float(r["mbps"]) * 1e6 / 8 * figures.BIN_S for r in load
+                     if (r["placement"], r["scheduler"]) == cell.key)
+    reported = sum(int(r["bytes"]) for r in store.read_csv(cell.run_dir / "flows.csv") if r["duration_s"])
+    assert with_bytes == pytest.approx(2 * reported, rel=1e-3)
+    for name in ("figure-6.png", "figure-7.png"):
+        assert (drawn / name).stat().st_size > 10_000
+
+
+def test_cli_and_a_directory_without_results(tmp_path, drawn, capsys):
+    assert main(["figures", "dgtp", str(drawn)]) == 0
+    assert "table-3.md" in capsys.readouterr().out
+    with pytest.raises(SpecError, match="has no results.csv"):
+        figures.dgtp_figures(tmp_path)
