@@ -212,6 +212,11 @@ def test_an_etp_placement_resolves_at_validation(spec, profile, monkeypatch):
     resolved_tight = gnn_spec.validate(tight)
     assert len(set(resolved_tight["workload"]["placement"]["tasks"].values())) >= 3
     _within_capacity(resolved_tight, resolved_tight["workload"]["placement"]["tasks"])
+    # pick: cost judges the candidates by Eq. 27 (no simulation): the same chain, its own pick
+    by_cost = gnn_spec.validate(raw_spec({**placement, "pick": "cost"}))["workload"]["placement"]
+    unverified = search.etp_placement(spec, profile, 150, 4, verify=False)
+    assert by_cost["pick"] == "cost" and by_cost["makespan_s"] is None and by_cost["cost"] == unverified.cost
+    assert by_cost["tasks"] == unverified.placement and resolved["pick"] == "makespan"
     # the default steps and seed (made short: the search's own time is in make bench)
     monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     short = gnn_spec.validate(raw_spec({"kind": "etp", "profile": str(PROFILE)}))["workload"]["placement"]
@@ -249,6 +254,7 @@ def test_one_line_refusals(tmp_path, capsys, spec):
             ({"kind": "etp", "profile": str(PROFILE), "steps": -1}, r"^workload\.placement\.steps: "),
             ({"kind": "etp", "profile": str(PROFILE), "step": 3}, r"^workload\.placement"),
             ({"kind": "ifs", "profile": str(PROFILE), "steps": 3}, r"^workload\.placement"),
+            ({"kind": "etp", "profile": str(PROFILE), "pick": "best"}, r"^workload\.placement\.pick: "),
             ({"kind": "mcmc", "profile": str(PROFILE)}, r"^workload\.placement\.kind: ")):
         with pytest.raises(SpecError, match=message) as err:
             gnn_spec.validate(raw_spec(placement))

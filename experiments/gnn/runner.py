@@ -55,7 +55,8 @@ class GnnWorkload:
         if placement["kind"] == "etp":  # the search that resolved the spec, remembered: its step trace
             from experiments.gnn import search  # pylint: disable=import-outside-toplevel  # reads the model
             search.write_trace(self.run_dir / "placement_trace.csv", search.etp_placement(
-                self.spec, placement["profile"], placement["steps"], placement["seed"]))
+                self.spec, placement["profile"], placement["steps"], placement["seed"],
+                verify=placement.get("pick", "makespan") == "makespan"))
         self.bytes_before = host_bytes_into_fabric(em)
         self.driver = GnnDriver(em, self.spec, self.run_dir, events_path, progress=self.progress)
 

@@ -46,6 +46,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
 TIGHT = REPO / "experiments/specs/gnn-hetero-products-tight.yaml"
+MIXED = REPO / "experiments/specs/gnn-hetero-products-mixed.yaml"
 STEPS = 10_000
 IFS_TARGET_S, HEADLINE_TARGET_S, PAPER_TARGET_S = 0.1, 10.0, 180.0
 DEMANDS = {"store": {"mem": 4}, "sampler": {"cpu": 2, "mem": 7}, "worker": {"cpu": 1, "mem": 3, "gpu": 1},
@@ -126,7 +127,7 @@ def figure9(out: Path, steps: int = STEPS, seed: int = 1, testbeds: dict | None 
     (``figure-9.csv``), then ``figure-9.md`` and ``figure-9.png``."""
     profile = simulated.load_profile(PROFILE)
     rows_out = []
-    for name, spec_path in (testbeds or {"heterogeneous NICs (tight)": TIGHT}).items():
+    for name, spec_path in (testbeds or {"heterogeneous NICs": TIGHT, "mixed NICs and compute": MIXED}).items():
         raw = yaml.safe_load(Path(spec_path).read_text())
         raw["workload"]["placement"] = "distdgl"
         with simulated_rates():

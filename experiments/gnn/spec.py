@@ -34,8 +34,9 @@ Format (defaults in comments)::
       compute_factor:            # per host, 1 (1..100): its tasks compute this many times as long
         tbh3: 2.0                # (a slower machine: the task sleeps (factor - 1) x each compute step)
       placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
-                                 # | {kind: etp, profile: PATH, steps: 10000, seed: 0}: DGTP's search
-                                 # (experiments.gnn.search) on that profile, resolved here
+                                 # | {kind: etp, profile: PATH, steps: 10000, seed: 0, pick: makespan}:
+                                 # DGTP's search (experiments.gnn.search) on that profile, resolved
+                                 # here; pick: cost judges the candidates by Eq. 27, not the model
                                  # | {kind: ifs, profile: PATH}: IFS alone (the search's start)
     scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
     simulation:                  # the job's model (experiments.gnn.simulated): what it reads
@@ -50,7 +51,7 @@ predicts its iteration time from that profile instead of from its own events.
 The resolved spec's ``workload.placement`` is ``{"kind": ..., "tasks": {task id:
 host}}`` with every task, stores included, in ``placement.task_ids`` order (see
 ``experiments.gnn.placement`` for the task ids and the policies); an ``etp`` placement
-resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "cost",
+resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "pick", "cost",
 "makespan_s", "candidates", "search_s", "tasks": {...}}`` (an ``ifs`` one to ``{"kind":
 "ifs", "profile", "tasks"}``), its tasks checked as an explicit placement's (capacities kept); ``machines`` has
 every host, ``task_resources`` every task kind, each with all three resources.
@@ -211,7 +212,8 @@ def _task_resources(raw) -> dict:
             for kind in placement_mod.TASK_KINDS}
 
 
-SEARCH_FIELDS = {"etp": {"kind", "profile", "steps", "seed"}, "ifs": {"kind", "profile"}}
+SEARCH_FIELDS = {"etp": {"kind", "profile", "steps", "seed", "pick"}, "ifs": {"kind", "profile"}}
+PICKS = ("makespan", "cost")  # how ETP judges its candidates: the model's makespan (the paper's), or Eq. 27
 
 
 def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
@@ -245,14 +247,16 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
     steps = integer("workload.placement.steps", section.get("steps", search.DEFAULT_STEPS), minimum=0,
                     maximum=1_000_000)
     seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
+    pick = choice("workload.placement.pick", section.get("pick", PICKS[0]), PICKS)
     job = {**common, "workload": workload}
     try:
         if kind == "ifs":
             found, resolved = search.ifs_placement(job, profile), {}
         else:
-            searched = search.etp_placement(job, profile, steps, seed)
+            searched = search.etp_placement(job, profile, steps, seed, verify=pick == "makespan")
             found = searched.placement
-            resolved = {"steps": steps, "seed": seed, "cost": searched.cost, "makespan_s": searched.makespan,
+            resolved = {"steps": steps, "seed": seed, "pick": pick, "cost": searched.cost,
+                        "makespan_s": searched.makespan,
                         "candidates": len(searched.result.candidates), "search_s": round(searched.search_s, 3)}
     except ProfileError as err:
         raise SpecError("workload.placement.profile", str(err)) from None
