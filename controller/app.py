@@ -44,6 +44,9 @@ BARRIER_TIMEOUT_S = 5.0
 # OpenFlow errors (type, code) that mean "not there": an upsert that tried a modify then adds.
 _UNKNOWN = {(ofproto_v1_3.OFPET_GROUP_MOD_FAILED, ofproto_v1_3.OFPGMFC_UNKNOWN_GROUP): "group",
             (ofproto_v1_3.OFPET_METER_MOD_FAILED, ofproto_v1_3.OFPMMFC_UNKNOWN_METER): "meter"}
+# A meter add the switch refuses because the meter is there: a batch that failed
+# halfway left it (the table commits nothing then), so the retry modifies it instead.
+_METER_EXISTS = (ofproto_v1_3.OFPET_METER_MOD_FAILED, ofproto_v1_3.OFPMMFC_METER_EXISTS)
 
 
 class TrainbedController(app_manager.OSKenApp):
@@ -242,6 +245,7 @@ class TrainbedController(app_manager.OSKenApp):
         already sent) with one barrier."""
         ofp = dp.ofproto
         xids = list(xids or [])
+        added: dict[int, Meter] = {}  # xid -> the meter it adds
         for op in ops:
             kind = op[0]
             if kind == "meter_set":
@@ -250,6 +254,8 @@ class TrainbedController(app_manager.OSKenApp):
                 else:
                     xids.append(self._send(dp, self._meter_msg(dp, op[1], ofp.OFPMC_MODIFY if op[2]
                                                                else ofp.OFPMC_ADD)))
+                    if not op[2]:
+                        added[xids[-1]] = op[1]
             elif kind == "meter_del":
                 xids.append(self._send(dp, self._meter_msg(dp, op[1], ofp.OFPMC_DELETE)))
             elif kind == "rule_set":
@@ -257,6 +263,10 @@ class TrainbedController(app_manager.OSKenApp):
             elif kind == "rule_del":
                 xids.append(self._send(dp, self._rule_msg(dp, op[1], ofp.OFPFC_DELETE_STRICT)))
         errors = self._confirm(dp, xids)
+        stale = [xid for xid, error in errors.items() if error == _METER_EXISTS and xid in added]
+        if stale:  # the meters a failed batch left: modify them, then confirm those
+            retried = [self._send(dp, self._meter_msg(dp, added[xid], ofp.OFPMC_MODIFY)) for xid in stale]
+            errors = {xid: e for xid, e in errors.items() if xid not in stale} | self._confirm(dp, retried)
         if errors:
             raise PolicyError(f"switch {dp.id:#x}: {len(errors)} message(s) refused, first with OpenFlow error "
                               f"(type, code) {next(iter(errors.values()))}")

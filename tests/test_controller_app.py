@@ -783,16 +783,18 @@ def test_a_recovered_meter_is_added_to_a_switch_that_lost_it(make_app):
     assert list(fresh.meters) == [1] and LEAF2 in h.app.datapaths
 
 
-@pytest.mark.xfail(strict=True, reason="a failed apply is not rolled back: the meter the switch accepted stays, "
-                                       "the uncommitted table plans it as new again, and its ADD is refused "
-                                       "with METER_EXISTS on every retry")
 def test_a_batch_that_failed_halfway_succeeds_when_retried(ready):
+    """The meter the switch accepted stays when a later rule of the batch is refused and
+    the table commits nothing; the retry's add of it meets METER_EXISTS and modifies it."""
     leaf = ready.switches[LEAF2]
     leaf.refuse = refuse_kind("flow", TABLE_FULL)
     request = {"op": "set_policy", "policy": {**POLICY, "queue": 2, "rate_mbps": 40, "rate_mechanism": "meter"}}
     assert ready.serve(request)[0]["ok"] is False
+    assert len(leaf.meters) == 1  # the first attempt's meter stayed on the switch
     leaf.refuse = lambda m: None
     assert ready.serve(request) == [{"ok": True, "id": 1}]
+    (meter,) = leaf.meters.values()
+    assert meter.command == ofp.OFPMC_MODIFY and meter.bands == [("OFPMeterBandDrop", 40_000, 0)]  # modified in place
 
 
 def test_a_request_that_is_not_an_object_gets_a_one_line_error(ready):
