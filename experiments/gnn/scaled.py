@@ -20,8 +20,10 @@ run):
 - ``pmr``: the peak-to-mean ratio of the store -> sampler volumes (the paper's: the
   largest pair's volume over the mean pair's, over a run) set by stretching every
   pair's volume about the mean, v' = mean + a (v - mean), a chosen so that the largest
-  pair is ``pmr`` x the mean (the total stays; a pair never goes below 0). The paper
-  "scales the transmitted graph data sizes"; this is one such scaling.
+  pair is ``pmr`` x the mean (the total stays). The paper "scales the transmitted
+  graph data sizes"; this is one such scaling. It reaches at most the PMR at which
+  the smallest pair's volume is 0 (2.79 for the 2026-11-24 profile): beyond,
+  ValueError.
 
 ``python -m experiments.gnn.scaled OUT`` writes ``figure-10.csv``, ``figure-11.csv``,
 their tables and plots: on the paper's products setting (8 machines with NICs of 10,
@@ -63,7 +65,7 @@ HEADLINE = REPO / "experiments/specs/gnn-hetero-products-ps.yaml"
 POLICIES = (("DGTP (ETP + OES)", "etp", "oes"), ("DistDGL + OES", "distdgl", "oes"),
             ("OMCoflow", "etp", "omcoflow"), ("MRTF", "etp", "mrtf"))
 BATCHES = (0.5, 1.0, 2.0)
-PMRS = (1.5, 2.0, 3.0)
+PMRS = (1.5, 2.0)  # beyond 2.79 the stretch empties the smallest pairs (module docstring)
 ITERATIONS = 10
 # The paper's NICs are 10, 20 or 50 Gbit/s for its real volumes and GPU compute; the
 # profiled job moves far less data per unit of compute (a 20,000-node graph, CPU
@@ -111,7 +113,10 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
         if peak <= mean:
             raise ValueError("the profile's store -> sampler volumes are all equal: no PMR to stretch")
         stretch = (target_pmr - 1) * mean / (peak - mean)
-        per_pair = {pair: max(0.0, mean + stretch * (v - mean)) / v if v else 1.0 for pair, v in volumes.items()}
+        if mean + stretch * (min(volumes.values()) - mean) <= 0:
+            raise ValueError(f"pmr {target_pmr:g}: the stretch would empty the smallest store -> sampler pair "
+                             f"(at most {1 + (peak - mean) / (mean - min(volumes.values())):.2f} here)")
+        per_pair = {pair: (mean + stretch * (v - mean)) / v for pair, v in volumes.items()}
     samplers = [t for t in tasks if placement_mod.task_kind(t) == "sampler"]
     requests = {}
     for (sampler, n, step), asked in profile.requests.items():
@@ -198,6 +203,11 @@ def figures(out: Path, steps: int = 2000, seed: int = 1) -> list[Path]:
                              "design": label, "iteration_s": round(iteration_s, 4)})
                 print(f"Fig. {figure} {value}: {label} {iteration_s:.3f} s per iteration "
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
+    return write(out, rows)
+
+
+def write(out: Path, rows: list[dict]) -> list[Path]:
+    """``figure-10.csv`` / ``figure-11.csv`` and their plots from the measured rows."""
     paths = []
     for figure, column in (("10", "batch_factor"), ("11", "pmr")):
         mine = [r for r in rows if r["figure"] == figure]
