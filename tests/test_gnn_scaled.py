@@ -51,9 +51,15 @@ def test_a_big_sampler_moves_what_its_profiled_one_did_times_the_batch(base, spe
     assert len(problem.machines) == 8 and len(problem.tasks) == 8 + 32 + 16 + 1
 
 
-@pytest.mark.parametrize("target", [1.5, 3.0])
+@pytest.mark.parametrize("target", [1.5, 2.5])
 def test_the_pmr_is_stretched_to_the_target_keeping_the_total(base, spec, target):
     plain, stretched = scaled.scaled_profile(base, spec), scaled.scaled_profile(base, spec, target_pmr=target)
     assert scaled.pmr(stretched) == pytest.approx(target, rel=0.01)
     total = lambda p: sum(a[2] for asked in p.requests.values() for a in asked)  # noqa: E731
     assert total(stretched) == pytest.approx(total(plain), rel=0.01)
+
+
+def test_a_pmr_the_stretch_cannot_reach_is_refused_in_one_line(base, spec):
+    with pytest.raises(ValueError, match=r"^pmr 3: the stretch would empty the smallest store -> sampler pair "
+                                         r"\(at most 2\.79 here\)$"):
+        scaled.scaled_profile(base, spec, target_pmr=3.0)
