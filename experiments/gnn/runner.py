@@ -27,7 +27,11 @@ from experiments import store
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, host_bytes
+from experiments.platform.fidelity import (
+    collect_fabric_counters,
+    fidelity_fields,
+    host_bytes,
+)
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 

@@ -38,7 +38,6 @@ a step costs ~15 ms and few proposals pass the (1 + gamma) filter).
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import statistics
 import time
@@ -53,6 +52,7 @@ from controller.schedulers.placement.etp import etp
 from experiments.gnn import placement as placement_mod
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
+from experiments.gnn.figures import write_csv
 from experiments.gnn.simulated import Profile
 from topologies.fabric import simulated_rates
 
@@ -105,7 +105,6 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
         kind = placement_mod.task_kind(task)
         return f"{kind}{_index(task) % count[kind]}"
 
-    stretch = 1.0
     if target_pmr is not None:
         volumes = _pair_volumes(profile)
         mean = statistics.fmean(volumes.values())
@@ -212,10 +211,7 @@ def write(out: Path, rows: list[dict]) -> list[Path]:
     for figure, column in (("10", "batch_factor"), ("11", "pmr")):
         mine = [r for r in rows if r["figure"] == figure]
         path = out / f"figure-{figure}.csv"
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["figure", column, "design", "iteration_s"])
-            writer.writeheader()
-            writer.writerows(mine)
+        write_csv(path, mine, ["figure", column, "design", "iteration_s"])
         fig, ax = plt.subplots(figsize=(6, 3.6))
         values = list(dict.fromkeys(r[column] for r in mine))
         for k, (label, _, _) in enumerate(POLICIES):

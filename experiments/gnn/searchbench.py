@@ -23,10 +23,10 @@ costs every proposal by the model's makespan, both for 10,000 steps.
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -38,6 +38,7 @@ from controller.schedulers.placement.problem import Machine, Problem, Task, Tran
 from experiments.benchrows import row, show
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
+from experiments.gnn.figures import write_csv
 from topologies.fabric import simulated_rates
 
 matplotlib.use("Agg")
@@ -135,8 +136,8 @@ def figure9(out: Path, steps: int = STEPS, seed: int = 1, testbeds: dict | None 
             spec = gnn_spec.validate(raw)
         simulate = search.makespan(spec, profile)
         for method, by_simulation in (("ETP (critical path)", False), ("simulated makespan as cost", True)):
-            took, found = _timed(lambda: search.etp_placement(spec, profile, steps, seed,
-                                                             simulated_cost=by_simulation))
+            took, found = _timed(partial(search.etp_placement, spec, profile, steps, seed,
+                                         simulated_cost=by_simulation))
             rows_out.append({"testbed": name, "method": method, "steps": steps, "search_s": round(took, 3),
                              "makespan_s": round(simulate(found.placement), 3),
                              "candidates": len(found.result.candidates)})
@@ -147,10 +148,7 @@ def figure9(out: Path, steps: int = STEPS, seed: int = 1, testbeds: dict | None 
 
 def write_figure9(out: Path, rows_out: list[dict], steps: int, seed: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "figure-9.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows_out[0]))
-        writer.writeheader()
-        writer.writerows(rows_out)
+    write_csv(out / "figure-9.csv", rows_out, list(rows_out[0]))
     lines = ["# Fig. 9: search time (DGTP paper §VI-A, 'Search time')", "",
              f"{steps} steps, seed {seed}, on the 2026-11-24 profile; makespan: the model's, {search.WINDOW} "
              "iterations under OES, of the placement each search chose.", "",

@@ -34,7 +34,13 @@ from dataclasses import dataclass
 
 from controller.schedulers.placement.dag import Cost, cost
 from controller.schedulers.placement.ifs import ifs
-from controller.schedulers.placement.problem import EPS, RESOURCES, Problem, capacity_penalty, usage
+from controller.schedulers.placement.problem import (
+    EPS,
+    RESOURCES,
+    Problem,
+    capacity_penalty,
+    usage,
+)
 
 Makespan = Callable[[Mapping[str, str]], float]
 

@@ -23,7 +23,11 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from controller.schedulers import oes
-from controller.schedulers.placement.problem import Problem, check_placement, check_window
+from controller.schedulers.placement.problem import (
+    Problem,
+    check_placement,
+    check_window,
+)
 
 
 def _predecessors(problem: Problem, placement: Mapping[str, str], iterations: int) -> dict[tuple, list[tuple]]:
