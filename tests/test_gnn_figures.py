@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+import yaml
 
 from experiments import store
 from experiments.cli import main
@@ -74,3 +75,18 @@ def test_cli_and_a_directory_without_results(tmp_path, drawn, capsys):
     assert "table-3.md" in capsys.readouterr().out
     with pytest.raises(SpecError, match="has no results.csv"):
         figures.dgtp_figures(tmp_path)
+
+
+def test_a_mixed_testbed_sweep_is_figure_8_with_the_papers_48_percent(tmp_path):
+    out = tmp_path / "sweep"
+    shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))
+    for spec_path in out.glob("cells/*/spec.yaml"):
+        spec = yaml.safe_load(spec_path.read_text())
+        spec["workload"]["compute_factor"] = {"tbh3": 2.0}
+        spec_path.write_text(yaml.safe_dump(spec))
+    names = {p.name for p in figures.dgtp_figures(out)}
+    assert {"figure-8-table.csv", "figure-8-table-gains.csv", "figure-8-table.md", "figure-8.csv",
+            "figure-8.png", "figure-7.csv"} <= names and not names & {"table-3.csv", "figure-6.csv"}
+    gains = {r["comparison"]: r for r in _rows(out / "figure-8-table-gains.csv")}
+    assert float(gains["DGTP (ETP + OES) vs DistDGL + FIFO"]["paper"]) == 0.48
+    assert (out / "figure-8-table.md").read_text().startswith("# Fig. 8 (mixed testbed)")

@@ -1,5 +1,6 @@
-"""The DGTP paper's testbed figures (§VI-A: Table III, Figs. 6 and 7) from a sweep
-directory of gnn cells (``experiments/sweeps/gnn-dgtp.yaml``).
+"""The DGTP paper's testbed figures (§VI-A: Table III, Figs. 6, 7 and 8) from a sweep
+directory of gnn cells (``experiments/sweeps/gnn-dgtp.yaml``, ``gnn-dgtp-allreduce.yaml``,
+``gnn-dgtp-mixed.yaml``).
 
 ``dgtp_figures(DIR)`` reads ``DIR/results.csv`` and each used cell's run directory
 and writes into DIR, data first:
@@ -29,6 +30,10 @@ Readings, stated here and in docs/gnn-oes.md:
   bytes spread evenly over its duration), payload only, counted at both ends: the
   paper plots what each server's NIC carried.
 - Only completed, trustworthy cells are used; the tables say how many were left out.
+- A sweep whose machines compute at different speeds (a ``workload.compute_factor``
+  above 1) is the paper's mixed testbed: its table is ``figure-8-table.{csv,md}`` and
+  ``figure-8-table-gains.csv``, with Fig. 8's 48% beside, and its training progress
+  ``figure-8.{csv,png}`` in place of Fig. 6's.
 """
 from __future__ import annotations
 
@@ -138,10 +143,16 @@ def table3_rows(cells: Sequence[Cell]) -> list[dict]:
     return rows
 
 
+def mixed(cells: Sequence[Cell]) -> bool:
+    """Whether the sweep ran on a mixed testbed (some machine computes slower: Fig. 8)."""
+    factors = (_spec(cells[0])["workload"].get("compute_factor") or {}).values()
+    return any(f > 1 for f in factors)
+
+
 def gains(cells: Sequence[Cell], searched: str) -> list[dict]:
     """DGTP over DistDGL + FIFO, and its two parts, with the paper's number beside."""
     job = cells[0].summary
-    paper = PAPER_TABLE3.get((job.get("sync"), _shape(cells[0])))
+    paper = PAPER_FIG8 if mixed(cells) else PAPER_TABLE3.get((job.get("sync"), _shape(cells[0])))
     out = []
     for name, better, base, paper_value in (
             ("DGTP (ETP + OES) vs DistDGL + FIFO", (searched, OES), (DISTDGL, DEFAULT), paper),
@@ -209,8 +220,9 @@ def _label(key: tuple[str, str]) -> str:
     return f"{'DistDGL' if placement == DISTDGL else placement.upper()} + {'FIFO' if scheduler == DEFAULT else scheduler.upper()}"
 
 
-def table3_markdown(rows: Sequence[dict], gain_rows: Sequence[dict], left_out: Sequence[str]) -> str:
-    lines = [f"# Table III: time to the target accuracy ({SOURCE})", "",
+def table3_markdown(rows: Sequence[dict], gain_rows: Sequence[dict], left_out: Sequence[str],
+                    title: str = "Table III") -> str:
+    lines = [f"# {title}: time to the target accuracy ({SOURCE})", "",
              "| placement + policy | seeds | time to accuracy (s), mean ± sd | iterations | s / iteration | "
              "model's s / iteration | model error |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -246,10 +258,12 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     cells, left_out = load_cells(root)
     searched = _searched(cells)
     rows, gain_rows = table3_rows(cells), gains(cells, searched)
-    paths = [root / "table-3.csv", root / "table-3-gains.csv", root / "table-3.md"]
+    table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if mixed(cells)
+                              else ("table-3", "figure-6", "Table III"))
+    paths = [root / f"{table}.csv", root / f"{table}-gains.csv", root / f"{table}.md"]
     write_csv(paths[0], rows, list(rows[0]))
     write_csv(paths[1], gain_rows, list(gain_rows[0]))
-    paths[2].write_text(table3_markdown(rows, gain_rows, left_out))
+    paths[2].write_text(table3_markdown(rows, gain_rows, left_out, title))
     keys = sorted({c.key for c in cells})
     common = set.intersection(*({c.seed for c in cells if c.key == k} for k in keys))
     if not common:
@@ -257,7 +271,7 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     seed = min(common)
     chosen = {k: next(c for c in cells if c.key == k and c.seed == seed) for k in keys}
     curves = {k: accuracy_curve(c) for k, c in chosen.items()}
-    fig6 = root / "figure-6.csv"
+    fig6 = root / f"{progress}.csv"
     write_csv(fig6, [{"placement": k[0], "scheduler": k[1], "seed": seed, "t_s": t, "val_accuracy": a}
                      for k, points in curves.items() for t, a in points],
               ["placement", "scheduler", "seed", "t_s", "val_accuracy"])
@@ -267,12 +281,13 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     target = _spec(chosen[keys[0]])["workload"]["target_accuracy"]
     if target:
         ax.axhline(target, color="grey", linestyle=":", linewidth=1)
-    ax.set(xlabel="time (s)", ylabel="validation accuracy", title=f"Fig. 6: training progress (seed {seed})")
+    ax.set(xlabel="time (s)", ylabel="validation accuracy",
+           title=f"Fig. {progress[-1]}: training progress (seed {seed})")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(root / "figure-6.png", dpi=120)
+    fig.savefig(root / f"{progress}.png", dpi=120)
     plt.close(fig)
-    paths += [fig6, root / "figure-6.png"]
+    paths += [fig6, root / f"{progress}.png"]
     pair = [k for k in ((DISTDGL, DEFAULT), (searched, OES)) if k in chosen]
     loads = {k: bandwidth(chosen[k]) for k in pair}
     fig7 = root / "figure-7.csv"
