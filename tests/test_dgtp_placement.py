@@ -1,12 +1,18 @@
 """DGTP placement (paper 000, §V): the problem, the execution DAG and Eq. 27, IFS, ETP."""
 import itertools
+import random
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.schedulers.placement.dag import cost, execution_dag, guaranteed_rates, path_length
+from controller.schedulers.placement.dag import (
+    cost,
+    execution_dag,
+    guaranteed_rates,
+    path_length,
+)
 from controller.schedulers.placement.etp import etp
 from controller.schedulers.placement.execution import oes_makespan
 from controller.schedulers.placement.ifs import ifs
@@ -160,6 +166,17 @@ def prefix_used(problem: Problem, placement) -> int:
     return max((names.index(placement[t]) + 1 for t in problem.movable), default=0)
 
 
+def every_placement(problem: Problem):
+    """Every placement of the samplers, workers and PSs over the machines (capacities
+    not checked), stores at home and ring tasks with their worker."""
+    for machines in itertools.product(list(problem.machines), repeat=len(problem.movable)):
+        placement = {t: task.home for t, task in problem.tasks.items() if task.kind == "store"}
+        placement.update(zip(problem.movable, machines))
+        for worker, ring in problem.rings.items():
+            placement.update(dict.fromkeys(ring, placement[worker]))
+        yield placement
+
+
 @st.composite
 def tiny_jobs(draw):
     machines = draw(st.integers(2, 3))
@@ -177,13 +194,8 @@ def tiny_jobs(draw):
 @settings(max_examples=80, deadline=None)
 @given(tiny_jobs())
 def test_ifs_uses_the_fewest_leading_machines_brute_force_can_and_refuses_only_infeasible_jobs(problem):
-    names = list(problem.machines)
     best = None
-    for machines in itertools.product(names, repeat=len(problem.movable)):
-        placement = {t: task.home for t, task in problem.tasks.items() if task.kind == "store"}
-        placement.update(zip(problem.movable, machines))
-        for worker, ring in problem.rings.items():
-            placement.update(dict.fromkeys(ring, placement[worker]))
+    for placement in every_placement(problem):
         if capacity_penalty(problem, placement) == 0:
             used = prefix_used(problem, placement)
             best = used if best is None else min(best, used)
@@ -384,6 +396,80 @@ def test_etp_moves_a_worker_with_its_ring_tasks():
     assert moved  # the trace's placements were costed, so check_placement held for each
     for c in result.candidates:
         check_placement(problem, c.placement)
+
+
+def enumerable_job(seed: int) -> Problem:
+    """A tiny job drawn from ``seed``: 2-3 machines of uneven speeds and NIC rates with
+    capacities often tight (some without a GPU), 1-3 samplers, 1-2 workers and one PS
+    or a ring of the two workers; drawn again until some placement fits."""
+    rnd = random.Random(seed)
+    while True:
+        capacities = [{"cpu": rnd.randint(2, 5), "mem": rnd.randint(2, 8), "gpu": rnd.randint(0, 2)}
+                      for _ in range(rnd.randint(2, 3))]
+        demand = {kind: {"cpu": rnd.randint(0, 2), "mem": rnd.randint(0, 3), "gpu": int(kind == "worker")}
+                  for kind in MOVABLE}
+        workers = rnd.randint(1, 2)
+        ring = workers == 2 and rnd.random() < 0.5
+        problem = job(capacities, {"cpu": rnd.randint(0, 1)}, demand, rnd.randint(1, 3), workers, 0 if ring else 1,
+                      ring)
+        machines = [replace(m, nic_in=rnd.choice((20, 50, 100)), nic_out=rnd.choice((20, 50, 100)),
+                            speed=rnd.choice((0.5, 1, 2))) for m in problem.machines.values()]
+        problem = Problem(machines, list(problem.tasks.values()), problem.transfers)
+        if any(capacity_penalty(problem, p) == 0 for p in every_placement(problem)):
+            return problem
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_etp_finds_the_optimum_of_tiny_instances_that_can_be_enumerated(seed):
+    """Alg. 3 against brute force. F: the placements within the original capacities
+    (stores home, ring tasks with their worker); C*: their least Eq. 27 cost; S: those
+    of F costing at most (1 + gamma) C*. The chain walks on the cost alone (the makespan
+    only judges candidates), so with steps enough to visit S (2000: about twice what
+    instances like these need), what holds is:
+    (a) the result and every candidate are in F (the filter takes placements within
+        capacity only, IFS's included);
+    (b) a candidate costs C*, and every placement of S is a candidate: min_cost is the
+        least cost of F the chain has accepted, never below C*, so a placement of S
+        passes the filter whenever the chain accepts it; once one of cost C* has,
+        min_cost is C*, so every candidate found later is in S. Candidates found
+        earlier need not be (IFS's always is one);
+    (c) the result is the candidate of least makespan, earliest on ties. With the
+        default makespan (the cost itself) that is an optimum of Eq. 27. With OES's
+        makespan it is at most the least over S and can be less (a candidate found
+        before the optimum may run faster); nor is it the least over F, which ETP never
+        compares, so the enumerated bound asserted is the one over S."""
+    problem = enumerable_job(seed)
+    iterations, gamma, steps = 2, 0.1, 2000
+
+    def key(placement):
+        return tuple(placement[t] for t in problem.movable)
+
+    within = {key(p): p for p in every_placement(problem) if capacity_penalty(problem, p) == 0}
+    costs = {k: cost(problem, p, iterations).value for k, p in within.items()}
+    optimum = min(costs.values())
+    near = {k for k, c in costs.items() if c <= (1 + gamma) * optimum}
+    by_cost = etp(problem, steps, seed, iterations=iterations, gamma=gamma)
+    result = etp(problem, steps, seed, iterations=iterations, gamma=gamma,
+                 makespan=lambda p: oes_makespan(problem, p, iterations))
+    found = [key(c.placement) for c in result.candidates]
+    assert found == [key(c.placement) for c in by_cost.candidates]  # one chain, whatever judges candidates
+    # (a)
+    for picked in (by_cost, result):
+        check_placement(problem, picked.placement)
+        assert capacity_penalty(problem, picked.placement) == 0
+    assert set(found) <= set(within)
+    assert [c.cost for c in result.candidates] == [costs[k] for k in found]
+    # (b)
+    assert min(c.cost for c in result.candidates) == optimum
+    assert near <= set(found)
+    first = min(c.step for c in result.candidates if c.cost == optimum)
+    assert {key(c.placement) for c in result.candidates if c.step > first} <= near
+    # (c)
+    assert by_cost.cost == by_cost.makespan == optimum and costs[key(by_cost.placement)] == optimum
+    spans = [oes_makespan(problem, within[k], iterations) for k in found]
+    assert [c.makespan for c in result.candidates] == spans
+    assert result.makespan == min(spans) and key(result.placement) == found[spans.index(min(spans))]
+    assert result.makespan <= min(oes_makespan(problem, within[k], iterations) for k in near)
 
 
 def test_ring_allreduce_structure():

@@ -20,7 +20,6 @@ their slots in machine order. Stores stay home; all-reduce tasks go with their w
 """
 from __future__ import annotations
 
-import itertools
 import random
 
 from controller.schedulers.placement.problem import EPS, MOVABLE, RESOURCES, Problem
@@ -40,27 +39,39 @@ def ifs(problem: Problem, seed: int | None = None) -> dict[str, str]:
     for kind in MOVABLE:
         ids = problem.of_kind(kind)
         demand[kind] = problem.tasks[ids[0]].demand if ids else dict.fromkeys(RESOURCES, 0.0)
+    need = tuple(tuple(demand[kind][r] for kind in MOVABLE) for r in RESOURCES)
+    room = {m: tuple(left[m][r] for r in RESOURCES) for m in order}
     total = tuple(len(problem.of_kind(kind)) for kind in MOVABLE)
     for k, kind in enumerate(MOVABLE):
         one = tuple(int(j == k) for j in range(len(MOVABLE)))
-        if total[k] and not any(_fits(left[m], demand, one) for m in order):
+        if total[k] and not any(_fits(room[m], need, one) for m in order):
             raise ValueError(f"{kind}: no machine has room for one "
                              f"({', '.join(f'{r} {demand[kind][r]:g}' for r in RESOURCES)}) beside its store")
-    omega: dict[Counts, tuple[Counts, ...]] = {(0,) * len(MOVABLE): ()}
+    # Count tuples as integers, kind k a digit of radix 2 * total[k] + 1: two tuples
+    # within total add without carry, key(a) + key(b) = key(a + b), so the DP adds ints
+    # and looks the sums up in ``within`` (1 where every digit is at most its total).
+    strides, within = [], b"\x01"
+    for t in total:
+        strides.append(len(within))
+        within = within * (t + 1) + bytes(len(within) * t)
+    full = sum(t * s for t, s in zip(total, strides))
+    omega: dict[int, tuple[Counts, ...]] = {0: ()}
     for i, machine in enumerate(order):
+        here = {sum(q * s for q, s in zip(counts, strides)): counts
+                for counts in _fitting(room[machine], need, total)}
         for placed, per_machine in omega.items():
-            rest = tuple(t - q for t, q in zip(total, placed))
-            if _fits(left[machine], demand, rest):
+            rest = here.get(full - placed)  # here holds every tuple up to total that fits
+            if rest is not None:
                 counts = per_machine + (rest,) + ((0,) * len(MOVABLE),) * (len(order) - i - 1)
                 return _assign(problem, dict(zip(order, counts)))
-        ranges = [range(t + 1) for t in total]
-        here = [q for q in itertools.product(*ranges) if _fits(left[machine], demand, q)]
-        grown: dict[Counts, tuple[Counts, ...]] = {}
+        unreached = bytearray(within)
+        grown: dict[int, tuple[Counts, ...]] = {}
         for placed, per_machine in omega.items():
-            for q in here:
-                reached = tuple(a + b for a, b in zip(placed, q))
-                if all(r <= t for r, t in zip(reached, total)) and reached not in grown:
-                    grown[reached] = per_machine + (q,)
+            for q, counts in here.items():
+                reached = placed + q
+                if unreached[reached]:
+                    unreached[reached] = 0
+                    grown[reached] = per_machine + (counts,)
         omega = grown
     raise ValueError(f"no placement fits {', '.join(f'{t} {kind}' for t, kind in zip(total, MOVABLE))} "
                      f"in the capacity the machines have left beside their stores")
@@ -79,8 +90,25 @@ def _left_after_stores(problem: Problem) -> dict[str, dict[str, float]]:
     return left
 
 
-def _fits(left: dict[str, float], demand: dict[str, dict[str, float]], counts: Counts) -> bool:
-    return all(sum(q * demand[kind][r] for q, kind in zip(counts, MOVABLE)) <= left[r] + EPS for r in RESOURCES)
+def _fits(room: tuple[float, ...], need: tuple[tuple[float, ...], ...], counts: Counts) -> bool:
+    """Whether ``counts`` fit ``room`` (per resource); ``need[r][k]``: one task of kind k's demand of r."""
+    return all(sum(q * d for q, d in zip(counts, per_kind)) <= free + EPS for per_kind, free in zip(need, room))
+
+
+def _fitting(room: tuple[float, ...], need: tuple[tuple[float, ...], ...], total: Counts,
+             prefix: Counts = ()) -> list[Counts]:
+    """Every count tuple up to ``total`` that starts with ``prefix`` and fits ``room``, in
+    itertools.product order. Demands are >= 0, so what fits is downward closed: a count
+    that does not fit (with zeros after it) ends its range."""
+    if len(prefix) == len(total):
+        return [prefix]
+    zeros = (0,) * (len(total) - len(prefix) - 1)
+    out = []
+    for q in range(total[len(prefix)] + 1):
+        if not _fits(room, need, prefix + (q,) + zeros):
+            break
+        out += _fitting(room, need, total, prefix + (q,))
+    return out
 
 
 def _assign(problem: Problem, counts: dict[str, Counts]) -> dict[str, str]:
