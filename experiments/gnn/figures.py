@@ -1,6 +1,6 @@
 """The DGTP paper's testbed figures (§VI-A: Table III, Figs. 6, 7 and 8) from a sweep
 directory of gnn cells (``experiments/sweeps/gnn-dgtp.yaml``, ``gnn-dgtp-allreduce.yaml``,
-``gnn-dgtp-mixed.yaml``).
+``gnn-dgtp-reddit.yaml``, ``gnn-dgtp-mixed.yaml``).
 
 ``dgtp_figures(DIR)`` reads ``DIR/results.csv`` and each used cell's run directory
 and writes into DIR, data first:
