@@ -4,6 +4,7 @@ it picks by, among candidates within (1 + gamma) of the least cost) for DistDGL'
 placement and for ETP's, and what the critical path is made of."""
 import sys
 from collections import Counter
+from pathlib import Path
 
 import yaml
 
@@ -15,7 +16,7 @@ from topologies.fabric import simulated_rates
 
 SPEC, PROFILE = sys.argv[1], sys.argv[2]
 K = search.WINDOW
-raw = yaml.safe_load(open(SPEC))
+raw = yaml.safe_load(Path(SPEC).read_text())
 raw["workload"]["placement"] = "distdgl"
 with simulated_rates():
     spec = gnn_spec.validate(raw)
