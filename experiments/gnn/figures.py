@@ -150,10 +150,11 @@ def mixed(cells: Sequence[Cell]) -> bool:
     return any(f > 1 for f in factors)
 
 
-def gains(cells: Sequence[Cell], searched: str) -> list[dict]:
-    """DGTP over DistDGL + FIFO, and its two parts, with the paper's number beside."""
+def gains(cells: Sequence[Cell], searched: str, on_mixed: bool = False) -> list[dict]:
+    """DGTP over DistDGL + FIFO, and its two parts, with the paper's number beside
+    (Fig. 8's when ``on_mixed``, else Table III's row for the job)."""
     job = cells[0].summary
-    paper = PAPER_FIG8 if mixed(cells) else PAPER_TABLE3.get((job.get("sync"), _shape(cells[0])))
+    paper = PAPER_FIG8 if on_mixed else PAPER_TABLE3.get((job.get("sync"), _shape(cells[0])))
     out = []
     for name, better, base, paper_value in (
             ("DGTP (ETP + OES) vs DistDGL + FIFO", (searched, OES), (DISTDGL, DEFAULT), paper),
@@ -258,8 +259,9 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     root = Path(directory)
     cells, left_out = load_cells(root)
     searched = _searched(cells)
-    rows, gain_rows = table3_rows(cells), gains(cells, searched)
-    table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if mixed(cells)
+    on_mixed = mixed(cells)
+    rows, gain_rows = table3_rows(cells), gains(cells, searched, on_mixed)
+    table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if on_mixed
                               else ("table-3", "figure-6", "Table III"))
     paths = [root / f"{table}.csv", root / f"{table}-gains.csv", root / f"{table}.md"]
     write_csv(paths[0], rows, list(rows[0]))

@@ -39,8 +39,9 @@ placements = {"DistDGL": full(spec["workload"]["placement"]["tasks"]), "ETP's pi
 print(f"ETP: {len(found.candidates)} candidates, least Eq. 27 cost {best / K:.2f} s/iteration")
 for name, placement in placements.items():
     c = cost(problem, placement, K)
-    path = execution_dag(problem, placement, K).critical_path()
-    weight = dict(zip(execution_dag(problem, placement, K).vertices, execution_dag(problem, placement, K).weights))
+    dag = execution_dag(problem, placement, K)
+    path = dag.critical_path()
+    weight = dict(zip(dag.vertices, dag.weights))
     share = Counter()
     for v in path.vertices:
         kind = v[0] if v[0] == "task" else ("ring" if "/ring" in v[1] else problem.tasks[v[1]].kind + "->"
