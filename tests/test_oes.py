@@ -14,6 +14,8 @@ from controller.schedulers.oes import (
     max_degree,
     max_min_fair_rates,
     oes_rates,
+    rate_policies,
+    reads_remaining,
     simulate,
 )
 
@@ -102,6 +104,20 @@ def test_max_min_fair_every_flow_has_a_saturated_nic_where_it_is_largest(instanc
         assert bottleneck(("in", f.dst)) or bottleneck(("out", f.src))
 
 
+@pytest.mark.parametrize("name", sorted(rate_policies()))
+def test_reads_remaining_says_which_policies_read_the_remaining_volume(name):
+    # a caller skips the volume estimate for the policies that say they do not read it:
+    # their rates must not move with it, and the others must refuse to run without it
+    policy = rate_policies()[name]
+    flows = [Flow("a", "m0", "m2"), Flow("b", "m1", "m2"), Flow("c", "m0", "m3")]
+    if reads_remaining(policy):
+        with pytest.raises(ValueError, match="remaining_mbit"):
+            policy(HETERO, flows)
+    else:
+        sized = [Flow(f.flow_id, f.src, f.dst, remaining_mbit=v) for f, v in zip(flows, (1.0, 50.0, 7.0))]
+        assert policy(HETERO, flows) == policy(HETERO, sized)
+
+
 # --- the pipeline ----------------------------------------------------------------
 
 def test_pipeline_by_hand():
@@ -111,8 +127,10 @@ def test_pipeline_by_hand():
     assert p.start(a0) is True
     assert p.start(a1) is False and p.start(a2) is False  # F_pend behind a0
     assert p.start(b0) is True  # pairs are independent
+    assert p.is_active(a0) and not p.is_active(a1)
     assert p.end(b0) == []
     assert p.end(a0) == [a1]  # one iteration at a time
+    assert p.is_active(a1) and not p.is_active(a0)
     assert {f.flow_id for f in p.active} == {"a1"} and [f.flow_id for f in p.pending] == ["a2"]
     assert p.end(a1) == [a2]
     assert p.end(a2) == [] and p.active == [] and p.pending == []

@@ -135,6 +135,12 @@ def max_min_fair_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]
 RatePolicy = Callable[[Iterable[Machine], Sequence[Flow]], dict[str, float]]
 
 
+def reads_remaining(policy: RatePolicy) -> bool:
+    """Whether ``policy`` reads ``Flow.remaining_mbit``: OES and max-min fair rates do not,
+    so a caller may skip estimating it for them (one estimate per flow per decision)."""
+    return policy not in (oes_rates, max_min_fair_rates)
+
+
 def rate_policies() -> dict[str, RatePolicy]:
     """Every rate policy by name: OES, max-min fair, and the DGTP paper's baselines."""
     # Imported here, not at the top: the baselines build on this module's Machine and Flow.
@@ -164,6 +170,9 @@ class PairPipeline:
     @property
     def pending(self) -> list[Flow]:
         return [f for flows in self._pending.values() for f in flows]
+
+    def is_active(self, flow: Flow) -> bool:
+        return flow.flow_id in self._active.get(flow.pipeline_key, {})
 
     def start(self, flow: Flow) -> bool:
         """Admit ``flow`` (its sending task is done): True if it may start now, else it waits."""

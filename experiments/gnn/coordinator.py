@@ -81,7 +81,7 @@ class RateCoordinator:
             return False
         else:
             start = self.started.pop(flow_id)
-            if flow_id not in {f.flow_id for f in self.pipeline.active}:
+            if not self.pipeline.is_active(self._flow(start)):
                 raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
             self.pipeline.end(self._flow(start))
             self.sent_mbit.pop(flow_id, None)
@@ -97,7 +97,8 @@ class RateCoordinator:
         policy gave its flows; one flow's rate alone would hold a favoured flow behind
         a waiting one (MRTF: the evaluation batch behind a mini-batch at 0.1 Mbit/s)."""
         flows = self.pipeline.active
-        by_id = self.policy(self.machines, [replace(f, remaining_mbit=self._remaining_mbit(f.flow_id)) for f in flows])
+        by_id = self.policy(self.machines, [replace(f, remaining_mbit=self._remaining_mbit(f.flow_id)) for f in flows]
+                            if oes.reads_remaining(self.policy) else flows)
         self.rates_by_id = dict(by_id)
         rates: dict[FlowKey, float] = {}
         for fid, mbps in sorted(by_id.items()):

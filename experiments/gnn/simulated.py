@@ -551,20 +551,22 @@ class GnnSimulation:
         done, frame.released = frame.released, None
         done()
 
-    def undelivered(self, frame: _Frame) -> float:
-        """Bytes of its connection not yet delivered, up to and including ``frame``."""
-        total = 0.0
-        for queued in self.channels[frame.src, frame.dst]:
-            total += self.net.left(queued.flow) / self.wire if queued.flow is not None else queued.nbytes
-            if queued is frame:
-                break
-        return total
+    def backlogs(self) -> list[float]:
+        """Per blocked frame, in ``blocked``'s order: the bytes of its connection not yet
+        delivered, up to and including it (one walk per connection, not one per frame)."""
+        upto: dict[int, float] = {}
+        for connection in {(f.src, f.dst) for f in self.blocked}:
+            total = 0.0
+            for queued in self.channels[connection]:
+                total += self.net.left(queued.flow) / self.wire if queued.flow is not None else queued.nbytes
+                upto[id(queued)] = total
+        return [upto[id(f)] for f in self.blocked]
 
     def return_sends(self) -> bool:
         """Return every send whose connection's backlog fits the send buffer, or whose
         due time came; True if any did."""
-        returned = [f for f in self.blocked
-                    if f.due <= self.now or self.undelivered(f) <= SEND_BUFFER_BYTES * (1 + 1e-9)]
+        returned = [f for f, backlog in zip(self.blocked, self.backlogs())
+                    if f.due <= self.now or backlog <= SEND_BUFFER_BYTES * (1 + 1e-9)]
         for frame in returned:
             self.blocked.remove(frame)
             self.send_returned(frame)
@@ -573,9 +575,9 @@ class GnnSimulation:
     def next_return(self) -> float:
         """When the next blocked send returns at the current rates (its connection's head
         on the wire drains to the send buffer; later than the head's end: decided then)."""
-        for frame in self.blocked:
+        for frame, backlog in zip(self.blocked, self.backlogs()):
             head = self.channels[frame.src, frame.dst][0]
-            excess = (self.undelivered(frame) - SEND_BUFFER_BYTES) * self.wire
+            excess = (backlog - SEND_BUFFER_BYTES) * self.wire
             rate = self.net.rate(head.flow)
             frame.due = max(self.now + excess / rate, self.now) \
                 if excess <= self.net.left(head.flow) and rate > 0 else math.inf
