@@ -110,19 +110,25 @@ def _worker(args) -> int:
 
 
 def _figures(args) -> int:
+    if args.paper != "dgtp" and (len(args.dir) > 1 or args.out):
+        raise SpecError("dir", f"{args.paper} takes one sweep directory (and no --out)")
     if args.paper == "dgtp":
-        from experiments.gnn.figures import dgtp_figures
+        from experiments.gnn.figures import dgtp_figures, table3_across
         if args.solo:
             raise SpecError("--solo", "dgtp takes no solo runs")
-        paths = dgtp_figures(args.dir)
+        if len(args.dir) > 1 and not args.out:
+            raise SpecError("--out", "is required with several sweep directories: where Table III across them goes")
+        paths = [path for directory in args.dir for path in dgtp_figures(directory)]
+        if args.out:
+            paths += table3_across(args.dir, args.out)
     elif args.paper == "grouper-sim":
         from experiments.cojob.simfigures import grouper_sim_figures
         if args.solo:
             raise SpecError("--solo", "grouper-sim takes its solo runs from the sweep (its cells of one cojob alone)")
-        paths = grouper_sim_figures(args.dir)
+        paths = grouper_sim_figures(args.dir[0])
     else:
         from experiments.cojob.figures import grouper_figures
-        paths = grouper_figures(args.dir, solo_runs=args.solo)
+        paths = grouper_figures(args.dir[0], solo_runs=args.solo)
     for path in paths:
         print(path)
     return 0
@@ -181,8 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     figures = sub.add_parser("figures", help="a paper's figures (tables, CSV, plots) from a sweep directory")
     figures.add_argument("paper", choices=("grouper", "grouper-sim", "dgtp"),
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18; "
-                              "dgtp: DGTP's Table III and Figs. 6-7")
-    figures.add_argument("dir", help="sweep directory (holds results.csv)")
+                              "dgtp: DGTP's Table III and Figs. 6-8")
+    figures.add_argument("dir", nargs="+", help="sweep directory (holds results.csv); dgtp: one or more")
+    figures.add_argument("--out", metavar="DIR", help="dgtp: write Table III across the sweeps here "
+                                                      "(table-3-all.{csv,md}); required with several")
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
     figures.set_defaults(func=_figures)

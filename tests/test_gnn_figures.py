@@ -90,3 +90,27 @@ def test_a_mixed_testbed_sweep_is_figure_8_with_the_papers_48_percent(tmp_path):
     gains = {r["comparison"]: r for r in _rows(out / "figure-8-table-gains.csv")}
     assert float(gains["DGTP (ETP + OES) vs DistDGL + FIFO"]["paper"]) == 0.48
     assert (out / "figure-8-table.md").read_text().startswith("# Fig. 8 (mixed testbed)")
+
+
+def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_papers(tmp_path, drawn, capsys):
+    ring = tmp_path / "ring"
+    shutil.copytree(SWEEP.parent / "gnn-dgtp-allreduce-2026-11-24", ring,
+                    ignore=shutil.ignore_patterns("table-3*", "figure-*"))
+    out = tmp_path / "all"
+    assert main(["figures", "dgtp", str(drawn), str(ring), "--out", str(out)]) == 0
+    assert "table-3-all.md" in capsys.readouterr().out
+    rows = _rows(out / "table-3-all.csv")
+    assert [(r["sync"], r["graph"], float(r["paper"])) for r in rows] == [
+        ("ps", "ogbn-products", 0.28), ("allreduce", "ogbn-products", 0.26)]
+    for row, sweep in zip(rows, (drawn, ring)):  # each row is its sweep's own gains table
+        gains = {r["comparison"]: r for r in _rows(Path(sweep) / "table-3-gains.csv")}
+        assert float(row["dgtp_reduction"]) == pytest.approx(
+            float(gains["DGTP (ETP + OES) vs DistDGL + FIFO"]["time_to_accuracy_reduction"]))
+        assert float(row["placement_reduction"]) == pytest.approx(
+            float(gains["placement alone: ETP vs DistDGL, both FIFO"]["time_to_accuracy_reduction"]))
+        assert float(row["oes_reduction"]) == pytest.approx(
+            float(gains["OES alone: DistDGL + OES vs DistDGL + FIFO"]["time_to_accuracy_reduction"]))
+    assert "| ps | ogbn-products | heterogeneous NICs |" in (out / "table-3-all.md").read_text()
+    assert main(["figures", "dgtp", str(drawn), str(ring)]) == 2  # several sweeps need --out
+    assert "--out" in capsys.readouterr().err
+    assert main(["figures", "grouper", str(drawn), str(ring)]) == 2

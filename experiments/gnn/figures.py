@@ -34,6 +34,10 @@ Readings, stated here and in docs/gnn-oes.md:
   above 1) is the paper's mixed testbed: its table is ``figure-8-table.{csv,md}`` and
   ``figure-8-table-gains.csv``, with Fig. 8's 48% beside, and its training progress
   ``figure-8.{csv,png}`` in place of Fig. 6's.
+
+``table3_across(DIRS, OUT)`` sets several such sweeps side by side, one row per sweep
+(its synchronisation, graph and testbed): ``OUT/table-3-all.{csv,md}``, DGTP's gain
+over DistDGL + FIFO with the paper's beside, and the placement and OES shares.
 """
 from __future__ import annotations
 
@@ -309,6 +313,43 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     fig.savefig(root / "figure-7.png", dpi=120)
     plt.close(fig)
     return paths + [fig7, root / "figure-7.png"]
+
+
+def table3_across(directories: Sequence[str | Path], out: str | Path) -> list[Path]:
+    """Table III over several sweeps (module doc): ``table-3-all.{csv,md}`` in ``out``."""
+    rows = []
+    for directory in directories:
+        cells, left_out = load_cells(directory)
+        searched, on_mixed = _searched(cells), mixed(cells)
+        means = {(r["placement"], r["scheduler"]): r["time_to_accuracy_s"] for r in table3_rows(cells)}
+        dgtp, placement, oes_alone, _ = gains(cells, searched, on_mixed)
+        rows.append({"sync": cells[0].summary.get("sync"), "graph": _shape(cells[0]),
+                     "testbed": "mixed (Fig. 8)" if on_mixed else "heterogeneous NICs",
+                     "distdgl_fifo_s": means.get((DISTDGL, DEFAULT)), "dgtp_s": means.get((searched, OES)),
+                     "dgtp_reduction": dgtp["time_to_accuracy_reduction"], "seeds": dgtp["seeds"],
+                     "paper": dgtp["paper"], "placement_reduction": placement["time_to_accuracy_reduction"],
+                     "placement_seeds": placement["seeds"], "oes_reduction": oes_alone["time_to_accuracy_reduction"],
+                     "oes_seeds": oes_alone["seeds"], "left_out": len(left_out), "sweep": str(directory)})
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    paths = [root / "table-3-all.csv", root / "table-3-all.md"]
+    write_csv(paths[0], rows, list(rows[0]))
+    lines = ["# Table III across sweeps: DGTP (ETP + OES) against DistDGL + FIFO, time to the target accuracy "
+             f"({SOURCE['Table III']}; Fig. 8 for a mixed testbed)", "",
+             "| sync | graph | testbed | DistDGL + FIFO (s) | DGTP (s) | DGTP | paper | placement alone | "
+             "OES alone | sweep |", "|---|---|---|---|---|---|---|---|---|---|"]
+    def share(value, seeds):
+        return f"{_fmt(_neg(value), '%')} ({seeds} seeds)" if seeds else "-"
+    for r in rows:
+        paper = "" if r["paper"] is None else f"-{100 * r['paper']:.0f}%"
+        lines.append(f"| {r['sync']} | {r['graph']} | {r['testbed']} | {_fmt(r['distdgl_fifo_s'])} | "
+                     f"{_fmt(r['dgtp_s'])} | {share(r['dgtp_reduction'], r['seeds'])} | {paper} | "
+                     f"{share(r['placement_reduction'], r['placement_seeds'])} | "
+                     f"{share(r['oes_reduction'], r['oes_seeds'])} | {r['sweep']} |")
+    lines += ["", "Negative: shorter than DistDGL + FIFO. Placement alone: ETP against DistDGL, both FIFO; OES "
+                  "alone: DistDGL under OES against FIFO. Ratios pair seeds."]
+    paths[1].write_text("\n".join(lines) + "\n")
+    return paths
 
 
 def main(argv: list[str] | None = None) -> None:
