@@ -1,5 +1,5 @@
 """The gnn workload kind's spec and task placement: defaults, the three placement
-policies, capacity and explicit-mapping errors, and one-line errors naming the field.
+policies (and the bandwidth-aware DistDGL), capacity and explicit-mapping errors, and one-line errors naming the field.
 Pure checks: no DGL, no graph, no emulation."""
 import copy
 from pathlib import Path
@@ -101,6 +101,29 @@ def test_distdgl_prefers_the_machine_with_most_free_cpu():
     assert tasks(star4(workers=2, machines={"tbh3": {"cpus": 16}, "tbh4": {"cpus": 12}}))["ps0"] == "tbh3"  # tie
 
 
+def test_distdgl_fast_ps_puts_the_ps_behind_the_fastest_nic_that_fits_it():
+    raw = star4(workers=2, samplers_per_worker=2, ps=2)
+    raw["topology"]["host_mbps_overrides"] = {"tbh3": 20, "tbh4": 50}
+    plain, fast = tasks(raw), tasks({**raw, "workload": {**raw["workload"], "placement": "distdgl-fast-ps"}})
+    assert plain["ps0"] == "tbh3"  # DistDGL's: most free CPU, the slow NIC
+    assert {t: h for t, h in fast.items() if not t.startswith("ps")} == {
+        t: h for t, h in plain.items() if not t.startswith("ps")}  # the units are DistDGL's
+    assert fast["ps0"] == "tbh1" and fast["ps1"] == "tbh2"  # 100 Mbit/s; tbh1 first on a CPU tie
+    raw["workload"]["machines"] = {"tbh1": {"cpus": 1}, "tbh2": {"cpus": 1}}  # room for their stores only
+    raw["workload"]["placement"] = "distdgl-fast-ps"
+    assert tasks(raw)["ps0"] == "tbh4" and tasks(raw)["ps1"] == "tbh4"  # the fastest NIC with room
+
+
+@pytest.mark.parametrize("name", ["gnn-hetero-products-tight", "gnn-hetero-reddit-tight"])
+def test_on_table_3s_ps_specs_distdgl_already_puts_its_ps_on_a_fast_nic(name):
+    # so the paper's DistDGL baseline is not a strawman there (docs/gnn-oes.md)
+    raw = yaml.safe_load((REPO / "experiments/specs" / f"{name}.yaml").read_text())
+    raw["workload"]["placement"] = "distdgl"
+    plain = tasks(raw)
+    raw["workload"]["placement"] = "distdgl-fast-ps"
+    assert tasks(raw) == plain and plain["ps0"] not in raw["topology"]["host_mbps_overrides"]
+
+
 def test_distdgl_splits_a_unit_that_fits_no_machine():
     machines = {h: {"cpus": 2} for h in HOSTS4}  # 1 CPU free after the store: no room for worker + sampler
     got = tasks(star4(workers=1, machines=machines))
@@ -124,7 +147,7 @@ def test_spread_skips_a_full_machine():
     assert "tbh2" not in [host for task, host in got.items() if task != "store1"]
 
 
-@pytest.mark.parametrize("kind", ["distdgl", "spread"])
+@pytest.mark.parametrize("kind", ["distdgl", "distdgl-fast-ps", "spread"])
 def test_no_room_anywhere_names_the_field_the_machines_and_the_resource(kind):
     raw = star4(placement=kind, machines={h: {"cpus": 1.5} for h in HOSTS4})
     err = error(raw)
@@ -259,10 +282,11 @@ BAD = [
      "workload.task_resources.worker.cpus: must be in [0, 1024], got -1"),
     ("workload.task_resources", {"worker": {"memory_gb": "3G"}},
      "workload.task_resources.worker.memory_gb: must be a number in [0, 65536], got '3G'"),
-    ("workload.placement", "explicit", "workload.placement: must be distdgl, spread, a mapping of task id to "
-                                       "host (explicit) or {kind: etp | ifs, profile: ...}, got 'explicit'"),
-    ("workload.placement", None, "workload.placement: must be distdgl, spread, a mapping of task id to host "
-                                 "(explicit) or {kind: etp | ifs, profile: ...}, got null"),
+    ("workload.placement", "explicit", "workload.placement: must be distdgl, distdgl-fast-ps, spread, a mapping "
+                                       "of task id to host (explicit) or {kind: etp | ifs, profile: ...}, "
+                                       "got 'explicit'"),
+    ("workload.placement", None, "workload.placement: must be distdgl, distdgl-fast-ps, spread, a mapping of task "
+                                 "id to host (explicit) or {kind: etp | ifs, profile: ...}, got null"),
 ]
 
 

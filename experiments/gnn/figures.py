@@ -181,7 +181,7 @@ def _shape(cell: Cell) -> str:
 
 
 def _searched(cells: Sequence[Cell]) -> str:
-    kinds = sorted({c.placement for c in cells} - {DISTDGL, "spread"})
+    kinds = sorted({c.placement for c in cells} - {DISTDGL, "distdgl-fast-ps", "spread"})
     if not kinds:
         raise SpecError("workload.placement", "the sweep has no searched placement (etp) to set beside DistDGL's")
     return kinds[0]

@@ -17,7 +17,12 @@ Policies (``place``):
   the first machine it fits, machines ordered by most free CPU first (ties: host
   order); a unit that fits no machine is placed task by task (worker first, then its
   samplers), each on the machine with most free CPU that fits it. PSs last, the same
-  way.
+  way. This is the paper's DistDGL baseline as we read it: the paper says how
+  DistDGL co-locates a worker with its samplers, not where its PS goes.
+- ``distdgl-fast-ps``: ``distdgl``'s units, then each PS on the machine with the
+  fastest NIC that fits it (ties: most free CPU, then host order). The
+  bandwidth-aware baseline, so that DistDGL is not judged by a PS it happened to put
+  behind a slow NIC (on every Table III spec here it places as ``distdgl`` does).
 - ``spread``: samplers round-robin over the hosts in order; each worker starts one
   host past its last sampler (so, with fewer samplers per worker than machines, a
   worker never sits with its own samplers); PSs continue the samplers' round-robin.
@@ -37,7 +42,7 @@ from experiments.validation import at, describe, string
 
 RESOURCES = ("cpus", "memory_gb", "gpus")
 TASK_KINDS = ("store", "sampler", "worker", "ps")
-KINDS = ("distdgl", "spread", "explicit")
+KINDS = ("distdgl", "distdgl-fast-ps", "spread", "explicit")
 FIELD = "workload.placement"
 _EPS = 1e-9  # summed float resources: 0.1 + 0.2 still fits 0.3
 _SHOWN_MACHINES = 4  # a "fits nowhere" error names this many machines' shortfalls
@@ -115,13 +120,14 @@ def _sum(*needs: Mapping[str, float]) -> dict[str, float]:
 
 def place(kind: str, hosts: list[str], machines: Mapping[str, Mapping[str, float]],
           task_resources: Mapping[str, Mapping[str, float]], workers: int, samplers_per_worker: int, ps: int,
-          explicit: Mapping | None = None) -> dict[str, str]:
+          explicit: Mapping | None = None, nic_mbps: Mapping[str, float] | None = None) -> dict[str, str]:
     """Task id -> host for every task (stores included), in ``task_ids`` order.
 
     ``hosts``: the fabric's host names in fabric order; ``machines``: host -> its
     capacity; ``task_resources``: task kind -> what one task of it takes (each a
     mapping of ``cpus``, ``memory_gb``, ``gpus``). ``explicit`` (kind ``explicit``):
-    the spec's raw mapping of task id -> host, checked here."""
+    the spec's raw mapping of task id -> host, checked here. ``nic_mbps`` (kind
+    ``distdgl-fast-ps``): host -> its link's Mbit/s."""
     if kind not in KINDS:
         raise SpecError(FIELD, f"must be one of {', '.join(KINDS)}, got {describe(kind)}")
     ids = task_ids(len(hosts), workers, samplers_per_worker, ps)
@@ -139,8 +145,9 @@ def place(kind: str, hosts: list[str], machines: Mapping[str, Mapping[str, float
     samplers = [t for t in ids if t.startswith("sampler")]
     worker_ids = [t for t in ids if t.startswith("worker")]
     ps_ids = [t for t in ids if t.startswith("ps")]
-    if kind == "distdgl":
-        _distdgl(state, need, worker_ids, samplers, samplers_per_worker, ps_ids)
+    if kind in ("distdgl", "distdgl-fast-ps"):
+        _distdgl(state, need, worker_ids, samplers, samplers_per_worker, ps_ids,
+                 nic_mbps if kind == "distdgl-fast-ps" else None)
     elif kind == "spread":
         _spread(state, need, worker_ids, samplers, samplers_per_worker, ps_ids)
     else:
@@ -148,8 +155,13 @@ def place(kind: str, hosts: list[str], machines: Mapping[str, Mapping[str, float
     return {task: state.tasks[task] for task in ids}
 
 
-def _most_free_fit(state: _Machines, task: str, need: Mapping[str, float]) -> None:
+def _most_free_fit(state: _Machines, task: str, need: Mapping[str, float],
+                   nic_mbps: Mapping[str, float] | None = None) -> None:
+    """Put ``task`` on the machine with most free CPU that fits it; with ``nic_mbps``,
+    on the fastest NIC that fits it first."""
     order = state.by_free_cpu()
+    if nic_mbps is not None:
+        order.sort(key=lambda host: -nic_mbps[host])  # stable: most free CPU within a rate
     for host in order:
         if state.fits(host, need):
             state.put(task, host, need)
@@ -158,7 +170,7 @@ def _most_free_fit(state: _Machines, task: str, need: Mapping[str, float]) -> No
 
 
 def _distdgl(state: _Machines, need, worker_ids: list[str], samplers: list[str], per_worker: int,
-             ps_ids: list[str]) -> None:
+             ps_ids: list[str], nic_mbps: Mapping[str, float] | None) -> None:
     for w, worker in enumerate(worker_ids):
         unit = [worker] + samplers[w * per_worker:(w + 1) * per_worker]
         together = _sum(*(need(t) for t in unit))
@@ -169,7 +181,7 @@ def _distdgl(state: _Machines, need, worker_ids: list[str], samplers: list[str],
             else:
                 _most_free_fit(state, task, need(task))
     for task in ps_ids:
-        _most_free_fit(state, task, need(task))
+        _most_free_fit(state, task, need(task), nic_mbps)
 
 
 def _spread(state: _Machines, need, worker_ids: list[str], samplers: list[str], per_worker: int,

@@ -33,7 +33,7 @@ Format (defaults in comments)::
         worker: {cpus: 2}
       compute_factor:            # per host, 1 (1..100): its tasks compute this many times as long
         tbh3: 2.0                # (a slower machine: the task sleeps (factor - 1) x each compute step)
-      placement: distdgl         # distdgl | spread | {task id: host, ...} (explicit)
+      placement: distdgl         # distdgl | distdgl-fast-ps | spread | {task id: host, ...} (explicit)
                                  # | {kind: etp, profile: PATH, steps: 10000, seed: 0, pick: makespan}:
                                  # DGTP's search (experiments.gnn.search) on that profile, resolved
                                  # here; pick: cost judges the candidates by Eq. 27, not the model
@@ -221,14 +221,17 @@ def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
         return _searched_placement(raw, hosts, workload, common)
     if isinstance(raw, dict):
         kind = "explicit"
-    elif isinstance(raw, str) and raw in ("distdgl", "spread"):
+    elif isinstance(raw, str) and raw in placement_mod.KINDS and raw != "explicit":
         kind = raw
     else:
-        raise SpecError("workload.placement", f"must be distdgl, spread, a mapping of task id to host (explicit) "
-                                              f"or {{kind: etp | ifs, profile: ...}}, got {describe(raw)}")
+        raise SpecError("workload.placement", f"must be distdgl, distdgl-fast-ps, spread, a mapping of task id to "
+                                              f"host (explicit) or {{kind: etp | ifs, profile: ...}}, "
+                                              f"got {describe(raw)}")
+    nic_mbps = ({link.a: link.mbps for link in emulation_spec.fabric_of(common).host_links()}
+                if kind == "distdgl-fast-ps" else None)
     tasks = placement_mod.place(kind, hosts, workload["machines"], workload["task_resources"], workload["workers"],
                                 workload["samplers_per_worker"], workload["ps"],
-                                explicit=raw if kind == "explicit" else None)
+                                explicit=raw if kind == "explicit" else None, nic_mbps=nic_mbps)
     return {"kind": kind, "tasks": tasks}
 
 
