@@ -25,6 +25,26 @@ def private_state(tmp_path, monkeypatch):
     return tmp_path / "state"
 
 
+SHORT_SEARCH_STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def short_searches():
+    """Searched gnn placements (``{kind: etp, ...}``) cut to a few steps judged by cost,
+    for tests of spec and sweep validation: what they test is the checking, and a full
+    search (10,000 steps, its candidates simulated: a minute on the Reddit profiles)
+    per spec, scheduler and mutation tests the search again (test_gnn_place.py does)."""
+    from experiments.gnn import search
+    full = search.etp_placement
+
+    def short(spec, profile, steps, seed, verify=True, simulated_cost=False):
+        return full(spec, profile, min(steps, SHORT_SEARCH_STEPS), seed, verify=False, simulated_cost=simulated_cost)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search, "etp_placement", short)
+        yield
+
+
 def pytest_sessionstart(session):
     dirs = cpu.cgroup_cpu_dirs()
     _SESSION_START.update(dirs=dirs, first=cpu.sample(dirs))

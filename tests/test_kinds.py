@@ -47,7 +47,7 @@ def simulator_only(raw) -> bool:
 
 
 @pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
-def test_every_shipped_spec_has_its_kind_and_validates(path):
+def test_every_shipped_spec_has_its_kind_and_validates(path, short_searches):
     raw = yaml.safe_load(path.read_text())
     kind = kind_of(raw)
     assert kind.name == expected_kind(raw)

@@ -35,20 +35,9 @@ REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = REPO / "experiments"
 SPECS = sorted((EXPERIMENTS / "specs").glob("*.yaml"))
 SWEEPS = sorted((EXPERIMENTS / "sweeps").glob("*.yaml"))
-SEARCH_STEPS = 10  # a searched gnn placement's steps here: validation is what is tested, not the search
-
-
-def _short_search(raw):
-    """A shipped spec with a searched placement (``{kind: etp, ...}``) cut to a few
-    steps judged by cost: each accepted mutation would otherwise run its own
-    10,000-step search and simulate its candidates."""
-    placement = ((raw.get("workload") or {}).get("placement") if isinstance(raw, dict) else None)
-    if isinstance(placement, dict) and placement.get("kind") == "etp":
-        placement.update(steps=SEARCH_STEPS, pick="cost")
-    return raw
-
-
-RAW = {path.stem: _short_search(yaml.safe_load(path.read_text())) for path in SPECS}
+# a searched placement's full search per accepted mutation would take minutes
+pytestmark = pytest.mark.usefixtures("short_searches")
+RAW = {path.stem: yaml.safe_load(path.read_text()) for path in SPECS}
 SWEEP_RAW = {path.stem: yaml.safe_load(path.read_text()) for path in SWEEPS}
 # A field path: a name, then .field, [index] or ['odd key'] steps; `spec` is the root itself.
 FIELD_PATH = re.compile(r"^([\w-]+|\[.+?\])(\.[\w-]+|\[.+?\])*$", re.DOTALL)
