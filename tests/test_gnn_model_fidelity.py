@@ -9,7 +9,8 @@ its placement search read (one profile per job, as the search sees it):
 - measurements/gnn-dgtp-allreduce-2026-11-24: the same with ring all-reduce;
 - measurements/gnn-dgtp-mixed-2026-11-24: Fig. 8's mixed testbed (ring all-reduce,
   4 workers);
-- measurements/gnn-dgtp-reddit-2026-11-24: Table III's Reddit-like row (PS);
+- measurements/gnn-dgtp-reddit-2026-11-24 and gnn-dgtp-reddit-allreduce-2026-11-24:
+  Table III's Reddit-like rows (PS, ring all-reduce);
 - measurements/gnn-profiles-2026-11-24: those jobs' profiling runs.
 
 Default scheduling is outside the model's reach: TCP loses 1-2% of its packets on the
@@ -40,6 +41,8 @@ SOURCES = {
         PROFILES / "mixed-allreduce/profile.json",
     (*(MEASUREMENTS / "gnn-dgtp-reddit-2026-11-24/cells").glob("*"), PROFILES / "reddit-ps"):
         PROFILES / "reddit-ps/profile.json",
+    (*(MEASUREMENTS / "gnn-dgtp-reddit-allreduce-2026-11-24/cells").glob("*"), PROFILES / "reddit-allreduce"):
+        PROFILES / "reddit-allreduce/profile.json",
 }
 WITHIN = 0.15  # the issue's bound on |predicted / measured - 1|
 
