@@ -15,8 +15,9 @@ its placement search read (one profile per job, as the search sees it):
 
 Default scheduling is outside the model's reach: TCP loses 1-2% of its packets on the
 20 Mbit/s ports and recovers by timeouts, which the fluid model (max-min, no losses)
-does not have (docs/gnn-oes.md, 'The model against the emulation'); that gap is kept
-as a strict xfail."""
+does not have (docs/gnn-oes.md, 'The model against the emulation'); that gap, in the
+error and in the ranking of placements (they differ in how much TCP loses), is kept as
+two strict xfails."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -84,14 +85,14 @@ def test_the_model_predicts_default_scheduling_within_15_percent(compared):
         assert abs(row["error"]) <= WITHIN, (run, row)
 
 
-def test_the_model_ranks_the_placements_as_the_emulation_does(compared):
-    """Within a scheduler and seed, the placement the emulation ran faster is the one the
-    model predicts faster."""
+def _ranked_pairs(compared: dict[Path, dict], scheduler: str) -> int:
+    """Within ``scheduler``, a seed and a sweep, the placement the emulation ran clearly
+    faster must be the one the model predicts faster; how many pairs were checked."""
     groups: dict[tuple, list[dict]] = {}
     for run, row in compared.items():
         spec = yaml.safe_load((run / "spec.yaml").read_text())
-        groups.setdefault((run.parent, spec["scheduler"]["name"], spec["seed"], spec["workload"]["iterations"]),
-                          []).append(row)
+        if spec["scheduler"]["name"] == scheduler:
+            groups.setdefault((run.parent, spec["seed"], spec["workload"]["iterations"]), []).append(row)
     pairs = 0
     for rows in groups.values():
         for a in rows:
@@ -99,4 +100,15 @@ def test_the_model_ranks_the_placements_as_the_emulation_does(compared):
                 if a["measured_iteration_s"] < b["measured_iteration_s"] * 0.97:  # a clear difference
                     pairs += 1
                     assert a["predicted_iteration_s"] < b["predicted_iteration_s"], (a, b)
-    assert pairs >= 4
+    return pairs
+
+
+def test_the_model_ranks_the_placements_under_oes_as_the_emulation_does(compared):
+    assert _ranked_pairs(compared, "oes") >= 4
+
+
+@pytest.mark.xfail(strict=True, reason="the same known gap: under default scheduling the placements differ in "
+                                       "how much TCP loses (Reddit seed 1: DistDGL's placement 13.55 s, ETP's "
+                                       "12.22 s, both 12.0 s in the loss-free model)")
+def test_the_model_ranks_the_placements_under_default_scheduling_as_the_emulation_does(compared):
+    assert _ranked_pairs(compared, "default") >= 4
