@@ -80,10 +80,10 @@ class RateCoordinator:
             self.ended_early.add(flow_id)
             return False
         else:
-            start = self.started.pop(flow_id)
-            if not self.pipeline.is_active(self._flow(start)):
+            flow = self._flow(self.started.pop(flow_id))
+            if not self.pipeline.is_active(flow):
                 raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
-            self.pipeline.end(self._flow(start))
+            self.pipeline.end(flow)
             self.sent_mbit.pop(flow_id, None)
             self.rates_by_id.pop(flow_id, None)
         self.pending_triggers.append(message["t"])
