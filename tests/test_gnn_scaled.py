@@ -16,7 +16,7 @@ def base():
 
 @pytest.fixture(scope="module")
 def spec():
-    return scaled.paper_products_spec()
+    return scaled.paper_spec()[0]
 
 
 def _replies(profile, n):
