@@ -63,3 +63,66 @@ def test_a_pmr_the_stretch_cannot_reach_is_refused_in_one_line(base, spec):
     with pytest.raises(ValueError, match=r"^pmr 3: the stretch would empty the smallest store -> sampler pair "
                                          r"\(at most 2\.79 here\)$"):
         scaled.scaled_profile(base, spec, target_pmr=3.0)
+
+
+def test_input_nodes_counts_every_hop_from_the_seed():
+    assert scaled.input_nodes((5, 10, 15)) == 1 + 15 + 150 + 750
+    assert scaled.input_nodes((12, 12, 12)) == 1 + 12 + 144 + 1728
+    assert scaled.PAPERS100M_TRAFFIC == pytest.approx(1885 * 128 / (916 * 100))
+
+
+def test_the_papers100m_setting_is_a_cluster_that_holds_the_job():
+    setting = scaled.SETTINGS["papers100m"]
+    spec, drawn = scaled.paper_spec(setting)
+    workload = spec["workload"]
+    assert (workload["workers"], workload["samplers_per_worker"], workload["ps"]) == (20, 4, 1)
+    tasks = workload["placement"]["tasks"]
+    assert len([t for t in tasks if t.startswith("store")]) == 16 and len(tasks) == 16 + 80 + 20 + 1
+    assert set(spec["topology"]["host_mbps_overrides"].values()) <= {20, 40, 100}
+    for resource in ("cpus", "memory_gb", "gpus"):  # DistDGL's placement is within every machine
+        used = {h: 0.0 for h in workload["machines"]}
+        for task, host in tasks.items():
+            used[host] += workload["task_resources"][scaled.placement_mod.task_kind(task)][resource]
+        assert all(used[h] <= m[resource] for h, m in workload["machines"].items())
+    # the draws before it cannot hold the job, so the same seed gives the same cluster
+    assert scaled.paper_spec(setting, seed=drawn) == (spec, drawn)
+
+
+def _ends(times):
+    return [{"kind": "iteration_end", "task": "worker0", "iteration": n, "t": t} for n, t in enumerate(times)]
+
+
+def test_the_steady_state_leaves_out_the_drain():
+    events = _ends([30.0, 40.0, 50.0, 60.0, 62.0, 63.0]) + [{"kind": "iteration_end", "task": "worker1",
+                                                             "iteration": 0, "t": 1.0}]
+    assert scaled.PREFETCH == 2
+    assert scaled.steady_iteration_s(events) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match=r"^3 iterations: a steady state needs at least 4$"):
+        scaled.steady_iteration_s(_ends([30.0, 40.0, 41.0]))
+
+
+def test_cells_written_are_read_back_for_their_setting_only(tmp_path):
+    rows = [{"setting": "papers100m", "figure": "10", "batch_factor": 1.0, "design": label, "iteration_s": 2.0 + k,
+             "iterations": 8, "etp_steps": 10, "search_iterations": 4, "candidates": 3}
+            for k, (label, _, _) in enumerate(scaled.POLICIES)]
+    paths = scaled.write(tmp_path, rows, scaled.SETTINGS["papers100m"])
+    assert [p.name for p in paths] == ["figure-10.csv", "figure-10.png", "figure-11.csv"]
+    back = scaled.read(tmp_path, scaled.SETTINGS["papers100m"])
+    assert [(r["design"], r["batch_factor"], r["iteration_s"]) for r in back] == \
+        [(r["design"], 1.0, r["iteration_s"]) for r in rows]
+    assert scaled.read(tmp_path, scaled.SETTINGS["products"]) == []
+
+
+def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, monkeypatch):
+    setting = scaled.SETTINGS["products"]
+    rows = [{"setting": "products", "figure": "10", "batch_factor": 1.0, "design": label, "iteration_s": 5.0,
+             "iterations": 12, "etp_steps": 10, "search_iterations": 10, "candidates": 2}
+            for label, _, _ in scaled.POLICIES]
+    scaled.write(tmp_path, rows, setting)
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("a done cell was searched again")
+    monkeypatch.setattr(scaled, "etp", no_search)
+    scaled.figures(tmp_path, setting, batches=(1.0,), pmrs=())
+    assert [(r["design"], r["iteration_s"]) for r in scaled.read(tmp_path, setting)] == \
+        [(label, 5.0) for label, _, _ in scaled.POLICIES]
