@@ -33,6 +33,7 @@ import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 RESOURCES = ("cpu", "mem", "gpu")
 KINDS = ("store", "sampler", "worker", "ps", "allreduce")
@@ -178,7 +179,15 @@ class Pair:
     phases: tuple[tuple[float, ...], ...]  # per phase, its per-iteration bytes
 
     def bytes_at(self, iteration: int) -> float:
-        return sum(series[iteration % len(series)] for series in self.phases)
+        totals = self._totals
+        return totals[iteration % len(totals)]
+
+    @cached_property
+    def _totals(self) -> tuple[float, ...]:
+        """Per iteration of the phases' common period, their bytes summed in phase order
+        (the critical path reads a pair's bytes once per iteration of every placement)."""
+        period = math.lcm(*(len(series) for series in self.phases)) if self.phases else 1
+        return tuple(sum(series[n % len(series)] for series in self.phases) for n in range(period))
 
     @property
     def carries_data(self) -> bool:
