@@ -25,15 +25,20 @@ run):
   the smallest pair's volume is 0 (2.79 for the 2026-11-24 profile): beyond,
   ValueError.
 
-``python -m experiments.gnn.scaled OUT`` writes ``figure-10.csv``, ``figure-11.csv``,
-their tables and plots: on the paper's products setting (8 machines with NICs of 10,
-20 or 50 Gbit/s and resources drawn from the paper's ranges, 8 stores, 16 workers x 2
-samplers, 1 PS; the NIC rates scaled, see ``NIC_SCALE``), the mean iteration time of DGTP (ETP's placement, OES), DistDGL's
-placement under OES, OMCoflow and MRTF on ETP's placement (the paper gives both
-baselines DGTP's placement), per batch factor and per PMR. ETP judges its
-candidates by the model's makespan over ``ITERATIONS`` iterations (the paper's 20
-take twice as long at this size); ``--steps`` its steps (default 2,000: at this size
-a step costs ~15 ms and few proposals pass the (1 + gamma) filter).
+``python -m experiments.gnn.scaled OUT [--setting products|papers100m]`` writes
+``figure-10.csv``, ``figure-11.csv`` and their plots, each cell as soon as it is done
+(a stopped run resumes: the cells in OUT are kept). Settings (``SETTINGS``, §VI-B):
+products, 8 machines, 8 stores, 16 workers x 2 samplers, 1 PS; papers100M, 16
+machines, 16 stores, 20 workers x 4 samplers, 1 PS, its sampling traffic and compute
+``PAPERS100M_TRAFFIC`` x the profiled job's (Table II's fanouts and feature length).
+Machines are drawn from the paper's ranges (``paper_spec``; NIC rates scaled, see
+``NIC_SCALE``). Per batch factor and per PMR: the steady-state iteration time
+(``steady_iteration_s``) of DGTP (ETP's placement, OES), DistDGL's placement under
+OES, OMCoflow and MRTF on ETP's placement (the paper gives both baselines DGTP's
+placement). ETP judges its candidates by the model's makespan over
+``--search-iterations`` (default ``SEARCH_ITERATIONS``; the paper's 20 take twice as
+long at the products size); ``--steps`` its steps (default 2,000: few proposals pass
+the (1 + gamma) filter).
 """
 from __future__ import annotations
 

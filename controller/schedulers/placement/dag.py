@@ -151,29 +151,34 @@ def path_length(problem: Problem, placement: Mapping[str, str], iterations: int)
     machines = problem.machines
     task_done: dict[str, list[float]] = {t: [] for t in problem.tasks}
     flow_done: dict[tuple[str, str], list[float]] = {key: [] for key in rates}
+    # Per task in order, resolved once per placement: each input's finish times (its
+    # flow's, or on one machine its sender's) with its lag, and the flows it sends.
+    plan = []
+    for task in problem.order:
+        inputs = tuple((pair.lag, flow_done[pair.src, task] if (pair.src, task) in rates else task_done[pair.src])
+                       for pair in problem.incoming[task])
+        sends = tuple((pair.lag, flow_done[task, pair.dst], pair.bytes_at, rates[task, pair.dst])
+                      for pair in problem.outgoing[task] if (task, pair.dst) in rates)
+        exec_s = problem.tasks[task].exec_s
+        plan.append((task_done[task], inputs, sends, exec_s, len(exec_s), machines[placement[task]].speed))
     longest = 0.0
     for n in range(iterations):
-        for task in problem.order:
-            done_before = task_done[task]
+        for done_before, inputs, sends, exec_s, period, speed in plan:
             start = done_before[n - 1] if n else 0.0
-            for pair in problem.incoming[task]:
-                sent = n - pair.lag
-                if sent >= 0:
-                    key = (pair.src, task)
-                    ready = flow_done[key][sent] if key in rates else task_done[pair.src][sent]
-                    start = max(start, ready)
-            exec_s = problem.tasks[task].exec_s
-            done = start + exec_s[n % len(exec_s)] / machines[placement[task]].speed
+            for lag, ready in inputs:
+                if n >= lag and ready[n - lag] > start:
+                    start = ready[n - lag]
+            done = start + exec_s[n % period] / speed
             done_before.append(done)
-            longest = max(longest, done)
-            for pair in problem.outgoing[task]:
-                key = (task, pair.dst)
-                if key in rates and n + pair.lag < iterations:
-                    flows = flow_done[key]
-                    ended = max(done, flows[n - 1]) if n else done
-                    ended += pair.bytes_at(n) / rates[key]
+            if done > longest:
+                longest = done
+            for lag, flows, bytes_at, rate in sends:
+                if n + lag < iterations:
+                    ended = flows[n - 1] if n and flows[n - 1] > done else done
+                    ended += bytes_at(n) / rate
                     flows.append(ended)
-                    longest = max(longest, ended)
+                    if ended > longest:
+                        longest = ended
     return longest
 
 
