@@ -296,6 +296,8 @@ class GnnSimulation:
         self.connection: dict[tuple[str, str], int] = {}  # its number: the simulated 5-tuple's source port
         self.by_key: dict[tuple, tuple[str, str]] = {}  # 5-tuple -> connection
         self.installed: dict[tuple[str, str], float | None] = {}  # connection -> Mbit/s installed (None: none yet)
+        self.decided: dict[tuple, float] = {}  # 5-tuple -> the latest Mbit/s decided for it, before rounding
+        self.settled_backlogs: list[float] | None = None  # ``return_sends``'s, while still true
         self.on_wire: dict[int, _Frame] = {}  # network flow id -> its frame
         self.flows = 0  # network flows started: the next one's id
         self.blocked: list[_Frame] = []  # frames whose senders wait for the send to return
@@ -565,17 +567,23 @@ class GnnSimulation:
     def return_sends(self) -> bool:
         """Return every send whose connection's backlog fits the send buffer, or whose
         due time came; True if any did."""
-        returned = [f for f, backlog in zip(self.blocked, self.backlogs())
+        backlogs = self.backlogs()
+        returned = [f for f, backlog in zip(self.blocked, backlogs)
                     if f.due <= self.now or backlog <= SEND_BUFFER_BYTES * (1 + 1e-9)]
         for frame in returned:
             self.blocked.remove(frame)
             self.send_returned(frame)
+        # None returned: nothing moved, and until the clock does (``settle``'s rate
+        # decision changes rates, not bytes left) ``next_return`` may reuse them.
+        self.settled_backlogs = None if returned else backlogs
         return bool(returned)
 
     def next_return(self) -> float:
         """When the next blocked send returns at the current rates (its connection's head
-        on the wire drains to the send buffer; later than the head's end: decided then)."""
-        for frame, backlog in zip(self.blocked, self.backlogs()):
+        on the wire drains to the send buffer; later than the head's end: decided then).
+        Called right after ``settle``, whose last ``return_sends`` returned nothing."""
+        backlogs, self.settled_backlogs = self.settled_backlogs, None
+        for frame, backlog in zip(self.blocked, self.backlogs() if backlogs is None else backlogs):
             head = self.channels[frame.src, frame.dst][0]
             excess = (backlog - SEND_BUFFER_BYTES) * self.wire
             rate = self.net.rate(head.flow)
@@ -610,6 +618,9 @@ class GnnSimulation:
         decision = self.coordinator.decide()
         changed = []
         for key, mbps in decision.rates.items():
+            if self.decided.get(key) == mbps:
+                continue  # as decided before: installed already
+            self.decided[key] = mbps
             connection, mbps = self.by_key[key], installed_mbps(mbps)
             if self.installed.get(connection) != mbps:
                 self.installed[connection] = mbps
