@@ -66,7 +66,7 @@ from hosts.gnn import PREFETCH
 from topologies.fabric import simulated_rates
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
