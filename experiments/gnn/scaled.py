@@ -283,7 +283,7 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
                        else scaled_profile(base, spec, batch=setting.traffic, target_pmr=value))
             started = time.perf_counter()
             found = etp(search.problem_from_profile(spec, profile), steps, seed,
-                        makespan=search.makespan(spec, profile, search_iterations))
+                        makespan=_shown(search.makespan(spec, profile, search_iterations), started))
             placements = {"etp": {t: found.placement[t] for t in spec["workload"]["placement"]["tasks"]},
                           "distdgl": spec["workload"]["placement"]["tasks"]}
             print(f"Fig. {figure} {value}: ETP {steps} steps, {len(found.candidates)} candidates judged by the "
@@ -299,6 +299,19 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
             rows = [r for r in rows if not (r["figure"] == figure and r[COLUMNS[figure]] == value)] + cell
             write(out, rows, setting)
     return write(out, rows, setting)
+
+
+def _shown(makespan, started: float):
+    """``makespan`` that prints each candidate's (a candidate takes minutes at papers100M's size)."""
+    judged = [0]
+
+    def judge(placement):
+        span = makespan(placement)
+        judged[0] += 1
+        print(f"  ETP candidate {judged[0]}: makespan {span:.2f} s ({time.perf_counter() - started:.0f} s)",
+              flush=True)
+        return span
+    return judge
 
 
 def read(out: Path, setting: Setting) -> list[dict]:
