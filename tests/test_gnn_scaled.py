@@ -143,3 +143,8 @@ def test_the_bounded_verification_judges_ifs_and_the_least_cost_candidates():
     assert scaled.least_makespan(found, makespan, 4) == {"t": "b"}
     with pytest.raises(ValueError, match=r"^verify_best must be >= 1, got 0$"):
         scaled.least_makespan(found, makespan, 0)
+
+
+def test_judging_the_best_candidates_needs_the_model(tmp_path):
+    with pytest.raises(ValueError, match=r"^verify_best: needs search_iterations >= 1"):
+        scaled.figures(tmp_path, scaled.SETTINGS["products"], search_iterations=0, verify_best=3)

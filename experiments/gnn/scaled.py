@@ -270,6 +270,8 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
             verify_best: int = 0) -> list[Path]:
     """Figs. 10-11's cells, each written to ``out`` as soon as it is done; cells already
     there for this setting (an earlier, stopped run) are kept, not run again."""
+    if verify_best and not search_iterations:
+        raise ValueError("verify_best: needs search_iterations >= 1 (the model judges the candidates)")
     out.mkdir(parents=True, exist_ok=True)
     base = simulated.load_profile(PROFILE)
     spec, drawn = paper_spec(setting)
@@ -293,9 +295,13 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
                 chosen = least_makespan(found.candidates, judge, verify_best)
             placements = {"etp": {t: chosen[t] for t in spec["workload"]["placement"]["tasks"]},
                           "distdgl": spec["workload"]["placement"]["tasks"]}
-            judged = ("judged by the model" if search_iterations and not verify_best else
-                      f"IFS's and the {verify_best - 1} least-cost judged by the model" if verify_best else
-                      "the least-cost one taken")
+            if verify_best:
+                verified, judged = min(verify_best, len(found.candidates)), \
+                    f"IFS's and the {verify_best - 1} least-cost judged by the model"
+            elif search_iterations:
+                verified, judged = len(found.candidates), "judged by the model"
+            else:
+                verified, judged = 0, "the least-cost one taken"
             print(f"Fig. {figure} {value}: ETP {steps} steps, {len(found.candidates)} candidates, {judged} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
             cell = []
@@ -304,8 +310,7 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
                 cell.append({"setting": setting.name, "figure": figure, COLUMNS[figure]: value, "design": label,
                              "iteration_s": round(iteration_s, 4), "iterations": iterations, "etp_steps": steps,
                              "search_iterations": search_iterations, "candidates": len(found.candidates),
-                             "verified": min(verify_best, len(found.candidates)) if verify_best
-                             else len(found.candidates) if search_iterations else 0})
+                             "verified": verified})
                 print(f"Fig. {figure} {value}: {label} {iteration_s:.3f} s per iteration "
                       f"({time.perf_counter() - started:.0f} s)", flush=True)
             rows = [r for r in rows if not (r["figure"] == figure and r[COLUMNS[figure]] == value)] + cell
