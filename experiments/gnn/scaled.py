@@ -398,8 +398,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--verify-best", type=int, default=0, metavar="K",
                         help="run ETP's chain by cost alone, then judge IFS's and the K - 1 least-cost candidates by "
                              "the model (default 0: every candidate as found, Alg. 3)")
-    parser.add_argument("--batches", type=float, nargs="*", default=BATCHES, help="Fig. 10's batch factors (none: no Fig. 10 cells)")
-    parser.add_argument("--pmrs", type=float, nargs="*", default=PMRS, help="Fig. 11's peak-to-mean ratios (none: no Fig. 11 cells)")
+    parser.add_argument("--batches", type=float, nargs="*", default=BATCHES,
+                        help="Fig. 10's batch factors (none: no Fig. 10 cells)")
+    parser.add_argument("--pmrs", type=float, nargs="*", default=PMRS,
+                        help="Fig. 11's peak-to-mean ratios (none: no Fig. 11 cells)")
     args = parser.parse_args(argv)
     for path in figures(Path(args.out), SETTINGS[args.setting], args.steps, iterations=args.iterations,
                         batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
