@@ -46,7 +46,6 @@ a departure from Alg. 3 stated with the results.
 from __future__ import annotations
 
 import argparse
-import csv
 import random
 import statistics
 import time
@@ -59,6 +58,7 @@ import matplotlib
 import yaml
 
 from controller.schedulers.placement.etp import etp
+from experiments import store
 from experiments.errors import SpecError
 from experiments.gnn import placement as placement_mod
 from experiments.gnn import search, simulated
@@ -350,10 +350,8 @@ def read(out: Path, setting: Setting) -> list[dict]:
     for figure, column in COLUMNS.items():
         path = out / f"figure-{figure}.csv"
         if path.exists():
-            with open(path, newline="") as f:
-                for r in csv.DictReader(f):
-                    if r.get("setting") == setting.name:
-                        rows.append({**r, column: float(r[column]), "iteration_s": float(r["iteration_s"])})
+            rows += [{**r, column: float(r[column]), "iteration_s": float(r["iteration_s"])}
+                     for r in store.read_csv(path) if r.get("setting") == setting.name]
     return rows
 
 
