@@ -37,8 +37,7 @@ def guaranteed_rates(problem: Problem, placement: Mapping[str, str]) -> dict[tup
     pair, the PS's parameters included). That is OES's rate (``oes.oes_rates``) with
     every flow of an iteration active; by Lemma 1 no flow ever gets less under OES.
     """
-    flows = [(p.src, p.dst) for p in problem.pairs.values()
-             if p.carries_data and placement[p.src] != placement[p.dst]]
+    flows = [(p.src, p.dst) for p in problem.data_pairs if placement[p.src] != placement[p.dst]]
     into: dict[str, int] = {}
     out_of: dict[str, int] = {}
     for src, dst in flows:
@@ -157,7 +156,7 @@ def path_length(problem: Problem, placement: Mapping[str, str], iterations: int)
     for task in problem.order:
         inputs = tuple((pair.lag, flow_done[pair.src, task] if (pair.src, task) in rates else task_done[pair.src])
                        for pair in problem.incoming[task])
-        sends = tuple((pair.lag, flow_done[task, pair.dst], pair.bytes_at, rates[task, pair.dst])
+        sends = tuple((pair.lag, flow_done[task, pair.dst], pair.totals, len(pair.totals), rates[task, pair.dst])
                       for pair in problem.outgoing[task] if (task, pair.dst) in rates)
         exec_s = problem.tasks[task].exec_s
         plan.append((task_done[task], inputs, sends, exec_s, len(exec_s), machines[placement[task]].speed))
@@ -172,10 +171,10 @@ def path_length(problem: Problem, placement: Mapping[str, str], iterations: int)
             done_before.append(done)
             if done > longest:
                 longest = done
-            for lag, flows, bytes_at, rate in sends:
+            for lag, flows, totals, bytes_period, rate in sends:
                 if n + lag < iterations:
                     ended = flows[n - 1] if n and flows[n - 1] > done else done
-                    ended += bytes_at(n) / rate
+                    ended += totals[n % bytes_period] / rate
                     flows.append(ended)
                     if ended > longest:
                         longest = ended

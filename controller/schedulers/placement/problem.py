@@ -179,17 +179,17 @@ class Pair:
     phases: tuple[tuple[float, ...], ...]  # per phase, its per-iteration bytes
 
     def bytes_at(self, iteration: int) -> float:
-        totals = self._totals
+        totals = self.totals
         return totals[iteration % len(totals)]
 
     @cached_property
-    def _totals(self) -> tuple[float, ...]:
+    def totals(self) -> tuple[float, ...]:
         """Per iteration of the phases' common period, their bytes summed in phase order
         (the critical path reads a pair's bytes once per iteration of every placement)."""
         period = math.lcm(*(len(series) for series in self.phases)) if self.phases else 1
         return tuple(sum(series[n % len(series)] for series in self.phases) for n in range(period))
 
-    @property
+    @cached_property
     def carries_data(self) -> bool:
         """False for a pure dependency: it never gets a flow vertex and is no flow of Δ."""
         return any(b > 0 for series in self.phases for b in series)
@@ -213,7 +213,7 @@ class Problem:
     ``machines`` and ``tasks`` keep the given order (IFS fills machines in it, the
     DAG breaks ties by it); ``pairs``: (src, dst) -> ``Pair``; ``order``: the tasks
     in an order that respects every lag-0 transfer (one iteration's topological
-    order); ``incoming`` / ``outgoing``: task -> its pairs; ``rings``: worker -> its
+    order); ``data_pairs``: the pairs that carry data; ``incoming`` / ``outgoing``: task -> its pairs; ``rings``: worker -> its
     allreduce tasks; ``movable``: the samplers, workers and PSs, in task order.
     """
 
@@ -234,6 +234,7 @@ class Problem:
             self.outgoing[pair.src].append(pair)
         self.order = self._iteration_order()
         self.movable = tuple(t for t, task in self.tasks.items() if task.kind in MOVABLE)
+        self.data_pairs = tuple(p for p in self.pairs.values() if p.carries_data)
 
     def of_kind(self, kind: str) -> list[str]:
         return [t for t, task in self.tasks.items() if task.kind == kind]
