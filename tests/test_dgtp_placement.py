@@ -25,6 +25,7 @@ from controller.schedulers.placement.problem import (
     Transfer,
     capacity_penalty,
     check_placement,
+    nic_seconds,
     ring_allreduce,
     usage,
 )
@@ -54,6 +55,16 @@ def test_guaranteed_rates_are_eq_26_over_one_iterations_flows():
     # Flows g1->s0 (B->A), w0->p0 (A->B), p0->w0 (B->A): Δ_out(B) = Δ_in(A) = 2, Δ_out(A) = Δ_in(B) = 1.
     assert guaranteed_rates(small(), PS_ON_B) == pytest.approx(
         {("g1", "s0"): min(100 / 2, 50 / 2), ("w0", "p0"): min(50 / 1, 100 / 1), ("p0", "w0"): min(100 / 2, 50 / 2)})
+
+
+def test_nic_seconds_is_the_busiest_nics_bytes_of_an_iteration():
+    # PS on B: A sends w0->p0 50 B at 100 B/s (0.5 s), receives g1->s0 100 + p0->w0 50 (1.5 s);
+    # B sends 150 B at 50 B/s (3 s), receives 50 (1 s). Same-machine pairs cost nothing.
+    assert nic_seconds(small(), PS_ON_B) == pytest.approx(3.0)
+    assert nic_seconds(small(), PS_ON_A) == pytest.approx(100 / 50)
+    varying = Problem(small().machines.values(), small().tasks.values(),
+                      [Transfer("g1", "s0", "feature", [100, 300]), Transfer("s0", "w0", "minibatch", 1)])
+    assert nic_seconds(varying, PS_ON_B) == pytest.approx(200 / 50)  # the mean of 100 and 300 B
 
 
 def test_critical_path_by_hand():

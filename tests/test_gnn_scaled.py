@@ -148,3 +148,20 @@ def test_the_bounded_verification_judges_ifs_and_the_least_cost_candidates():
 def test_judging_the_best_candidates_needs_the_model(tmp_path):
     with pytest.raises(ValueError, match=r"^verify_best: needs search_iterations >= 1"):
         scaled.figures(tmp_path, scaled.SETTINGS["products"], search_iterations=0, verify_best=3)
+
+
+def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, capsys):
+    setting = scaled.SETTINGS["products"]
+    scaled.write(tmp_path, [{"setting": "products", "figure": figure, column: value, "design": label,
+                             "iteration_s": 5.0, "iterations": 12, "etp_steps": 10, "search_iterations": 10,
+                             "candidates": 2}
+                            for figure, column, value in (("10", "batch_factor", 0.5), ("11", "pmr", 2.0))
+                            for label, _, _ in scaled.POLICIES], setting)
+    rows = scaled.store.read_csv(scaled.nic_floors(tmp_path, setting, steps=200))
+    assert [(r["figure"], float(r["value"])) for r in rows] == [("10", 0.5), ("11", 2.0)]
+    for r in rows:
+        assert 0 < float(r["candidates_least_nic_s"]) <= float(r["ifs_nic_s"])  # IFS's is a candidate
+        assert float(r["distdgl_nic_s"]) > 0 and int(r["candidates"]) >= 1
+    # Half the batch moves about half the bytes: the busiest NIC's seconds follow.
+    assert float(rows[0]["distdgl_nic_s"]) < 0.75 * float(rows[1]["distdgl_nic_s"])
+    assert "busiest NIC per iteration: DistDGL's" in capsys.readouterr().out

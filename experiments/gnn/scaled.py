@@ -41,7 +41,9 @@ long at the products size); ``--steps`` its steps (default 2,000: few proposals 
 the (1 + gamma) filter). At papers100M's size that verification does not fit this
 box: 1,000 steps pass 53 candidates, each minutes of the model; there
 ``--search-iterations 0`` has ETP pick its least-cost candidate (Eq. 27) unsimulated,
-a departure from Alg. 3 stated with the results.
+a departure from Alg. 3 stated with the results. ``--floors`` writes, per cell in OUT,
+the busiest NIC's seconds per iteration of DistDGL's, IFS's and ETP's candidates'
+placements (``nic_floors``): whether judging every candidate could have changed it.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ import matplotlib
 import yaml
 
 from controller.schedulers.placement.etp import etp
+from controller.schedulers.placement.problem import nic_seconds
 from experiments import store
 from experiments.errors import SpecError
 from experiments.gnn import placement as placement_mod
@@ -284,8 +287,7 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
             if done >= {label for label, _, _ in POLICIES}:
                 print(f"Fig. {figure} {value}: in {out} already", flush=True)
                 continue
-            profile = (scaled_profile(base, spec, batch=value * setting.traffic) if figure == "10"
-                       else scaled_profile(base, spec, batch=setting.traffic, target_pmr=value))
+            profile = cell_profile(base, spec, setting, figure, value)
             started = time.perf_counter()
             judge = _shown(search.makespan(spec, profile, search_iterations), started)
             found = etp(search.problem_from_profile(spec, profile), steps, seed,
@@ -316,6 +318,40 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
             rows = [r for r in rows if not (r["figure"] == figure and r[COLUMNS[figure]] == value)] + cell
             write(out, rows, setting)
     return write(out, rows, setting)
+
+
+def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value: float) -> Profile:
+    """The profile of one cell: Fig. 10's batch factor or Fig. 11's PMR ``value``."""
+    if figure == "10":
+        return scaled_profile(base, spec, batch=value * setting.traffic)
+    return scaled_profile(base, spec, batch=setting.traffic, target_pmr=value)
+
+
+def nic_floors(out: Path, setting: Setting, steps: int, seed: int = 1) -> Path:
+    """``floors.csv`` in ``out``: for each cell of its figure CSVs, the busiest NIC's
+    seconds per iteration (``nic_seconds``, a bound no policy's iteration beats) of
+    DistDGL's placement, of IFS's, and the least of any of ETP's candidates (the chain
+    re-run by Eq. 27 alone, as seeded: the same candidates as the cell's). It says
+    whether judging every candidate by the model, as Alg. 3 does, could have changed a
+    cell that judged only a few (``--verify-best``)."""
+    base = simulated.load_profile(PROFILE)
+    spec, _ = paper_spec(setting)
+    distdgl = spec["workload"]["placement"]["tasks"]
+    rows = []
+    for figure, value in sorted({(r["figure"], r[COLUMNS[r["figure"]]]) for r in read(out, setting)}):
+        problem = search.problem_from_profile(spec, cell_profile(base, spec, setting, figure, value))
+        found = etp(problem, steps, seed)
+        floors = [nic_seconds(problem, c.placement) for c in found.candidates]
+        rows.append({"setting": setting.name, "figure": figure, "value": value, "etp_steps": steps,
+                     "distdgl_nic_s": round(nic_seconds(problem, {**found.placement, **distdgl}), 2),
+                     "ifs_nic_s": round(floors[0], 2), "candidates_least_nic_s": round(min(floors), 2),
+                     "candidates": len(floors)})
+        print(f"Fig. {figure} {value}: busiest NIC per iteration: DistDGL's {rows[-1]['distdgl_nic_s']} s, IFS's "
+              f"{rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates {rows[-1]['candidates_least_nic_s']} s",
+              flush=True)
+    path = out / "floors.csv"
+    write_csv(path, rows, list(rows[0]) if rows else ["setting"])
+    return path
 
 
 def least_makespan(candidates, makespan, k: int) -> dict[str, str]:
@@ -400,7 +436,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="Fig. 10's batch factors (none: no Fig. 10 cells)")
     parser.add_argument("--pmrs", type=float, nargs="*", default=PMRS,
                         help="Fig. 11's peak-to-mean ratios (none: no Fig. 11 cells)")
+    parser.add_argument("--floors", action="store_true",
+                        help="write floors.csv for the cells in OUT (each cell's busiest-NIC bound per placement) "
+                             "instead of running cells")
     args = parser.parse_args(argv)
+    if args.floors:
+        print(nic_floors(Path(args.out), SETTINGS[args.setting], args.steps))
+        return
     for path in figures(Path(args.out), SETTINGS[args.setting], args.steps, iterations=args.iterations,
                         batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
                         verify_best=args.verify_best):

@@ -14,8 +14,9 @@
   feed its workers' next iteration (lag 1). A transfer of zero bytes in every
   iteration is a pure dependency (a worker's own all-reduce steps, for instance).
 - ``Problem``: the three, validated together, and the derived task pairs and
-  per-iteration order the DAG is built from. ``check_placement``, ``usage`` and
-  ``capacity_penalty`` (Eq. 27's term) judge a placement (task id -> machine name).
+  per-iteration order the DAG is built from. ``check_placement``, ``usage``,
+  ``capacity_penalty`` (Eq. 27's term) and ``nic_seconds`` (the busiest NIC's bytes
+  per iteration) judge a placement (task id -> machine name).
 - ``ring_allreduce``: the all-reduce tasks and transfers of a ring of workers (Fig. 2).
 
 Per-iteration values (``Task.exec_s``, ``Transfer.bytes``) are a number (the same
@@ -352,6 +353,25 @@ def usage(problem: Problem, placement: Mapping[str, str]) -> dict[str, dict[str,
         for r in RESOURCES:
             used[placement[task_id]][r] += task.demand[r]
     return used
+
+
+def nic_seconds(problem: Problem, placement: Mapping[str, str]) -> float:
+    """The busiest NIC's seconds per iteration under ``placement``: the bytes each
+    machine sends (receives) to (from) other machines in one iteration, each pair's
+    mean over its per-iteration values, over its NIC rate, the most of any machine and
+    direction. No policy's mean iteration can be shorter on the placement (headers and
+    the requests that are no pair only add to it), whatever Eq. 27 says of it."""
+    check_placement(problem, placement)
+    sent = dict.fromkeys(problem.machines, 0.0)
+    received = dict.fromkeys(problem.machines, 0.0)
+    for pair in problem.data_pairs:
+        src, dst = placement[pair.src], placement[pair.dst]
+        if src != dst:
+            mean = sum(pair.totals) / len(pair.totals)
+            sent[src] += mean
+            received[dst] += mean
+    return max(max(sent[m] / machine.nic_out, received[m] / machine.nic_in)
+               for m, machine in problem.machines.items())
 
 
 def overload(used: float, capacity: float) -> float:
