@@ -270,14 +270,15 @@ COLUMNS = {"10": "batch_factor", "11": "pmr"}
 
 def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 2000, seed: int = 1,
             iterations: int = ITERATIONS, batches=BATCHES, pmrs=PMRS, search_iterations: int = SEARCH_ITERATIONS,
-            verify_best: int = 0) -> list[Path]:
-    """Figs. 10-11's cells, each written to ``out`` as soon as it is done; cells already
-    there for this setting (an earlier, stopped run) are kept, not run again."""
+            verify_best: int = 0, cluster_seed: int = 0) -> list[Path]:
+    """Figs. 10-11's cells on the cluster ``paper_spec(setting, cluster_seed)`` draws,
+    each written to ``out`` as soon as it is done; cells already there for this setting
+    (an earlier, stopped run) are kept, not run again (one ``out`` per cluster)."""
     if verify_best and not search_iterations:
         raise ValueError("verify_best: needs search_iterations >= 1 (the model judges the candidates)")
     out.mkdir(parents=True, exist_ok=True)
     base = simulated.load_profile(PROFILE)
-    spec, drawn = paper_spec(setting)
+    spec, drawn = paper_spec(setting, cluster_seed)
     print(f"{setting.name}: {setting.machines} machines (cluster drawn with seed {drawn}), {setting.workers} "
           f"workers x {setting.samplers_per_worker} samplers, traffic x {setting.traffic:.2f} the profiled", flush=True)
     rows = read(out, setting)
@@ -327,7 +328,7 @@ def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value
     return scaled_profile(base, spec, batch=setting.traffic, target_pmr=value)
 
 
-def nic_floors(out: Path, setting: Setting, steps: int, seed: int = 1) -> Path:
+def nic_floors(out: Path, setting: Setting, steps: int, seed: int = 1, cluster_seed: int = 0) -> Path:
     """``floors.csv`` in ``out``: for each cell of its figure CSVs, the busiest NIC's
     seconds per iteration (``nic_seconds``, a bound no policy's iteration beats) of
     DistDGL's placement, of IFS's, and the least of any of ETP's candidates (the chain
@@ -335,7 +336,7 @@ def nic_floors(out: Path, setting: Setting, steps: int, seed: int = 1) -> Path:
     whether judging every candidate by the model, as Alg. 3 does, could have changed a
     cell that judged only a few (``--verify-best``)."""
     base = simulated.load_profile(PROFILE)
-    spec, _ = paper_spec(setting)
+    spec, _ = paper_spec(setting, cluster_seed)
     distdgl = spec["workload"]["placement"]["tasks"]
     rows = []
     for figure, value in sorted({(r["figure"], r[COLUMNS[r["figure"]]]) for r in read(out, setting)}):
@@ -439,13 +440,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--floors", action="store_true",
                         help="write floors.csv for the cells in OUT (each cell's busiest-NIC bound per placement) "
                              "instead of running cells")
+    parser.add_argument("--cluster-seed", type=int, default=0,
+                        help="draw the cluster from this seed on (default 0; the first draw that holds the job)")
     args = parser.parse_args(argv)
     if args.floors:
-        print(nic_floors(Path(args.out), SETTINGS[args.setting], args.steps))
+        print(nic_floors(Path(args.out), SETTINGS[args.setting], args.steps, cluster_seed=args.cluster_seed))
         return
     for path in figures(Path(args.out), SETTINGS[args.setting], args.steps, iterations=args.iterations,
                         batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
-                        verify_best=args.verify_best):
+                        verify_best=args.verify_best, cluster_seed=args.cluster_seed):
         print(path)
 
 
