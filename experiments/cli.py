@@ -32,10 +32,12 @@ def _place(args) -> int:
     from topologies.fabric import simulated_rates
     steps = search.DEFAULT_STEPS if args.steps is None else _count("--steps", args.steps, 0)
     seed = _count("--seed", args.seed, None)
+    verify_best = _count("--verify-best", args.verify_best, 0)
     with simulated_rates():
         spec = gnn_spec.validate(read_spec(args.spec))
     try:
-        found = search.search(spec, args.profile, steps, seed)
+        found = search.search(spec, args.profile, steps, seed, verify_best=verify_best,
+                              progress=lambda line: print(line, file=sys.stderr, flush=True))
     except ProfileError as err:
         raise SpecError("--profile", str(err)) from None
     except ValueError as err:  # the search's own one-line refusals (an infeasible job)
@@ -151,6 +153,10 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--profile", required=True, help="profile.json of a profile: true run of the job")
     place.add_argument("--steps", help="ETP steps (default: 10000, search.DEFAULT_STEPS)")
     place.add_argument("--seed", default="0", help="ETP's seed (default: 0)")
+    place.add_argument("--verify-best", default="0", metavar="K",
+                       help="judge only IFS's placement and the K - 1 least-cost candidates by the model, after the "
+                            "chain (default 0: every candidate as found, Alg. 3; for jobs with hundreds of "
+                            "candidates that take minutes each)")
     place.add_argument("--out", help="write the placement, predicted iteration time and search time as JSON")
     place.set_defaults(func=_place)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")

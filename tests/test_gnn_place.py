@@ -141,8 +141,12 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
     _within_capacity(spec, written["placement"])
     assert written["predicted_iteration_s"] == simulated.predict(
         search.with_placement(spec, written["placement"]), simulated.load_profile(PROFILE))
-    shown = capsys.readouterr().out
-    assert "worker0: " in shown and "predicted iteration: " in shown and "search: " in shown
+    shown = capsys.readouterr()
+    assert "worker0: " in shown.out and "predicted iteration: " in shown.out and "search: " in shown.out
+    assert shown.err.startswith("ETP candidate 1: makespan ")  # progress, one line per judged candidate
+    assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "150", "--seed", "2",
+                 "--verify-best", "2", "--out", str(out)]) == 0
+    assert len(capsys.readouterr().err.splitlines()) == 2 and json.loads(out.read_text())["candidates"] >= 1
     # the default steps (made short: the search's own time is in make bench)
     monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--out", str(out)]) == 0
@@ -172,6 +176,45 @@ def test_the_search_picks_the_candidate_the_model_finishes_first(spec, profile):
     assert by_cost.makespan is None and by_cost.cost == min(c.cost for c in by_cost.result.candidates)
     # the same chain either way: only the pick differs
     assert [s.accepted for s in by_cost.result.trace] == [s.accepted for s in found.result.trace]
+
+
+def test_verify_best_judges_ifs_and_the_least_cost_candidates_after_the_chain(spec, profile):
+    lines = []
+    found = search.etp_placement(spec, profile, 300, 3, verify_best=3, progress=lines.append)
+    everyone = search.etp_placement(spec, profile, 300, 3)
+    assert [s.accepted for s in found.result.trace] == [s.accepted for s in everyone.result.trace]
+    by_makespan = {tuple(sorted(c.placement.items())): c.makespan for c in everyone.result.candidates}
+    first, *rest = everyone.result.candidates
+    judged = [first, *sorted(rest, key=lambda c: c.cost)[:2]]
+    best = min(judged, key=lambda c: c.makespan)
+    assert found.makespan == best.makespan and found.cost == best.cost
+    assert found.placement == {t: best.placement[t] for t in found.placement}
+    assert by_makespan[tuple(sorted(best.placement.items()))] == found.makespan
+    assert len(lines) == 3 and all(line.startswith("ETP candidate ") for line in lines)
+    for bad, message in ((-1, r"^verify_best must be an integer >= 0, got -1$"),
+                         (True, r"^verify_best must be an integer >= 0, got True$")):
+        with pytest.raises(ValueError, match=message):
+            search.etp_placement(spec, profile, 10, 3, verify_best=bad)
+    with pytest.raises(ValueError, match=r"^verify_best: needs the candidates judged by the model"):
+        search.etp_placement(spec, profile, 10, 3, verify=False, verify_best=2)
+
+
+def test_least_makespan_judges_ifs_and_the_cheapest_and_breaks_ties_by_order():
+    from controller.schedulers.placement.etp import Candidate
+    found = [Candidate({"t": "ifs"}, 9.0, 9.0, -1), Candidate({"t": "a"}, 5.0, 5.0, 3),
+             Candidate({"t": "b"}, 7.0, 7.0, 8), Candidate({"t": "c"}, 4.0, 4.0, 12)]
+    spans = {"ifs": 10.0, "a": 30.0, "b": 1.0, "c": 10.0}
+    judged = []
+
+    def makespan(placement):
+        judged.append(placement["t"])
+        return spans[placement["t"]]
+    best, span = search.least_makespan(found, makespan, 3)  # b (cost 7) is not among the 2 cheapest
+    assert (best.placement, span) == ({"t": "ifs"}, 10.0)  # level with c: IFS's, judged first
+    assert judged == ["ifs", "c", "a"]
+    assert search.least_makespan(found, makespan, 4)[0].placement == {"t": "b"}
+    with pytest.raises(ValueError, match=r"^verify_best must be >= 1, got 0$"):
+        search.least_makespan(found, makespan, 0)
 
 
 def test_the_trace_has_a_row_per_step_and_ifs_first(tmp_path, spec, profile):
@@ -217,6 +260,10 @@ def test_an_etp_placement_resolves_at_validation(spec, profile, monkeypatch):
     unverified = search.etp_placement(spec, profile, 150, 4, verify=False)
     assert by_cost["pick"] == "cost" and by_cost["makespan_s"] is None and by_cost["cost"] == unverified.cost
     assert by_cost["tasks"] == unverified.placement and resolved["pick"] == "makespan"
+    assert resolved["verify_best"] == 0
+    bounded = gnn_spec.validate(raw_spec({**placement, "verify_best": 2}))["workload"]["placement"]
+    assert bounded["verify_best"] == 2
+    assert bounded["tasks"] == search.etp_placement(spec, profile, 150, 4, verify_best=2).placement
     # the default steps and seed (made short: the search's own time is in make bench)
     monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     short = gnn_spec.validate(raw_spec({"kind": "etp", "profile": str(PROFILE)}))["workload"]["placement"]
@@ -243,7 +290,8 @@ def test_one_line_refusals(tmp_path, capsys, spec):
             (["--profile", str(tmp_path / "none.json")], r"--profile: .*none\.json: cannot read a profile"),
             (["--profile", str(PROFILE), "--steps", "-1"], r"--steps: must be an integer >= 0, got '-1'"),
             (["--profile", str(PROFILE), "--steps", "many"], r"--steps: must be an integer >= 0, got 'many'"),
-            (["--profile", str(PROFILE), "--seed", "x"], r"--seed: must be an integer, got 'x'")):
+            (["--profile", str(PROFILE), "--seed", "x"], r"--seed: must be an integer, got 'x'"),
+            (["--profile", str(PROFILE), "--verify-best", "-1"], r"--verify-best: must be an integer >= 0")):
         assert main(["place", str(spec_file), *args]) == 2
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and err.startswith("trainbed: error: "), err
@@ -255,6 +303,9 @@ def test_one_line_refusals(tmp_path, capsys, spec):
             ({"kind": "etp", "profile": str(PROFILE), "step": 3}, r"^workload\.placement"),
             ({"kind": "ifs", "profile": str(PROFILE), "steps": 3}, r"^workload\.placement"),
             ({"kind": "etp", "profile": str(PROFILE), "pick": "best"}, r"^workload\.placement\.pick: "),
+            ({"kind": "etp", "profile": str(PROFILE), "verify_best": -2}, r"^workload\.placement\.verify_best: "),
+            ({"kind": "etp", "profile": str(PROFILE), "pick": "cost", "verify_best": 2},
+             r"^workload\.placement\.verify_best: needs pick: makespan"),
             ({"kind": "mcmc", "profile": str(PROFILE)}, r"^workload\.placement\.kind: ")):
         with pytest.raises(SpecError, match=message) as err:
             gnn_spec.validate(raw_spec(placement))

@@ -128,23 +128,6 @@ def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, mo
         [(label, 5.0) for label, _, _ in scaled.POLICIES]
 
 
-def test_the_bounded_verification_judges_ifs_and_the_least_cost_candidates():
-    from controller.schedulers.placement.etp import Candidate
-    found = [Candidate({"t": "ifs"}, 9.0, 9.0, -1), Candidate({"t": "a"}, 5.0, 5.0, 3),
-             Candidate({"t": "b"}, 7.0, 7.0, 8), Candidate({"t": "c"}, 4.0, 4.0, 12)]
-    spans = {"ifs": 10.0, "a": 30.0, "b": 1.0, "c": 20.0}
-    judged = []
-
-    def makespan(placement):
-        judged.append(placement["t"])
-        return spans[placement["t"]]
-    assert scaled.least_makespan(found, makespan, 3) == {"t": "ifs"}  # b (cost 7) is not among the 2 cheapest
-    assert judged == ["ifs", "c", "a"]
-    assert scaled.least_makespan(found, makespan, 4) == {"t": "b"}
-    with pytest.raises(ValueError, match=r"^verify_best must be >= 1, got 0$"):
-        scaled.least_makespan(found, makespan, 0)
-
-
 def test_judging_the_best_candidates_needs_the_model(tmp_path):
     with pytest.raises(ValueError, match=r"^verify_best: needs search_iterations >= 1"):
         scaled.figures(tmp_path, scaled.SETTINGS["products"], search_iterations=0, verify_best=3)

@@ -290,12 +290,12 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
                 continue
             profile = cell_profile(base, spec, setting, figure, value)
             started = time.perf_counter()
-            judge = _shown(search.makespan(spec, profile, search_iterations), started)
+            judge = search.announced(search.makespan(spec, profile, search_iterations), _print, started)
             found = etp(search.problem_from_profile(spec, profile), steps, seed,
                         makespan=judge if search_iterations and not verify_best else None)
             chosen = found.placement
             if verify_best:
-                chosen = least_makespan(found.candidates, judge, verify_best)
+                chosen = search.least_makespan(found.candidates, judge, verify_best)[0].placement
             placements = {"etp": {t: chosen[t] for t in spec["workload"]["placement"]["tasks"]},
                           "distdgl": spec["workload"]["placement"]["tasks"]}
             if verify_best:
@@ -355,30 +355,8 @@ def nic_floors(out: Path, setting: Setting, steps: int, seed: int = 1, cluster_s
     return path
 
 
-def least_makespan(candidates, makespan, k: int) -> dict[str, str]:
-    """Of ETP's ``candidates`` (in the order found, IFS's first), IFS's and the ``k`` - 1
-    of least Eq. 27 cost (earliest on ties), the one of least ``makespan`` (earliest on
-    ties). Alg. 3 simulates every candidate as it is found; at papers100M's size that
-    is hundreds of model runs of minutes each, so this judges the few the cost ranks
-    best, after the chain."""
-    if k < 1:
-        raise ValueError(f"verify_best must be >= 1, got {k!r}")
-    first, rest = candidates[0], sorted(candidates[1:], key=lambda c: c.cost)[:k - 1]
-    judged = [(makespan(c.placement), n, c) for n, c in enumerate([first, *rest])]
-    return min(judged, key=lambda x: (x[0], x[1]))[2].placement
-
-
-def _shown(makespan, started: float):
-    """``makespan`` that prints each candidate's (a candidate takes minutes at papers100M's size)."""
-    judged = [0]
-
-    def judge(placement):
-        span = makespan(placement)
-        judged[0] += 1
-        print(f"  ETP candidate {judged[0]}: makespan {span:.2f} s ({time.perf_counter() - started:.0f} s)",
-              flush=True)
-        return span
-    return judge
+def _print(line: str) -> None:
+    print(f"  {line}", flush=True)
 
 
 def read(out: Path, setting: Setting) -> list[dict]:

@@ -36,7 +36,8 @@ Format (defaults in comments)::
       placement: distdgl         # distdgl | distdgl-fast-ps | spread | {task id: host, ...} (explicit)
                                  # | {kind: etp, profile: PATH, steps: 10000, seed: 0, pick: makespan}:
                                  # DGTP's search (experiments.gnn.search) on that profile, resolved
-                                 # here; pick: cost judges the candidates by Eq. 27, not the model
+                                 # here; pick: cost judges the candidates by Eq. 27, not the model;
+                                 # verify_best: K judges only IFS's and the K - 1 least-cost ones
                                  # | {kind: ifs, profile: PATH}: IFS alone (the search's start)
     scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
     simulation:                  # the job's model (experiments.gnn.simulated): what it reads
@@ -51,7 +52,7 @@ predicts its iteration time from that profile instead of from its own events.
 The resolved spec's ``workload.placement`` is ``{"kind": ..., "tasks": {task id:
 host}}`` with every task, stores included, in ``placement.task_ids`` order (see
 ``experiments.gnn.placement`` for the task ids and the policies); an ``etp`` placement
-resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "pick", "cost",
+resolves to ``{"kind": "etp", "profile": resolved path, "steps": n, "seed": s, "pick", "verify_best", "cost",
 "makespan_s", "candidates", "search_s", "tasks": {...}}`` (an ``ifs`` one to ``{"kind":
 "ifs", "profile", "tasks"}``), its tasks checked as an explicit placement's (capacities kept); ``machines`` has
 every host, ``task_resources`` every task kind, each with all three resources.
@@ -213,7 +214,7 @@ def _task_resources(raw) -> dict:
             for kind in placement_mod.TASK_KINDS}
 
 
-SEARCH_FIELDS = {"etp": {"kind", "profile", "steps", "seed", "pick"}, "ifs": {"kind", "profile"}}
+SEARCH_FIELDS = {"etp": {"kind", "profile", "steps", "seed", "pick", "verify_best"}, "ifs": {"kind", "profile"}}
 PICKS = ("makespan", "cost")  # how ETP judges its candidates: the model's makespan (the paper's), or Eq. 27
 
 
@@ -252,14 +253,18 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
                     maximum=1_000_000)
     seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
     pick = choice("workload.placement.pick", section.get("pick", PICKS[0]), PICKS)
+    verify_best = integer("workload.placement.verify_best", section.get("verify_best", 0), minimum=0)
+    if verify_best and pick != "makespan":
+        raise SpecError("workload.placement.verify_best", "needs pick: makespan (the model judges the candidates)")
     job = {**common, "workload": workload}
     try:
         if kind == "ifs":
             found, resolved = search.ifs_placement(job, profile), {}
         else:
-            searched = search.etp_placement(job, profile, steps, seed, verify=pick == "makespan")
+            searched = search.etp_placement(job, profile, steps, seed, verify=pick == "makespan",
+                                            verify_best=verify_best)
             found = searched.placement
-            resolved = {"steps": steps, "seed": seed, "pick": pick, "cost": searched.cost,
+            resolved = {"steps": steps, "seed": seed, "pick": pick, "verify_best": verify_best, "cost": searched.cost,
                         "makespan_s": searched.makespan,
                         "candidates": len(searched.result.candidates), "search_s": round(searched.search_s, 3)}
     except ProfileError as err:
