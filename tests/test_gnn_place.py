@@ -209,8 +209,9 @@ def test_least_makespan_judges_ifs_and_the_cheapest_and_breaks_ties_by_order():
     def makespan(placement):
         judged.append(placement["t"])
         return spans[placement["t"]]
-    best, span = search.least_makespan(found, makespan, 3)  # b (cost 7) is not among the 2 cheapest
+    best, span, judged_spans = search.least_makespan(found, makespan, 3)  # b (cost 7): not among the 2 cheapest
     assert (best.placement, span) == ({"t": "ifs"}, 10.0)  # level with c: IFS's, judged first
+    assert judged_spans == {-1: 10.0, 12: 10.0, 3: 30.0}  # by the step that found each
     assert judged == ["ifs", "c", "a"]
     assert search.least_makespan(found, makespan, 4)[0].placement == {"t": "b"}
     with pytest.raises(ValueError, match=r"^verify_best must be >= 1, got 0$"):
@@ -227,6 +228,26 @@ def test_the_trace_has_a_row_per_step_and_ifs_first(tmp_path, spec, profile):
     verified = [r for r in rows[1:] if r["candidate"] == "True"]
     assert all(float(r["makespan"]) > 0 for r in verified)
     assert all(r["makespan"] == "" for r in rows[1:] if r["candidate"] == "False")
+
+
+def test_the_trace_has_a_makespan_only_where_the_model_judged(tmp_path, spec, profile):
+    path = tmp_path / "trace.csv"
+    search.write_trace(path, search.etp_placement(spec, profile, 100, 1, verify=False))
+    assert all(r["makespan"] == "" for r in csv.DictReader(path.open()))  # judged by cost: none
+    bounded = search.etp_placement(spec, profile, 100, 1, verify_best=2)
+    search.write_trace(path, bounded)
+    filled = {int(r["step"]): float(r["makespan"]) for r in csv.DictReader(path.open()) if r["makespan"]}
+    assert filled == dict(bounded.judged) and -1 in filled and len(filled) == min(2, len(bounded.result.candidates))
+    assert bounded.makespan == min(filled.values())
+
+
+def test_the_run_writes_the_trace_of_the_search_that_resolved_its_spec(spec, profile):
+    placement = {"kind": "etp", "profile": str(PROFILE), "steps": 120, "seed": 7, "verify_best": 2}
+    resolved = gnn_spec.validate(raw_spec(placement))
+    known = len(search._found)
+    found = search.searched(resolved, resolved["workload"]["placement"])  # what GnnRun.start calls
+    assert len(search._found) == known  # remembered: not searched again
+    assert found.placement == resolved["workload"]["placement"]["tasks"]
 
 
 def test_an_ifs_placement_resolves_at_validation(spec, profile):

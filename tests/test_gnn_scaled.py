@@ -136,15 +136,35 @@ def test_judging_the_best_candidates_needs_the_model(tmp_path):
 def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, capsys):
     setting = scaled.SETTINGS["products"]
     scaled.write(tmp_path, [{"setting": "products", "figure": figure, column: value, "design": label,
-                             "iteration_s": 5.0, "iterations": 12, "etp_steps": 10, "search_iterations": 10,
+                             "iteration_s": 5.0, "iterations": 12, "etp_steps": steps, "search_iterations": 10,
                              "candidates": 2}
-                            for figure, column, value in (("10", "batch_factor", 0.5), ("11", "pmr", 2.0))
+                            for figure, column, value, steps in (("10", "batch_factor", 0.5, 200), ("11", "pmr", 2.0, 150))
                             for label, _, _ in scaled.POLICIES], setting)
-    rows = scaled.store.read_csv(scaled.nic_floors(tmp_path, setting, steps=200))
-    assert [(r["figure"], float(r["value"])) for r in rows] == [("10", 0.5), ("11", 2.0)]
+    rows = scaled.store.read_csv(scaled.nic_floors(tmp_path, setting))
+    assert [(r["figure"], float(r["value"]), int(r["etp_steps"])) for r in rows] == [("10", 0.5, 200), ("11", 2.0, 150)]
     for r in rows:
         assert 0 < float(r["candidates_least_nic_s"]) <= float(r["ifs_nic_s"])  # IFS's is a candidate
         assert float(r["distdgl_nic_s"]) > 0 and int(r["candidates"]) >= 1
     # Half the batch moves about half the bytes: the busiest NIC's seconds follow.
     assert float(rows[0]["distdgl_nic_s"]) < 0.75 * float(rows[1]["distdgl_nic_s"])
     assert "busiest NIC per iteration: DistDGL's" in capsys.readouterr().out
+
+
+def test_a_directory_holds_one_cluster(tmp_path):
+    setting = scaled.SETTINGS["products"]
+    spec, drawn = scaled.cluster(tmp_path, setting, 0)
+    assert drawn == 0 and scaled.cluster(tmp_path, setting, 0)[1] == 0  # the same draw again: fine
+    with pytest.raises(ValueError, match=r"^--cluster-seed: .* holds the products cluster drawn with seed 0, "
+                                         r"seed 1 draws 6: use another directory$"):
+        scaled.cluster(tmp_path, setting, 1)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--iterations", "3"], "--iterations: must be >= 4, got 3 (a steady state needs 4 iterations)"),
+    (["--verify-best", "-1"], "--verify-best: must be >= 0, got -1"),
+    (["--search-iterations", "0", "--verify-best", "2"], "verify_best: needs search_iterations >= 1")])
+def test_bad_flags_are_one_line_errors_naming_them(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        scaled.main([str(tmp_path / "out"), "--batches", "--pmrs", *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and len(err.splitlines()) == 1 and message in err, err

@@ -58,9 +58,7 @@ class GnnWorkload:
         placement = self.spec["workload"]["placement"]
         if placement["kind"] == "etp":  # the search that resolved the spec, remembered: its step trace
             from experiments.gnn import search  # pylint: disable=import-outside-toplevel  # reads the model
-            search.write_trace(self.run_dir / "placement_trace.csv", search.etp_placement(
-                self.spec, placement["profile"], placement["steps"], placement["seed"],
-                verify=placement.get("pick", "makespan") == "makespan"))
+            search.write_trace(self.run_dir / "placement_trace.csv", search.searched(self.spec, placement))
         self.bytes_before = host_bytes_into_fabric(em)
         self.driver = GnnDriver(em, self.spec, self.run_dir, events_path, progress=self.progress)
 

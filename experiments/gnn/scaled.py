@@ -39,15 +39,20 @@ placement). ETP judges its candidates by the model's makespan over
 ``--search-iterations`` (default ``SEARCH_ITERATIONS``; the paper's 20 take twice as
 long at the products size); ``--steps`` its steps (default 2,000: few proposals pass
 the (1 + gamma) filter). At papers100M's size that verification does not fit this
-box: 1,000 steps pass 53 candidates, each minutes of the model; there
-``--search-iterations 0`` has ETP pick its least-cost candidate (Eq. 27) unsimulated,
-a departure from Alg. 3 stated with the results. ``--floors`` writes, per cell in OUT,
-the busiest NIC's seconds per iteration of DistDGL's, IFS's and ETP's candidates'
-placements (``nic_floors``): whether judging every candidate could have changed it.
+box: 10,000 steps pass hundreds of candidates, each minutes of the model; there
+``--verify-best K`` runs the chain by Eq. 27 alone and has the model judge IFS's
+placement and the K - 1 least-cost candidates (``search.least_makespan``), and
+``--search-iterations 0`` takes the least-cost candidate unjudged: departures from
+Alg. 3, stated with the results. ``--cluster-seed N`` draws the cluster from seed N on
+(one OUT per cluster: ``cluster.json`` there records the draw, and a run on another
+draw is refused). ``--floors`` writes, per cell in OUT, the busiest NIC's seconds per
+iteration of DistDGL's, IFS's and ETP's candidates' placements (``nic_floors``):
+whether judging every candidate could have changed the cell.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import time
@@ -278,7 +283,7 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
         raise ValueError("verify_best: needs search_iterations >= 1 (the model judges the candidates)")
     out.mkdir(parents=True, exist_ok=True)
     base = simulated.load_profile(PROFILE)
-    spec, drawn = paper_spec(setting, cluster_seed)
+    spec, drawn = cluster(out, setting, cluster_seed)
     print(f"{setting.name}: {setting.machines} machines (cluster drawn with seed {drawn}), {setting.workers} "
           f"workers x {setting.samplers_per_worker} samplers, traffic x {setting.traffic:.2f} the profiled", flush=True)
     rows = read(out, setting)
@@ -321,6 +326,20 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
     return write(out, rows, setting)
 
 
+def cluster(out: Path, setting: Setting, cluster_seed: int) -> tuple[dict, int]:
+    """``paper_spec(setting, cluster_seed)``, the draw recorded in ``out/cluster.json``
+    (setting -> drawn seed): the cells of one directory are of one cluster, so a draw
+    other than the one recorded is refused in one line."""
+    spec, drawn = paper_spec(setting, cluster_seed)
+    path = out / "cluster.json"
+    recorded = json.loads(path.read_text()) if path.exists() else {}
+    if recorded.get(setting.name, drawn) != drawn:
+        raise ValueError(f"--cluster-seed: {out} holds the {setting.name} cluster drawn with seed "
+                         f"{recorded[setting.name]}, seed {cluster_seed} draws {drawn}: use another directory")
+    store.write_json(path, {**recorded, setting.name: drawn})
+    return spec, drawn
+
+
 def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value: float) -> Profile:
     """The profile of one cell: Fig. 10's batch factor or Fig. 11's PMR ``value``."""
     if figure == "10":
@@ -328,23 +347,28 @@ def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value
     return scaled_profile(base, spec, batch=setting.traffic, target_pmr=value)
 
 
-def nic_floors(out: Path, setting: Setting, steps: int, seed: int = 1, cluster_seed: int = 0) -> Path:
+def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0) -> Path:
     """``floors.csv`` in ``out``: for each cell of its figure CSVs, the busiest NIC's
-    seconds per iteration (``nic_seconds``, a bound no policy's iteration beats) of
-    DistDGL's placement, of IFS's, and the least of any of ETP's candidates (the chain
-    re-run by Eq. 27 alone, as seeded: the same candidates as the cell's). It says
-    whether judging every candidate by the model, as Alg. 3 does, could have changed a
-    cell that judged only a few (``--verify-best``)."""
+    seconds per iteration (``nic_seconds``: over the profile's iterations, the bound no
+    policy's mean iteration beats) of DistDGL's placement, of IFS's, and the least of
+    any of ETP's candidates (the chain re-run by Eq. 27 alone for the cell's steps, as
+    seeded: the same candidates as the cell's). It says whether judging every
+    candidate by the model, as Alg. 3 does, could have changed a cell that judged only
+    a few (``--verify-best``)."""
     base = simulated.load_profile(PROFILE)
-    spec, _ = paper_spec(setting, cluster_seed)
+    spec, _ = cluster(out, setting, cluster_seed)
     distdgl = spec["workload"]["placement"]["tasks"]
     rows = []
-    for figure, value in sorted({(r["figure"], r[COLUMNS[r["figure"]]]) for r in read(out, setting)}):
+    cells = {(r["figure"], r[COLUMNS[r["figure"]]]): int(r["etp_steps"]) for r in read(out, setting)}
+    for (figure, value), steps in sorted(cells.items()):
         problem = search.problem_from_profile(spec, cell_profile(base, spec, setting, figure, value))
         found = etp(problem, steps, seed)
         floors = [nic_seconds(problem, c.placement) for c in found.candidates]
+        # DistDGL's tasks, a ring's tasks with their workers (constraint (4))
+        theirs = {t: distdgl[task.worker] if task.kind == "allreduce" else distdgl[t]
+                  for t, task in problem.tasks.items()}
         rows.append({"setting": setting.name, "figure": figure, "value": value, "etp_steps": steps,
-                     "distdgl_nic_s": round(nic_seconds(problem, {**found.placement, **distdgl}), 2),
+                     "distdgl_nic_s": round(nic_seconds(problem, theirs), 2),
                      "ifs_nic_s": round(floors[0], 2), "candidates_least_nic_s": round(min(floors), 2),
                      "candidates": len(floors)})
         print(f"Fig. {figure} {value}: busiest NIC per iteration: DistDGL's {rows[-1]['distdgl_nic_s']} s, IFS's "
@@ -416,19 +440,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pmrs", type=float, nargs="*", default=PMRS,
                         help="Fig. 11's peak-to-mean ratios (none: no Fig. 11 cells)")
     parser.add_argument("--floors", action="store_true",
-                        help="write floors.csv for the cells in OUT (each cell's busiest-NIC bound per placement) "
-                             "instead of running cells")
+                        help="write floors.csv for the cells in OUT (each cell's busiest-NIC bound per placement, "
+                             "ETP re-run for the cell's own steps) instead of running cells")
     parser.add_argument("--cluster-seed", type=int, default=0,
                         help="draw the cluster from this seed on (default 0; the first draw that holds the job)")
     args = parser.parse_args(argv)
-    if args.floors:
-        print(nic_floors(Path(args.out), SETTINGS[args.setting], args.steps, cluster_seed=args.cluster_seed))
-        return
-    for path in figures(Path(args.out), SETTINGS[args.setting], args.steps, iterations=args.iterations,
-                        batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
-                        verify_best=args.verify_best, cluster_seed=args.cluster_seed):
-        print(path)
-
+    for flag, value, least in (("--steps", args.steps, 0), ("--iterations", args.iterations, 4),
+                               ("--search-iterations", args.search_iterations, 0),
+                               ("--verify-best", args.verify_best, 0), ("--cluster-seed", args.cluster_seed, 0)):
+        if value < least:
+            parser.exit(2, f"scaled: error: {flag}: must be >= {least}, got {value}"
+                           f"{' (a steady state needs 4 iterations)' if flag == '--iterations' else ''}\n")
+    try:
+        if args.floors:
+            print(nic_floors(Path(args.out), SETTINGS[args.setting], cluster_seed=args.cluster_seed))
+            return
+        for path in figures(Path(args.out), SETTINGS[args.setting], args.steps, iterations=args.iterations,
+                            batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
+                            verify_best=args.verify_best, cluster_seed=args.cluster_seed):
+            print(path)
+    except ValueError as err:
+        parser.exit(2, f"scaled: error: {err}\n")
 
 if __name__ == "__main__":
     main()

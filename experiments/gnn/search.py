@@ -50,7 +50,9 @@ job's model runs the candidate for ETP's window of K = 20 iterations (the paper'
 "we only simulate 20 iterations") under the spec's scheduler, replaying the profile's
 iterations 0..K-1 in order for every candidate (common random numbers: one candidate
 differs from another only by its placement). ``verify=False`` judges them by their
-Eq. 27 cost instead (the paper's Fig. 9 compares the two searches' times);
+Eq. 27 cost instead (``pick: cost``, the ablation of the paper's final step;
+``simulated_cost=True`` is Fig. 9's baseline, the search costing every proposal by
+the model);
 ``verify_best=K`` judges only IFS's placement and the K - 1 least-cost candidates,
 after the chain (``least_makespan``: a stated departure from Alg. 3 for jobs whose
 hundreds of candidates take minutes each to simulate; ``trainbed place --verify-best``).
@@ -128,7 +130,6 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
         return [float(b or 0) for b in got]
 
     evaluations = set(profile.evaluations)
-    eval_of = {n: k for k, n in enumerate(profile.evaluations)}
     host_list = list(hosts)
     demand = {kind: {RESOURCE_OF[r]: v for r, v in workload["task_resources"][kind].items()}
               for kind in placement_mod.TASK_KINDS}
@@ -153,7 +154,7 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
                                else 0.0)) / profiled[sampler] for n in range(count)], demand["sampler"]))
     for worker in worker_ids:
         tasks.append(Task(worker, "worker", [
-            (profile.compute_s[worker][n] + (profile.eval_s[n] if worker == "worker0" and n in eval_of else 0.0))
+            (profile.compute_s[worker][n] + (profile.eval_s[n] if worker == "worker0" and n in evaluations else 0.0))
             / profiled[worker] for n in range(count)], demand["worker"]))
     for p in ps_ids:
         tasks.append(Task(p, "ps", [t / profiled[p] for t in profile.compute_s[p][:count]], demand["ps"]))
@@ -187,8 +188,10 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
 class Search:
     """The chosen task -> host map (stores included, ``task_ids`` order), ETP's cost of
     it and its simulated makespan (None when not verified), the search's seconds (IFS,
-    ETP and the simulations, the problem's build excluded), its steps, and ETP's
-    result (candidates and step trace)."""
+    ETP and the simulations, the problem's build excluded), its steps, ETP's result
+    (candidates and step trace), and the model's makespan by step for the candidates it
+    judged (IFS's: step -1; every candidate step when each was judged as found, the
+    step that first found it under ``verify_best``; none when judged by cost)."""
 
     placement: dict[str, str]
     cost: float
@@ -196,6 +199,7 @@ class Search:
     search_s: float
     steps: int
     result: EtpResult
+    judged: Mapping[int, float]
 
 
 def makespan(spec: Mapping, profile: Profile, iterations: int = WINDOW):
@@ -238,8 +242,10 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
     if not isinstance(profile, Profile):
         job = {k: spec[k] for k in ("topology", "scheduler", "emulation")}
         workload = {k: v for k, v in spec["workload"].items() if k != "placement"}
-        key = json.dumps([str(Path(profile).resolve()), steps, seed, verify, simulated_cost, verify_best, job,
-                          workload], sort_keys=True, default=str)
+        path = Path(profile).resolve()
+        stamp = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None  # a rewritten profile
+        key = json.dumps([str(path), stamp, steps, seed, verify, simulated_cost, verify_best, job, workload],
+                         sort_keys=True, default=str)
         if key in _found:
             return _found[key]
     profile = _profile(profile)
@@ -247,32 +253,38 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
     started = time.perf_counter()
     simulate = makespan(spec, profile)
     judge = simulate if progress is None else announced(simulate, progress, started)
-    result = etp(problem, steps, seed, iterations=WINDOW, makespan=judge if verify and not verify_best else None,
+    # With the makespan as the cost, a candidate's cost (within capacity) is its
+    # makespan: judging it again would simulate it twice.
+    every = verify and not verify_best and not simulated_cost
+    result = etp(problem, steps, seed, iterations=WINDOW, makespan=judge if every else None,
                  path=simulate if simulated_cost else None)
-    chosen, span = result.placement, (result.makespan if verify else None)
-    cost = result.cost
+    chosen, span, cost = result.placement, (result.makespan if verify else None), result.cost
+    judged = ({-1: result.candidates[0].makespan, **{s.step: s.makespan for s in result.trace if s.candidate}}
+              if verify and not verify_best else {})
     if verify_best:
-        best, span = least_makespan(result.candidates, judge, verify_best)
+        best, span, judged = least_makespan(result.candidates, judge, verify_best)
         chosen, cost = best.placement, best.cost
     took = time.perf_counter() - started
-    found = Search({t: chosen[t] for t in _ids(spec)}, cost, span, took, steps, result)
+    found = Search({t: chosen[t] for t in _ids(spec)}, cost, span, took, steps, result, judged)
     if key is not None:
         _found[key] = found
     return found
 
 
-def least_makespan(candidates: Sequence[Candidate], makespan, k: int) -> tuple[Candidate, float]:
+def least_makespan(candidates: Sequence[Candidate], makespan, k: int) -> tuple[Candidate, float, dict[int, float]]:
     """Of ETP's ``candidates`` (in the order found, IFS's first), IFS's and the ``k`` - 1
-    of least Eq. 27 cost (earliest on ties): the one of least ``makespan`` (earliest on
-    ties) and that makespan. Alg. 3 simulates every candidate as it is found; at
-    papers100M's size that is hundreds of model runs of minutes each, so this judges the
-    few the cost ranks best, after the chain (a departure from Alg. 3, stated where used)."""
+    of least Eq. 27 cost (earliest found on equal cost), judged in that order: the one
+    of least ``makespan`` (the first judged on ties), that makespan, and every judged
+    one's makespan by the step that found it. Alg. 3 simulates every candidate as it is
+    found; at papers100M's size that is hundreds of model runs of minutes each, so this
+    judges the few the cost ranks best, after the chain (a departure from Alg. 3,
+    stated where used)."""
     if k < 1:
         raise ValueError(f"verify_best must be >= 1, got {k!r}")
     first, rest = candidates[0], sorted(candidates[1:], key=lambda c: c.cost)[:k - 1]
     judged = [(makespan(c.placement), n, c) for n, c in enumerate([first, *rest])]
     span, _, best = min(judged, key=lambda x: (x[0], x[1]))
-    return best, span
+    return best, span, {c.step: s for s, _, c in judged}
 
 
 def announced(makespan, progress: Callable[[str], None], started: float):
@@ -295,15 +307,24 @@ def ifs_placement(spec: Mapping, profile: Profile | str | Path) -> dict[str, str
 
 def write_trace(path: Path, found: Search) -> None:
     """ETP's step trace as CSV: step, task, from, to, cost, accepted, candidate,
-    makespan (empty where the step has none); IFS's placement is step -1."""
+    makespan (the model's, empty where the step's placement was not judged by it);
+    IFS's placement is step -1."""
     with open(path, "w", newline="") as out:
         rows = csv.writer(out)
         rows.writerow(["step", "task", "from", "to", "cost", "accepted", "candidate", "makespan"])
-        first = found.result.candidates[0]
-        rows.writerow([-1, "", "", "", first.cost, True, True, first.makespan])
+        rows.writerow([-1, "", "", "", found.result.candidates[0].cost, True, True, found.judged.get(-1, "")])
         for s in found.result.trace:
             rows.writerow([s.step, s.task, s.src, "" if s.dst is None else s.dst, "" if s.cost is None else s.cost,
-                           s.accepted, s.candidate, "" if s.makespan is None else s.makespan])
+                           s.accepted, s.candidate, found.judged.get(s.step, "") if s.candidate else ""])
+
+
+def searched(spec: Mapping, section: Mapping) -> Search:
+    """The search an ``etp`` placement section names (``profile``, ``steps``, ``seed``,
+    ``pick``, ``verify_best``): the one call for the spec that resolves it and the run
+    that writes its trace, so that the two are one search."""
+    return etp_placement(spec, section["profile"], section["steps"], section["seed"],
+                         verify=section.get("pick", "makespan") == "makespan",
+                         verify_best=section.get("verify_best", 0))
 
 
 def with_placement(spec: Mapping, tasks: Mapping[str, str], kind: str = "etp") -> dict:
@@ -315,7 +336,8 @@ def with_placement(spec: Mapping, tasks: Mapping[str, str], kind: str = "etp") -
 
 def search(spec: Mapping, profile: Profile | str | Path, steps: int = DEFAULT_STEPS, seed: int = 0,
            verify_best: int = 0, progress: Callable[[str], None] | None = None) -> dict:
-    """``trainbed place``'s result: ``{"placement", "predicted_iteration_s", "search_s", "steps"}``."""
+    """``trainbed place``'s result: ``{"placement", "predicted_iteration_s", "search_s", "steps",
+    "makespan_s", "candidates"}`` (``candidates``: every one ETP found, judged or not)."""
     profile = _profile(profile)
     found = etp_placement(spec, profile, steps, seed, verify_best=verify_best, progress=progress)
     predicted = simulated.predict(with_placement(spec, found.placement), profile)

@@ -238,8 +238,8 @@ def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
 
 
 def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:
-    """``{kind: etp, profile, steps, seed}`` (DGTP's search: IFS then ETP, candidates
-    judged by simulated makespan) or ``{kind: ifs, profile}`` (IFS alone) on the
+    """``{kind: etp, profile, steps, seed, pick, verify_best}`` (DGTP's search: IFS then
+    ETP, candidates judged by simulated makespan or by cost) or ``{kind: ifs, profile}`` (IFS alone) on the
     profile, the result checked as an explicit placement (so its capacities are kept,
     as the search's are)."""
     # Imported here: the search reads the model, which reads this module.
@@ -261,8 +261,8 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
         if kind == "ifs":
             found, resolved = search.ifs_placement(job, profile), {}
         else:
-            searched = search.etp_placement(job, profile, steps, seed, verify=pick == "makespan",
-                                            verify_best=verify_best)
+            searched = search.searched(job, {"profile": profile, "steps": steps, "seed": seed, "pick": pick,
+                                             "verify_best": verify_best})
             found = searched.placement
             resolved = {"steps": steps, "seed": seed, "pick": pick, "verify_best": verify_best, "cost": searched.cost,
                         "makespan_s": searched.makespan,

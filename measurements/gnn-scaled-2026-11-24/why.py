@@ -2,7 +2,7 @@ import re, time, yaml
 from experiments.gnn import scaled, simulated, search
 from controller.schedulers.placement.etp import etp
 base = simulated.load_profile(scaled.PROFILE)
-spec = scaled.paper_products_spec()
+spec = scaled.paper_spec(scaled.SETTINGS["products"])[0]
 prof = scaled.scaled_profile(base, spec, batch=1.0)
 found = etp(search.problem_from_profile(spec, prof), 2000, 1, makespan=search.makespan(spec, prof, scaled.ITERATIONS))
 place = {t: found.placement[t] for t in spec["workload"]["placement"]["tasks"]}

@@ -13,6 +13,9 @@ OES over profiled iterations); without one, a candidate's cost stands for it.
 
 Readings:
 - The listing's "J \\ (J_a ∪ J_a)" is read as the text's J \\ (J_g ∪ J_a).
+- The chain starts from IFS's placement with the machines in the problem's order
+  (Alg. 2 orders them randomly; ``ifs(problem, seed)`` can): the start is the same for
+  every seed, and the seed drives the chain alone.
 - Eq. 28 is checked on the receiving machine only: the one the task leaves only sheds load.
 - A task with no machine in M_avail: the step proposes nothing (``Step.dst`` None).
 - The filter is the text's "cost(Y') <= (1+gamma) x min_cost" (the listing has "<"),

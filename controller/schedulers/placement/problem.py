@@ -359,8 +359,10 @@ def nic_seconds(problem: Problem, placement: Mapping[str, str]) -> float:
     """The busiest NIC's seconds per iteration under ``placement``: the bytes each
     machine sends (receives) to (from) other machines in one iteration, each pair's
     mean over its per-iteration values, over its NIC rate, the most of any machine and
-    direction. No policy's mean iteration can be shorter on the placement (headers and
-    the requests that are no pair only add to it), whatever Eq. 27 says of it."""
+    direction. Over as many iterations as the values cycle through, no policy's mean
+    iteration can be shorter on the placement (headers and the requests that are no
+    pair only add to it), whatever Eq. 27 says of it; over fewer it is an estimate of
+    that bound (a window's iterations may carry less than the mean)."""
     check_placement(problem, placement)
     sent = dict.fromkeys(problem.machines, 0.0)
     received = dict.fromkeys(problem.machines, 0.0)
@@ -407,7 +409,8 @@ def ring_allreduce(workers: Sequence[str], chunk_bytes: float | Sequence[float],
     and its next iteration starts after its last step (lag 1). One worker: no tasks.
     """
     if len(set(workers)) != len(workers):
-        raise ValueError("workers: a worker is named twice in the ring")
+        twice = next(w for w in workers if workers.count(w) > 1)
+        raise ValueError(f"workers: worker {twice} is named twice in the ring")
     count = len(workers)
     tasks: list[Task] = []
     transfers: list[Transfer] = []
