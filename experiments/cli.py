@@ -36,7 +36,8 @@ def _place(args) -> int:
     with simulated_rates():
         spec = gnn_spec.validate(read_spec(args.spec))
     try:
-        found = search.search(spec, args.profile, steps, seed, verify_best=verify_best,
+        # a path on the command line is the caller's, relative to where it runs (one in a spec: to the checkout)
+        found = search.search(spec, Path(args.profile).absolute(), steps, seed, verify_best=verify_best,
                               progress=lambda line: print(line, file=sys.stderr, flush=True))
     except ProfileError as err:
         raise SpecError("--profile", str(err)) from None

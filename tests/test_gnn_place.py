@@ -151,6 +151,8 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
     monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["steps"] == 40
+    monkeypatch.chdir(PROFILE_DIR)  # a relative --profile is the caller's: from where it runs
+    assert main(["place", str(spec_file), "--profile", "profile.json", "--out", str(out)]) == 0
 
 
 def test_the_search_is_deterministic_per_seed(spec, profile):

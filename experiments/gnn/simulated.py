@@ -720,7 +720,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| run | placement | scheduler | iterations | measured s | predicted s | error |\n|---|---|---|---|---|---|---|")
     for run in args.runs:
         try:
-            row = compare(run, args.profile)
+            row = compare(run, None if args.profile is None else Path(args.profile).absolute())
         except (OSError, ProfileError) as err:
             print(f"| {shown_path(run)} | {one_line(err)} | | | | | |")
             continue
