@@ -37,7 +37,7 @@ def short_searches():
     from experiments.gnn import search
     full = search.etp_placement
 
-    def short(spec, profile, steps, seed, verify=True, simulated_cost=False):
+    def short(spec, profile, steps, seed, verify=True, simulated_cost=False, verify_best=0, progress=None):
         return full(spec, profile, min(steps, SHORT_SEARCH_STEPS), seed, verify=False, simulated_cost=simulated_cost)
 
     with pytest.MonkeyPatch.context() as patch:
