@@ -122,7 +122,7 @@ def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, mo
 
     def no_search(*args, **kwargs):
         raise AssertionError("a done cell was searched again")
-    monkeypatch.setattr(scaled, "etp", no_search)
+    monkeypatch.setattr(scaled.search, "etp_placement", no_search)
     scaled.figures(tmp_path, setting, batches=(1.0,), pmrs=())
     assert [(r["design"], r["iteration_s"]) for r in scaled.read(tmp_path, setting)] == \
         [(label, 5.0) for label, _, _ in scaled.POLICIES]

@@ -295,13 +295,11 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
                 continue
             profile = cell_profile(base, spec, setting, figure, value)
             started = time.perf_counter()
-            judge = search.announced(search.makespan(spec, profile, search_iterations), _print, started)
-            found = etp(search.problem_from_profile(spec, profile), steps, seed,
-                        makespan=judge if search_iterations and not verify_best else None)
-            chosen = found.placement
-            if verify_best:
-                chosen = search.least_makespan(found.candidates, judge, verify_best)[0].placement
-            placements = {"etp": {t: chosen[t] for t in spec["workload"]["placement"]["tasks"]},
+            searched = search.etp_placement(spec, profile, steps, seed, verify=search_iterations > 0,
+                                            verify_best=verify_best, progress=_print,
+                                            window=search_iterations or search.WINDOW)
+            found = searched.result
+            placements = {"etp": searched.placement,
                           "distdgl": spec["workload"]["placement"]["tasks"]}
             if verify_best:
                 verified, judged = min(verify_best, len(found.candidates)), \

@@ -224,14 +224,15 @@ _found: dict[str, Search] = {}  # a search's key -> its result: a spec resolved 
 
 def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int, verify: bool = True,
                   simulated_cost: bool = False, verify_best: int = 0,
-                  progress: Callable[[str], None] | None = None) -> Search:
+                  progress: Callable[[str], None] | None = None, window: int = WINDOW) -> Search:
     """IFS then ``steps`` steps of ETP, seeded, on ``spec``'s job, candidates judged by
     simulated makespan (``verify``) or by cost; ``simulated_cost``: every proposal's
     cost is its simulated makespan instead of its critical path (Fig. 9's baseline
     search). ``verify_best`` K >= 1: the chain runs by cost alone, then the model judges
     IFS's placement and the K - 1 least-cost candidates (``least_makespan``; for jobs
     whose candidates are too many to simulate each). ``progress`` gets a line per
-    candidate judged. ValueError (one line) for bad steps, seed or verify_best or an
+    candidate judged; ``window``: the iterations the model judges a candidate over.
+    ValueError (one line) for bad steps, seed or verify_best or an
     infeasible job, ProfileError for the profile. Deterministic, so a search of a
     profile file is remembered (the run that resolved its spec writes its trace)."""
     if isinstance(verify_best, bool) or not isinstance(verify_best, int) or verify_best < 0:
@@ -244,14 +245,14 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
         workload = {k: v for k, v in spec["workload"].items() if k != "placement"}
         path = Path(profile).resolve()
         stamp = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None  # a rewritten profile
-        key = json.dumps([str(path), stamp, steps, seed, verify, simulated_cost, verify_best, job, workload],
+        key = json.dumps([str(path), stamp, steps, seed, verify, simulated_cost, verify_best, window, job, workload],
                          sort_keys=True, default=str)
         if key in _found:
             return _found[key]
     profile = _profile(profile)
     problem = problem_from_profile(spec, profile)
     started = time.perf_counter()
-    simulate = makespan(spec, profile)
+    simulate = makespan(spec, profile, window)
     judge = simulate if progress is None else announced(simulate, progress, started)
     # With the makespan as the cost, a candidate's cost (within capacity) is its
     # makespan: judging it again would simulate it twice.
