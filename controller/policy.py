@@ -13,7 +13,7 @@ Rate limits have two mechanisms:
 - ``host``: an htb class with rate = ceil = target on the sender's interface, in
   the sender's namespace.
 ``DEFAULT_RATE_MECHANISM`` is the one that tracked its target better when
-measured (see README, "Rate limits").
+measured (docs/emulation.md, "Rate limits: host htb is the default").
 """
 from __future__ import annotations
 

@@ -137,14 +137,24 @@ def _figures(args) -> int:
     return 0
 
 
+def _kinds_listing(simulated: bool = False) -> str:
+    """The spec kinds a command takes, a line each (``trainbed run --help``)."""
+    from experiments.kinds import KINDS
+    lines = [f"  {k.name:<11} {k.summary}" for k in KINDS.values() if k.simulate or not simulated]
+    return "spec kinds (workload.kind; docs/specs.md):\n" + "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainbed", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an emulated-network experiment spec")
+    run = sub.add_parser("run", help="run an emulated-network experiment spec", epilog=_kinds_listing(),
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("spec")
     run.add_argument("--out", help="run directory (default: results/<stamp>-<spec>)")
     run.set_defaults(func=_run)
-    simulate = sub.add_parser("simulate", help="run a spec's workload and scheduler on the flow-level simulator")
+    simulate = sub.add_parser("simulate", help="run a spec's workload and scheduler on the flow-level simulator",
+                              epilog=_kinds_listing(simulated=True),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     simulate.add_argument("spec")
     simulate.add_argument("--out", help="run directory (default: results/<stamp>-run-<spec>)")
     simulate.set_defaults(func=_simulate)

@@ -43,7 +43,7 @@ class Kind:
     run: Run
     simulate: Run | None = None
     validate_simulated: Validate | None = None
-    summary: str = ""  # one line for listings (``trainbed --help``, docs)
+    summary: str = ""  # one line for ``trainbed run --help`` and ``simulate --help``
     by_workload: bool = True  # chosen by ``workload.kind`` (False: by the top-level ``kind``)
 
 

@@ -12,7 +12,7 @@ from experiments.kinds import COLOCATION_KINDS, KINDS, Kind, is_colocation, kind
 from experiments.validation import read_yaml as read_spec
 
 __all__ = ["COLOCATION_KINDS", "KINDS", "Kind", "is_colocation", "kind_of", "read_spec", "run_any_spec",
-           "run_spec_file", "simulate_any_spec", "simulated_kind", "validate_any"]
+           "simulate_any_spec", "simulated_kind", "validate_any"]
 
 
 def validate_any(raw, simulated: bool = False) -> dict:
@@ -35,6 +35,3 @@ def simulate_any_spec(raw: dict, out: str | None = None) -> Path:
     (``backend: simulated``); a kind without a simulator is a one-line SpecError."""
     return simulated_kind(raw).simulate(validate_any(raw, simulated=True), out)
 
-
-def run_spec_file(path: str | Path, out: str | None = None) -> Path:
-    return run_any_spec(read_spec(path), out)

@@ -6,11 +6,10 @@ import json
 import pytest
 
 from experiments.colocation.gpu_validation import main
-from experiments.errors import SpecError
 from hosts.colocation.executor import Executor
 
 
-def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_path, monkeypatch):
+def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_path, monkeypatch, capsys):
     calls, stop_at = [], {"call": 3}
     real_run = Executor.run
 
@@ -50,11 +49,24 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
 
     calls.clear()
     assert main(args) == 0 and calls == []  # everything measured: nothing runs again
-    with pytest.raises(SpecError, match="holds a run of another spec"):
-        main([*args, "--epochs", "2"])
+    capsys.readouterr()
+    assert main([*args, "--epochs", "2"]) == 2  # one line, no traceback
+    assert "holds a run of another spec" in capsys.readouterr().err
     environment = json.loads((run / "environment.json").read_text())
     assert len(environment["resumes"]) == 2  # the two runs that continued it
     (run / "environment.json").write_text(json.dumps({**environment, "git_commit": "0" * 40}))
-    with pytest.raises(SpecError, match="started under commit 000000000000"):
-        main(args[:-1])  # without --force
+    assert main(args[:-1]) == 2  # without --force
+    assert "started under commit 000000000000" in capsys.readouterr().err
     assert calls == []
+
+
+@pytest.mark.parametrize("flag, value, problem", [("--epochs", "0", "must be >= 1"),
+                                                  ("--repeats", "two", "not a whole"),
+                                                  ("--scale", "1.5", "must be in (0, 1]")])
+def test_a_bad_flag_is_refused_in_one_line_naming_it(tmp_path, capsys, flag, value, problem):
+    with pytest.raises(SystemExit) as exited:
+        main(["--device", "cpu", flag, value, "--out", str(tmp_path / "campaign")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert flag in err and problem in err
+    assert not (tmp_path / "campaign").exists()  # refused before anything was made

@@ -37,6 +37,18 @@ def test_the_registry_holds_every_kind_with_callables():
     assert kinds.workload_kinds() == ["cojob", "gnn", "programs", "timetable"]
 
 
+def test_run_and_simulate_help_list_the_kinds_each_takes(capsys):
+    from experiments.cli import build_parser
+    for command, listed in (("run", set(KINDS)), ("simulate", {n for n, k in KINDS.items() if k.simulate})):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args([command, "--help"])
+        text = capsys.readouterr().out.split("spec kinds")[1]
+        shown = {line.split()[0] for line in text.splitlines()[1:] if line.strip()}
+        assert shown == listed and listed >= {"cojob", "gnn"}
+        for name in listed:
+            assert KINDS[name].summary in " ".join(text.split())
+
+
 def simulator_only(raw) -> bool:
     """A spec written for the simulator: it validates as the simulator checks it."""
     try:

@@ -27,11 +27,11 @@ CONTROL_QUEUE = 0
 SCHEDULER_QUEUES = range(1, N_QUEUES)
 LOWEST_QUEUE = N_QUEUES - 1
 DSCP_OF_QUEUE = {q: 8 * (LOWEST_QUEUE - q) for q in range(N_QUEUES)}
-QUEUE_OF_DSCP = {d: q for q, d in DSCP_OF_QUEUE.items()}
 LEAF_LIMIT_BYTES = 150_000
 # A sender's own queues hold what a NIC's default txqueuelen does (1000 packets of 1500 bytes):
 # a host's stack is not a switch buffer, and at 150 KB the sender dropped its own
-# bursts (two pushes of 400 KB at once), each drop a 200 ms TCP timeout (README, Grouper).
+# bursts (two pushes of 400 KB at once), each drop a 200 ms TCP timeout (docs/grouper.md,
+# "Why the target is missed").
 HOST_LEAF_LIMIT_BYTES = 1_500_000
 # Each queue's guaranteed share; the rest of the link is borrowed in prio order. At 1% a
 # starved queue (150 KB at 1 Mbit/s) delayed packets 1.2 s and TCP could sit in RTO backoff

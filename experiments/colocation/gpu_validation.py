@@ -29,6 +29,7 @@ from pathlib import Path
 from experiments.colocation.report import table_v
 from experiments.colocation.runner import run_colocate_file
 from experiments.colocation.validate import run_validation
+from experiments.errors import SpecError
 from experiments.store import new_run_dir, point_latest
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
@@ -36,20 +37,50 @@ TRAINING_QUEUES = ("gcn", "sage", "gat", "gin", "mix")
 INFERENCE_QUEUES = ("gcn", "sage", "gin", "mix")
 
 
+def _count(text: str) -> int:
+    """A flag's whole number >= 1, refused by argparse in one line naming the flag."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _share(text: str) -> float:
+    """``--scale``: a share of the real graph, in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     parser.add_argument("--part", choices=("all", "validation", "training", "inference"), default="all")
-    parser.add_argument("--epochs", type=int, default=20, help="epochs per training task (paper: 200)")
-    parser.add_argument("--requests", type=int, default=50, help="requests per inference queue (paper: 100)")
-    parser.add_argument("--repeats", type=int, default=3, help="repeats per method")
+    parser.add_argument("--epochs", type=_count, default=20, help="epochs per training task (paper: 200)")
+    parser.add_argument("--requests", type=_count, default=50, help="requests per inference queue (paper: 100)")
+    parser.add_argument("--repeats", type=_count, default=3, help="repeats per method")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
     parser.add_argument("--training-methods", nargs="+", help="methods of the training queues (default: the spec's)")
     parser.add_argument("--inference-methods", nargs="+", help="methods of the inference queues (default: the spec's)")
-    parser.add_argument("--scale", type=float, help="graphs.scale of every queue (default: the spec's, real sizes)")
+    parser.add_argument("--scale", type=_share, help="graphs.scale of every queue (default: the spec's, real sizes)")
     parser.add_argument("--out", help="the campaign's directory; re-run into it to resume")
     parser.add_argument("--force", action="store_true", help="resume queues started under other code")
     args = parser.parse_args(argv)
+    try:
+        return _campaign(args)
+    except SpecError as err:  # e.g. a method no queue knows: one line, as trainbed prints it
+        print(f"gpu_validation: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _campaign(args: argparse.Namespace) -> int:
     common = {"repeats": args.repeats, **({} if args.scale is None else {"graphs.scale": args.scale})}
     queues = args.queues or TRAINING_QUEUES
     training_methods = {} if args.training_methods is None else {"methods": args.training_methods}

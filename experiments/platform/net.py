@@ -55,7 +55,7 @@ MAX_CONTROLLER_RESTARTS = 5
 
 @dataclass(frozen=True)
 class EmulationOptions:
-    """How the fabric is realised; the defaults are what measured best (README, Capacity)."""
+    """How the fabric is realised; the defaults are what measured best (docs/emulation.md, "Capacity")."""
 
     ovs_instances: int | str = 2  # a count, or "per_switch"
     segmentation: str = "wire"  # topologies.queues.SEGMENTATIONS
@@ -327,10 +327,6 @@ class Emulation:
             out[instance.base.name] = {name: instance.appctl(*args) for name, args in
                                        (("dpctl", ("dpctl/show", "-s")), ("coverage", ("coverage/show",)))}
         return out
-
-    def ovs_env_of(self, switch: str) -> dict[str, str]:
-        """Environment for ovs-* tools that address ``switch`` (its own instance)."""
-        return {**os.environ, **self.ovs_of_switch[switch].env}
 
     def vswitchd_cpu_seconds(self) -> list[float]:
         """CPU seconds used so far by each instance's ovs-vswitchd."""

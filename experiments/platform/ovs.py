@@ -70,9 +70,6 @@ class PrivateOVS:
                   f"--log-file={log}/ovs-vswitchd.log")
         self._run("ovs-vsctl", "--timeout=10", "show")
 
-    def vsctl(self, *args: str) -> str:
-        return self._run("ovs-vsctl", "--timeout=10", *args)
-
     def send_out(self, bridge: str, port: int) -> None:
         """Make the instance send ``PRIMING_FRAME`` out of ``port`` of ``bridge``."""
         self._run("ovs-ofctl", "-O", "OpenFlow13", "packet-out", bridge,

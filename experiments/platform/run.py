@@ -1,4 +1,5 @@
-"""The one runner of every workload kind (``timetable``, ``cojob``, ``gnn``).
+"""The one runner of every workload kind on the fabric (``timetable``, ``cojob``, ``gnn``,
+``programs``; co-location runs apart, off the network).
 
 Each kind gives a ``Workload``: it starts its host programs and monitors on the fabric (``start``),
 feeds their events to its scheduler until it is done (``run``), stops them
@@ -50,7 +51,10 @@ class Workload(Protocol):
 
 def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workload]) -> Path:
     run = store.start_run(spec, out)
-    workload = make(spec, run)
+    try:
+        workload = make(spec, run)
+    except BaseException as err:  # noqa: BLE001 - e.g. a trace unreadable at build: the run still gets its summary
+        return finish_run(run, {"name": spec["name"], "backend": "emulated", "wall_s": 0.0}, err, dict)
     previous = interrupt_on_signals()
     cpu = CpuMonitor(time.monotonic())
     capture = Capture(spec.get("capture"), run / "raw")
