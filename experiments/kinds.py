@@ -108,8 +108,8 @@ def _run_programs(spec: dict, out: str | None = None) -> Path:
 
 
 def _validate_colocation(raw) -> dict:
-    from experiments.colocation.spec import resolve  # imports torch
-    return resolve(raw)
+    from experiments.colocation.spec import validate  # imports torch
+    return validate(raw)
 
 
 def _run_colocation(spec: dict, out: str | None = None) -> Path:

@@ -17,11 +17,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
 import yaml
 
+from experiments.errors import SpecError
 from experiments.platform import cpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -96,6 +98,18 @@ def read_json(path: Path):
     return json.loads(_read_text(path))
 
 
+def write_csv(path: Path, rows: Iterable[Mapping], columns: Sequence[str]) -> None:
+    """``columns`` as the header, then one line a row: a missing or None value
+    empty, keys not in ``columns`` left out. Written whole or not at all (a reader
+    such as ``trainbed figures`` may look while a sweep writes)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)
+
+
 def write_jsonl(path: Path, rows) -> None:
     with open(path, "w") as out:
         for row in rows:
@@ -121,6 +135,25 @@ def start_run(spec: dict, out: str | os.PathLike | None = None) -> Path:
 
 def write_spec(run: Path, resolved: dict) -> None:
     (run / "spec.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def _code(state: dict) -> str:
+    return f"commit {state['git_commit'][:12]} ({'dirty' if state['git_dirty'] else 'clean'})"
+
+
+def check_same_code(where: str, recorded: dict, now: dict, force: bool) -> None:
+    """Resuming ``where`` (a sweep's cells, a co-location run) whose first run recorded
+    ``recorded`` (its ``git_state()``) under the checkout's ``now``: refused in one line
+    under other code (another commit, or a clean tree that is dirty now) unless
+    ``force``, which warns on one line; a state that cannot be told warns too."""
+    if recorded.get("git_commit") is None or now.get("git_commit") is None:
+        why = now.get("git_note") or recorded.get("git_note") or "no git_commit recorded"
+        print(f"warning: cannot tell whether {where} ran under this code: {why}", file=sys.stderr, flush=True)
+    elif recorded["git_commit"] != now["git_commit"] or (recorded.get("git_dirty") is False and now["git_dirty"]):
+        change = f"{where} was started under {_code(recorded)}, this checkout is {_code(now)}"
+        if not force:
+            raise SpecError("--out", f"{change}; pass --force to resume it under this code, or choose a new --out")
+        print(f"warning: {change}; resuming under this code (--force)", file=sys.stderr, flush=True)
 
 
 def git_state() -> dict:

@@ -52,11 +52,9 @@ part does not set it).
 from __future__ import annotations
 
 import copy
-import csv
 import fnmatch
 import itertools
 import math
-import os
 import random
 import re
 import sys
@@ -413,17 +411,11 @@ def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None,
 
 def write_results(path: Path, rows: list[dict]) -> None:
     """One row per cell; fixed columns first, then every other column in first-seen
-    order (later cells may add summary fields). Replaced atomically, as a reader
-    (``trainbed figures``) may look while a sweep runs."""
+    order (later cells may add summary fields); values as ``csv_value`` spells them."""
     columns: list[str] = []
     for row in rows:
         columns.extend(key for key in row if key not in columns)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    with open(tmp, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        writer.writerows([csv_value(row.get(key)) for key in columns] for row in rows)
-    os.replace(tmp, path)
+    store.write_csv(path, [{key: csv_value(value) for key, value in row.items()} for row in rows], columns)
 
 
 def _set_aside(cell_dir: Path, failed_root: Path) -> None:
@@ -458,10 +450,6 @@ def _is_done(directory: Path | None, cell: Cell) -> bool:
     return summary is not None and summary.get("completed") is True
 
 
-def _code(state: dict) -> str:
-    return f"commit {state['git_commit'][:12]} ({'dirty' if state['git_dirty'] else 'clean'})"
-
-
 def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, force: bool) -> tuple[dict, dict | None]:
     """(the checkout's git state, the directory's sweep record or None). Refuses a
     directory holding a sweep of another base spec, whose cells would be mixed with
@@ -477,17 +465,8 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
     previous = read_yaml(path, "--out", "sweep record")
     if not isinstance(previous, dict) or previous.get("base_spec") != sweep.base_spec:
         raise SpecError("--out", f"{directory} holds a sweep of a different base spec; choose a new directory")
-    if not runs_cells:
-        return now, previous
-    if previous.get("git_commit") is None or now["git_commit"] is None:
-        why = now.get("git_note") or previous.get("git_note") or "its sweep.yaml records no git_commit"
-        print(f"warning: cannot tell whether {directory}'s cells ran under this code: {why}", file=sys.stderr,
-              flush=True)
-    elif previous["git_commit"] != now["git_commit"] or (previous.get("git_dirty") is False and now["git_dirty"]):
-        change = f"{directory} was started under {_code(previous)}, this checkout is {_code(now)}"
-        if not force:
-            raise SpecError("--out", f"{change}; pass --force to resume it under this code, or choose a new --out")
-        print(f"warning: {change}; resuming under this code (--force)", file=sys.stderr, flush=True)
+    if runs_cells:
+        store.check_same_code(str(directory), previous, now, force)
     return now, previous
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
@@ -177,6 +177,16 @@ def string(path: str, value, *, what: str | None = None, non_empty: bool = True)
         expected = f"{what} (string)" if what else f"a {'non-empty ' if non_empty else ''}string"
         raise error(path, f"must be {expected}, got {describe(value)}")
     return value
+
+
+def host_name(path: str, value, hosts: Sequence[str]) -> str:
+    """The name of one of ``hosts`` (the topology's, in its order): a string naming a
+    host, else ``'tbh9' is not a host of the topology (tbh1..tbh4)``."""
+    name = string(path, value, what="a host name")
+    if name not in hosts:
+        shown = f" ({hosts[0]}..{hosts[-1]})" if hosts else ""
+        raise error(path, f"{describe(name)} is not a host of the topology{shown}")
+    return name
 
 
 def word(path: str, value) -> str:

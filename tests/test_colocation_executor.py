@@ -17,7 +17,7 @@ from experiments.cli import main
 from experiments.colocation.metrics import group_boundaries
 from experiments.reports.rundata import colocation_rows
 from experiments.colocation.runner import estimate_all, run_colocate_file
-from experiments.colocation.spec import build_tasks, load_spec, resolve
+from experiments.colocation.spec import build_tasks, load_spec, validate
 from hosts.colocation import mps
 from hosts.colocation.executor import Executor, Plan, PreparedInputs
 from hosts.colocation.memory import DeviceLedger
@@ -52,7 +52,7 @@ def _write(tmp_path, spec):
 def test_every_method_runs_the_queue_and_reports_every_metric(tmp_path, spec):
     run = run_colocate_file(_write(tmp_path, spec), device="cpu", out=tmp_path / "run")
     summary = json.loads((run / "summary.json").read_text())
-    methods = resolve(dict(spec))["methods"]
+    methods = validate(dict(spec))["methods"]
     assert set(summary["methods"]) == set(methods)
     assert SUMMARY_KEYS <= set(summary)
     for name in methods:
@@ -92,7 +92,7 @@ def test_groups_respect_workers_and_memory(tmp_path):
 
 
 def _plan(capacity_budget=None):
-    tasks = build_tasks(resolve(dict(TRAINING)))
+    tasks = build_tasks(validate(dict(TRAINING)))
     estimates = estimate_all(tasks, "cpu")
     return tasks, estimates, Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
 
@@ -119,7 +119,7 @@ def test_pipelined_groups_wait_prepared_while_the_previous_group_runs_and_start_
     """GNNSched's pipeline: the next group is prepared on resident standbys before
     the current one ends; without it a group is handed out after. The boundary
     costs are compared as medians over two interleaved runs of each."""
-    tasks = build_tasks(resolve(dict(TRAINING, queue=dict(TRAINING["queue"], count=8, epochs=3))))
+    tasks = build_tasks(validate(dict(TRAINING, queue=dict(TRAINING["queue"], count=8, epochs=3))))
     estimates = estimate_all(tasks, "cpu")
     plan = Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
     boundaries = {True: [], False: []}

@@ -3,7 +3,7 @@ import pytest
 import yaml
 
 from experiments.cli import main
-from experiments.colocation.spec import build_tasks, load_spec, resolve
+from experiments.colocation.spec import build_tasks, load_spec, validate
 from experiments.errors import SpecError
 from hosts.colocation.datasets import DATASETS, dataset_shape, synthesize
 
@@ -45,14 +45,36 @@ def _with(path, value):
 ])
 def test_bad_spec_gets_one_line_error_naming_the_field(path, value, field):
     with pytest.raises(SpecError) as err:
-        resolve(_with(path, value))
+        validate(_with(path, value))
     assert err.value.field == field
     assert "\n" not in str(err.value)
 
 
+def test_overrides_are_set_as_a_sweep_sets_them(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(GOOD))
+    spec = load_spec(path, {"queue.epochs": 3, "graphs.scale": 0.5})  # graphs: a section created
+    assert spec["queue"]["epochs"] == 3 and spec["graphs"]["scale"] == 0.5
+    with pytest.raises(SpecError) as err:
+        load_spec(path, {"queue.models.first": "GCN"})  # queue.models is a list
+    assert err.value.field == "queue.models.first"
+    assert err.value.problem == "cannot set queue.models.first: the base spec's queue.models is a list of 1 item, " \
+                                "not a mapping"
+    with pytest.raises(SpecError) as err:
+        load_spec(path, {"queue.epochs": 0})  # set, then validated
+    assert err.value.field == "queue.epochs"
+
+
+def test_validate_is_the_one_name_of_every_kind():
+    from experiments.colocation import spec as spec_mod
+    from experiments.kinds import KINDS
+    assert not hasattr(spec_mod, "resolve")
+    assert KINDS["colocation"].validate(dict(GOOD)) == validate(dict(GOOD))
+
+
 def test_empty_task_list_is_refused():
     with pytest.raises(SpecError, match="^queue.tasks: empty"):
-        resolve(_with(("queue",), {"tasks": []}))
+        validate(_with(("queue",), {"tasks": []}))
 
 
 def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
@@ -71,7 +93,7 @@ def test_task_that_cannot_fit_alone_is_refused(tmp_path, capsys):
 
 
 def test_defaults_resolved_and_queue_built():
-    spec = resolve(_with(("queue", "layers"), [4, 10]))
+    spec = validate(_with(("queue", "layers"), [4, 10]))
     assert spec["methods"] == ["default", "pipeswitch", "mps-pair", "mps", "mps-base", "base", "lmcf", "bmc"]
     assert spec["repeats"] == 1
     assert spec["queue"]["hidden"] == 64 and spec["queue"]["variant"] == "artifact"
@@ -85,7 +107,7 @@ def test_defaults_resolved_and_queue_built():
 def test_trainbed_v1_variant_keeps_its_edge_sampling():
     raw = _with(("queue", "models"), ["SAGE", "GAT", "GCN"])
     raw["queue"].update(variant="trainbed-v1", layers=1)
-    spec = resolve(raw)
+    spec = validate(raw)
     assert spec["queue"]["sampling_ratio"] == {"SAGE": 0.5, "GAT": 0.6}
     tasks = build_tasks(spec)
     assert {t.variant for t in tasks} == {"trainbed-v1"} and {t.layers for t in tasks} == {1}
@@ -93,7 +115,7 @@ def test_trainbed_v1_variant_keeps_its_edge_sampling():
 
 
 def test_inference_arrivals_follow_poisson_ticks():
-    spec = resolve({"kind": "inference", "name": "i", "memory": {"capacity_mib": 100},
+    spec = validate({"kind": "inference", "name": "i", "memory": {"capacity_mib": 100},
                     "queue": {"models": ["SAGE"], "datasets": ["pubmed"], "count": 400},
                     "arrivals": {"mean_per_tick": 2}})
     tasks = build_tasks(spec)

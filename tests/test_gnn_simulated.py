@@ -420,7 +420,7 @@ def test_a_compute_factor_stretches_the_tasks_on_its_host_and_the_profile_is_nor
 
 
 @pytest.mark.parametrize("factor, message", [
-    ({"tbh9": 2}, r"^workload\.compute_factor\.tbh9: is not a host of the topology \(tbh1, tbh2\)$"),
+    ({"tbh9": 2}, r"^workload\.compute_factor\.tbh9: 'tbh9' is not a host of the topology \(tbh1\.\.tbh2\)$"),
     ({"tbh1": 0.5}, r"^workload\.compute_factor\.tbh1: must be "),
     ({"tbh1": "fast"}, r"^workload\.compute_factor\.tbh1: must be a number"),
     ([2], r"^workload\.compute_factor: ")])

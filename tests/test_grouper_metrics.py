@@ -143,10 +143,8 @@ def test_solo_sct_averages_each_model_stage_over_solo_runs_from_their_arrival():
                                                                      ("deepspeech2", 1): 35}
 
 
-def test_cdf_and_percentile():
+def test_cdf():
     assert gm.cdf([3.0, 1.0, 2.0]) == [(1.0, 1 / 3), (2.0, 2 / 3), (3.0, 1.0)]
-    assert gm.percentile([1.0, 2.0, 3.0, 4.0], 90) == pytest.approx(3.7)
-    assert gm.percentile([], 90) is None
 
 
 def test_events_of_another_workload_are_refused_naming_the_event():

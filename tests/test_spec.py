@@ -47,6 +47,17 @@ def test_flow_duration_defaults_to_the_rest_of_the_run():
     assert spec_mod.validate(raw)["flows"][0]["duration_s"] == 26.0
 
 
+@pytest.mark.parametrize("start", [30, 45.5])
+def test_a_flow_starting_at_or_after_the_end_is_named_by_its_start(start):
+    raw = demo()
+    del raw["flows"][0]["duration_s"]  # its default, the rest of the run, would be <= 0
+    raw["flows"][0]["start_s"] = start
+    with pytest.raises(SpecError) as err:
+        spec_mod.validate(raw)
+    assert err.value.field == "flows[0].start_s"
+    assert str(err.value) == f"flows[0].start_s: {start:g} s is not before the experiment's duration_s 30"
+
+
 def _set(raw, path, value):
     node = raw
     keys = path.split(".")

@@ -9,7 +9,10 @@ scalar another type. Validation only: nothing is run. Plus the helpers of
 import contextlib
 import copy
 import functools
+import json
+import os
 import re
+import shutil
 import traceback
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from controller.policy import validate as validate_policy
 from experiments import sweep as sweep_mod
 from experiments import validation as v
 from experiments.cojob.spec import build_workload
-from experiments.colocation.spec import resolve as resolve_colocation
+from experiments.colocation.spec import validate as validate_colocation
 from experiments.errors import SpecError
 from experiments.platform import spec as platform_spec
 from experiments.runner import KINDS, kind_of, validate_any
@@ -286,7 +289,7 @@ def test_policy_changes_that_is_a_number_is_named():
 def test_queue_dataset_that_is_a_list_or_mapping_is_named(entry, got):
     raw = copy.deepcopy(RAW["colocate-smoke"])
     raw["queue"]["datasets"][2] = entry
-    assert _error(resolve_colocation, raw) == f"queue.datasets[2]: must be a dataset name (string), got {got}"
+    assert _error(validate_colocation, raw) == f"queue.datasets[2]: must be a dataset name (string), got {got}"
 
 
 def test_policy_fields_are_checked_by_the_controller_and_named_by_the_spec():
@@ -371,3 +374,252 @@ def test_odd_field_names_keep_errors_on_one_line():
     assert message.startswith("topology: unknown field 'a: b\\nc' for leaf_spine") and "\n" not in message
     with pytest.raises(PolicyError, match=r"^policy: unknown field 'x y' \(allowed"):
         FlowPolicy.from_dict({"src": "tbh1", "dst": "tbh2", "x y": 1})
+
+
+# --- checks a run used to make only after validation (a sweep's --dry-run said "would run") ---
+
+def _cojob_error(raw) -> SpecError:
+    from experiments.cojob import spec as cojob_spec
+    with pytest.raises(SpecError) as err:
+        cojob_spec.validate(raw)
+    assert "\n" not in str(err.value)
+    return err.value
+
+
+@pytest.mark.parametrize("name, arrivals, cojobs", [
+    ("grouper-testbed", None, 4),  # testbed arrivals: a cojob per model and generation
+    ("grouper-testbed", {"kind": "poisson", "cojobs": 6, "mean_interarrival_s": 300}, 6),
+])
+def test_only_cojob_beyond_the_workload_is_refused_at_validation(name, arrivals, cojobs):
+    from experiments.cojob import spec as cojob_spec
+    raw = copy.deepcopy(RAW[name])
+    if arrivals:
+        raw["workload"]["arrivals"] = arrivals
+    raw["workload"]["only_cojob"] = cojobs - 1  # the last one: accepted, and the run builds it
+    [plan] = build_workload(cojob_spec.validate(copy.deepcopy(raw))).cojobs
+    assert plan.cojob_id == cojobs - 1
+    raw["workload"]["only_cojob"] = cojobs
+    err = _cojob_error(raw)
+    assert err.field == "workload.only_cojob" and err.problem == f"no cojob {cojobs} (have 0..{cojobs - 1})"
+
+
+def test_a_sweep_dry_run_finds_a_cell_whose_only_cojob_is_not_in_the_workload(capsys):
+    sweep = sweep_mod.parse({"name": "solo", "spec": "../specs/grouper-testbed.yaml", "schedulers": ["fs"],
+                             "grid": {"workload.only_cojob": [3, 4]}}, EXPERIMENTS / "sweeps" / "solo.yaml")
+    invalid = sweep_mod.dry_run(sweep, None)
+    assert invalid == [cell.id for cell in sweep.cells if cell.overrides["workload.only_cojob"] == 4]
+    assert "INVALID: SpecError: workload.only_cojob: no cojob 4 (have 0..3)" in capsys.readouterr().out
+
+
+def _trace_spec(tmp_path, trace, name="trace.json") -> dict:
+    path = tmp_path / name
+    path.write_bytes(trace if isinstance(trace, bytes) else json.dumps(trace).encode())
+    raw = copy.deepcopy(RAW["grouper-trace"])
+    raw["workload"]["trace"] = str(path)
+    raw["workload"].pop("cojobs")
+    raw["topology"]["hosts"] = 4
+    return raw
+
+
+def _mini_trace(arrival_s=0) -> dict:
+    job = {"job_index": 0, "workers": [0, 1], "ps": [2, 3], "max_stage": 2,
+           "stage_end_iterations_cumulative": [2, 6], "flow_size_MB": 80.0, "compute_time_per_iter_s": 0.0}
+    return {"network": {"hosts": 4}, "cojobs": [
+        {"cojob_id": 7, "arrival_s": arrival_s, "model": "DeepSpeech2", "model_size_MB": 160.0,
+         "jobs": [job, dict(job, job_index=1, max_stage=1, workers=[1, 2], ps=[3, 0])]}]}
+
+
+def test_a_traces_contents_and_only_cojob_are_checked_at_validation(tmp_path):
+    from experiments.cojob import spec as cojob_spec
+    raw = _trace_spec(tmp_path, _mini_trace())
+    assert cojob_spec.validate(copy.deepcopy(raw))["workload"]["trace"] == str(tmp_path / "trace.json")
+    raw["workload"]["only_cojob"] = 0  # the trace's one cojob is 7
+    err = _cojob_error(copy.deepcopy(raw))
+    assert (err.field, err.problem) == ("workload.only_cojob", "no cojob 0 (have 7)")
+    raw["workload"]["only_cojob"] = 7
+    cojob_spec.validate(copy.deepcopy(raw))
+    raw["topology"]["hosts"] = 3  # fewer hosts than the trace's
+    err = _cojob_error(copy.deepcopy(raw))
+    assert (err.field, err.problem) == ("workload.trace", "the trace uses 4 hosts, the fabric has 3")
+    bad = _mini_trace()
+    bad["cojobs"][0]["jobs"][1]["ps"] = [3, 3]
+    err = _cojob_error(_trace_spec(tmp_path, bad, "bad.json"))
+    assert err.field == "workload.trace"
+    assert err.problem.startswith("the trace's cojobs[0].jobs[1].ps lists a host twice")
+
+
+def test_a_rewritten_trace_is_read_again(tmp_path):
+    from experiments.cojob import spec as cojob_spec
+    raw = _trace_spec(tmp_path, _mini_trace())
+    cojob_spec.validate(copy.deepcopy(raw))
+    cojob_spec.validate(copy.deepcopy(raw))  # from the cache
+    (tmp_path / "trace.json").write_text(json.dumps(_mini_trace(arrival_s=-12.5)))  # another size
+    err = _cojob_error(copy.deepcopy(raw))
+    assert (err.field, err.problem) == ("workload.trace",
+                                        "the trace's cojobs[0].arrival_s must be >= 0, got -12.5")
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"\xff\xfe{}", "is not UTF-8 text (at byte 0)"),
+    (b"{not json", "is not valid JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "is nested too deeply"),
+    (b"[1, 2]", "the trace must be a mapping, got a list of 2 items"),
+])
+def test_an_unreadable_trace_is_named_by_the_spec_field(tmp_path, content, problem):
+    from experiments.cojob import workload as cojob_mod
+    raw = _trace_spec(tmp_path, content)
+    err = _cojob_error(raw)
+    assert err.field == "workload.trace" and problem in err.problem
+    with pytest.raises(SpecError) as direct:  # as a run reads it
+        cojob_mod.load_trace(tmp_path / "trace.json")
+    assert direct.value.field == ("trace" if content.startswith(b"[1") else "workload.trace")
+
+
+def test_an_unreadable_trace_file_is_a_spec_error(tmp_path):
+    from experiments.cojob import workload as cojob_mod
+    with pytest.raises(SpecError) as err:
+        cojob_mod.load_trace(tmp_path)  # a directory
+    assert err.value.field == "workload.trace" and err.value.problem.startswith(f"cannot read {tmp_path}")
+    with pytest.raises(SpecError) as err:
+        cojob_mod.load_trace(tmp_path / "absent.json")
+    assert (err.value.field, err.value.problem) == ("workload.trace", f"no such trace file: {tmp_path / 'absent.json'}")
+
+
+@pytest.mark.parametrize("mutate, field, problem", [
+    (lambda t: t["cojobs"][0].update(arrival_s=10**400), "cojobs[0].arrival_s", "must be a number >= 0, got 1000"),
+    (lambda t: t["cojobs"][0].update(cojob_id=True), "cojobs[0].cojob_id", "must be an integer >= 0, got true"),
+    (lambda t: t["cojobs"][0].update(model=""), "cojobs[0].model", "must be a model name (string), got ''"),
+    (lambda t: t["cojobs"][0]["jobs"][0].pop("ps"), "cojobs[0].jobs[0].ps", "is required"),
+    (lambda t: t["cojobs"][0]["jobs"][0].update(workers=[]), "cojobs[0].jobs[0].workers",
+     "must be a non-empty list, got an empty list"),
+    (lambda t: t.update(network=[4]), "network", "must be a mapping, got a list of 1 item"),
+])
+def test_trace_fields_are_read_by_the_shared_helpers(tmp_path, mutate, field, problem):
+    from experiments.cojob import workload as cojob_mod
+    trace = _mini_trace()
+    mutate(trace)
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(trace))
+    with pytest.raises(SpecError) as err:
+        cojob_mod.load_trace(path)
+    assert err.value.field == field and err.value.problem.startswith(problem)
+
+
+@pytest.mark.parametrize("policy, field", [
+    ({"proto": "tcp", "dst_port": 80.5}, "workload.policies[1].dst_port"),
+    ({"proto": "tcp", "src_port": 443.0}, "workload.policies[1].src_port"),
+    ({"proto": "udp", "dst_ports": [20100.5, 20101]}, "workload.policies[1].dst_ports[0]"),
+])
+def test_a_fractional_port_is_refused_not_truncated(policy, field):
+    from experiments.programs import spec as programs_spec
+    raw = copy.deepcopy(RAW["programs-ddp"])
+    raw["workload"]["policies"][1].update(policy)
+    err = _error(programs_spec.validate, raw)
+    assert err.startswith(f"{field}: must be an integer in [1, 65535], got ")
+    raw["workload"]["policies"][1].update({key: 80 if key.endswith("port") else [20100, 20101] for key in policy
+                                           if key != "proto"})
+    ports = [flow.get("dst_port", flow.get("src_port"))
+             for flow in programs_spec.validate(raw)["workload"]["policies"][1]["flows"]]
+    assert all(type(port) is int for port in ports)
+
+
+def test_host_names_are_checked_by_one_helper():
+    hosts = ["tbh1", "tbh2", "tbh3"]
+    assert v.host_name("x", "tbh2", hosts) == "tbh2"
+    with pytest.raises(SpecError) as err:
+        v.host_name("flows[0].dst", "tbh9", hosts)
+    assert str(err.value) == "flows[0].dst: 'tbh9' is not a host of the topology (tbh1..tbh3)"
+    with pytest.raises(SpecError) as err:
+        v.host_name("x", 3, hosts)
+    assert str(err.value) == "x: must be a host name (string), got 3"
+    with pytest.raises(SpecError) as err:
+        v.host_name("x", HUGE, hosts)
+    assert len(str(err.value)) < 200  # a pasted value is shown shortened
+
+
+def _set_at(raw: dict, path: tuple, value) -> dict:
+    node = raw
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return raw
+
+
+@pytest.mark.parametrize("name, path, value, field", [
+    ("priority-demo", ("flows", 0, "src"), "tbh99", "flows[0].src"),
+    ("programs-ddp", ("workload", "programs", 0, "hosts", 1), "tbh99", "workload.programs[0].hosts[1]"),
+    ("programs-ddp", ("workload", "policies", 1, "src"), "tbh99", "workload.policies[1].src"),
+    ("priority-demo", ("capture",), {"hosts": ["tbh1", "tbh99"]}, "capture.hosts[1]"),
+    ("grouper-testbed-paper", ("workload", "placement", "gpu_hosts", 0), "tbh99", "workload.placement.gpu_hosts[0]"),
+    ("gnn-oes-smoke", ("workload", "machines"), {"tbh99": {}}, "workload.machines.tbh99"),
+    ("gnn-oes-smoke", ("workload", "compute_factor"), {"tbh99": 2}, "workload.compute_factor.tbh99"),
+])
+def test_every_kind_names_an_unknown_host_alike(name, path, value, field):
+    raw = _set_at(copy.deepcopy(RAW[name]), path, value)
+    message = _error(checker(name), raw)
+    assert re.fullmatch(rf"{re.escape(field)}: 'tbh99' is not a host of the topology \(tbh1\.\.tbh\d+\)", message), \
+        message
+
+
+def test_an_explicit_gnn_placement_names_an_unknown_host():
+    from experiments.gnn import placement as placement_mod
+    state = placement_mod._Machines(["tbh1", "tbh2"], {h: {"cpus": 8, "memory_gb": 8, "gpus": 1}
+                                                       for h in ("tbh1", "tbh2")})
+    need = lambda task: {"cpus": 1, "memory_gb": 1, "gpus": 0}  # noqa: E731
+    with pytest.raises(SpecError) as err:
+        placement_mod._explicit(state, need, ["worker0"], {"worker0": "tbh7"})
+    assert str(err.value) == "workload.placement.worker0: 'tbh7' is not a host of the topology (tbh1..tbh2)"
+
+
+needs_tcpdump = pytest.mark.skipif(shutil.which("tcpdump") is None or os.geteuid() != 0,
+                                   reason="the filter is compiled by tcpdump in a namespace of its own, as root")
+
+
+@needs_tcpdump
+@pytest.mark.parametrize("bpf, problem", [
+    ("tcpp port 80", "can't parse filter expression: syntax error"),
+    ("tcp port 99999", "illegal port number 99999 > 65535"),
+    ("-c 3", "syntax error"),  # never read as an option
+    ("host example.org", "unknown host 'example.org'"),  # resolved in a namespace with no network: no lookup leaves
+])
+def test_a_capture_filter_tcpdump_cannot_compile_is_refused(bpf, problem):
+    raw = copy.deepcopy(RAW["priority-demo"])
+    raw["capture"] = {"hosts": ["tbh1"], "filter": bpf}
+    with pytest.raises(SpecError) as err:
+        emulation.validate(raw)
+    assert err.value.field == "capture.filter"
+    assert err.value.problem.startswith(f"{bpf!r} is not a filter tcpdump compiles (") and problem in err.value.problem
+    raw["capture"]["filter"] = "tcp dst port 20000 and not icmp"
+    assert emulation.validate(raw)["capture"]["filter"] == "tcp dst port 20000 and not icmp"
+
+
+def test_a_capture_filter_is_taken_unchecked_without_tcpdump(monkeypatch):
+    from experiments.platform import capture as capture_mod
+    capture_mod._compile_problem.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        assert capture_mod.bpf_filter("capture.filter", "tcpp port 80") == "tcpp port 80"
+    finally:
+        capture_mod._compile_problem.cache_clear()
+    with pytest.raises(SpecError, match=r"^capture.filter: must be a BPF filter expression, got '\\x00'"):
+        capture_mod.bpf_filter("capture.filter", "\x00")
+
+
+def test_a_failed_tcpdump_is_reported_at_stop(tmp_path):
+    import subprocess
+    import sys
+
+    from experiments.platform.capture import Capture
+
+    # stands for a tcpdump: exits 0 on SIGINT, as tcpdump does once it has flushed its pcap
+    stops_cleanly = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(0)); "
+                     "print('ready', flush=True); time.sleep(30)")
+    capture = Capture({"hosts": ["tbh1", "tbh2"], "queue_interval_s": None}, tmp_path)
+    capture.packets = [subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"]),  # e.g. a bad filter
+                       subprocess.Popen([sys.executable, "-c", stops_cleanly], stdout=subprocess.PIPE, text=True)]
+    assert capture.packets[1].stdout.readline() == "ready\n"
+    capture.packets[0].wait()  # exited before the run's end
+    capture.stop()
+    capture.packets[1].stdout.close()
+    assert capture.fields == {"capture_errors": ["tbh1: tcpdump exited with 1"]}
+    assert [proc.returncode for proc in capture.packets] == [1, 0]

@@ -102,7 +102,7 @@ def test_which_changes_of_code_refuse_a_resume(tmp_path, monkeypatch, capsys, fi
     sweep_mod.run_sweep_file(path, out=out, run_cell=FakeRunner())
     err = capsys.readouterr().err
     if None in (first[0], now[0]):
-        assert err.startswith(f"warning: cannot tell whether {out}'s cells ran under this code: ") and err.count("\n") == 1
+        assert err.startswith(f"warning: cannot tell whether {out} ran under this code: ") and err.count("\n") == 1
     else:
         assert err == ""
 

@@ -40,6 +40,9 @@ import matplotlib
 from experiments.cojob import metrics as gm
 from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
+from experiments.reports.markdown import markdown_table
+from experiments.stats import mean, percentile
+from experiments.store import write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -143,13 +146,9 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
     return cells, left_out
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
-
-
-def _by_seed(cells: Sequence[CellResult], scheduler: str, value) -> dict:
-    """{seed: value(cell)} of one scheduler's cells, leaving out missing values."""
+def by_seed(cells: Iterable, scheduler: str, value) -> dict:
+    """{seed: value(cell)} of one scheduler's cells (anything with ``scheduler`` and
+    ``seed``), leaving out missing values."""
     found = {}
     for cell in cells:
         if cell.scheduler == scheduler and value(cell) is not None:
@@ -160,8 +159,8 @@ def _by_seed(cells: Sequence[CellResult], scheduler: str, value) -> dict:
 def paired_ratio(numerator: Mapping, denominator: Mapping) -> float | None:
     """mean(numerator) / mean(denominator) over the seeds both have."""
     seeds = [seed for seed in numerator if seed in denominator]
-    den = _mean(denominator[s] for s in seeds)
-    return _mean(numerator[s] for s in seeds) / den if seeds and den else None
+    den = mean(denominator[s] for s in seeds)
+    return mean(numerator[s] for s in seeds) / den if seeds and den else None
 
 
 def _reduction(grouper: Mapping, other: Mapping) -> float | None:
@@ -197,7 +196,7 @@ def paper_normalised(reductions: Mapping[str, float | None], scheduler: str) -> 
 def _slowdown_stat(cell: CellResult, stat: str) -> float | None:
     """One cell's average or 90th-percentile stage slowdown (the paper's two Fig. 10 statistics)."""
     values = [row["slowdown"] for row in cell.metrics.get("stage_slowdown") or []]
-    return _mean(values) if stat == "avg_stage_slowdown" else gm.percentile(values, 90)
+    return mean(values) if stat == "avg_stage_slowdown" else percentile(values, 90)
 
 
 def figure10_rows(cells: Sequence[CellResult]) -> tuple[list[dict], list[dict]]:
@@ -208,13 +207,13 @@ def figure10_rows(cells: Sequence[CellResult]) -> tuple[list[dict], list[dict]]:
     for config in _configs(cells):
         here = [c for c in cells if c.config == config]
         schedulers = _ordered(c.scheduler for c in here)
-        per_seed = {stat: {s: _by_seed(here, s, lambda c, stat=stat: _slowdown_stat(c, stat)) for s in schedulers}
+        per_seed = {stat: {s: by_seed(here, s, lambda c, stat=stat: _slowdown_stat(c, stat)) for s in schedulers}
                     for stat in PAPER_FIG10}
         for scheduler in schedulers:
             values = [row["slowdown"] for c in here if c.scheduler == scheduler
                       for row in c.metrics.get("stage_slowdown") or []]
             row = {"config": config, "scheduler": scheduler, "stages": len(values),
-                   "avg_stage_slowdown": _mean(values), "p90_stage_slowdown": gm.percentile(values, 90)}
+                   "avg_stage_slowdown": mean(values), "p90_stage_slowdown": percentile(values, 90)}
             for stat, paper in PAPER_FIG10.items():
                 grouper = per_seed[stat].get(GROUPER, {})
                 row[f"grouper_reduction_{stat}_pct"] = (_reduction(grouper, per_seed[stat][scheduler])
@@ -231,11 +230,11 @@ def figure11_rows(cells: Sequence[CellResult]) -> list[dict]:
         here = [c for c in cells if c.config == config]
         schedulers = _ordered(c.scheduler for c in here)
         for metric, paper in PAPER_FIG11.items():
-            per_seed = {s: _by_seed(here, s, lambda c: c.metrics.get(metric)) for s in schedulers}
+            per_seed = {s: by_seed(here, s, lambda c: c.metrics.get(metric)) for s in schedulers}
             for scheduler, values in per_seed.items():
                 rows.append({
                     "config": config, "metric": metric, "scheduler": scheduler, "seeds": len(values),
-                    "mean_s": _mean(values.values()),
+                    "mean_s": mean(values.values()),
                     "normalised_to_fs": paired_ratio(values, per_seed.get(FS, {})),
                     "paper_normalised_to_fs": paper_normalised(paper, scheduler),
                     "grouper_reduction_pct": (_reduction(per_seed.get(GROUPER, {}), values)
@@ -255,35 +254,24 @@ def figure12_rows(cells: Sequence[CellResult]) -> list[dict]:
         here = [c for c in cells if c.config == config]
         schedulers = _ordered(c.scheduler for c in here)
         for model in _model_order(here):
-            per_seed = {s: _by_seed(here, s, lambda c: (c.metrics.get("per_model_avg_sct_s") or {}).get(model))
+            per_seed = {s: by_seed(here, s, lambda c: (c.metrics.get("per_model_avg_sct_s") or {}).get(model))
                         for s in schedulers}
             for scheduler, values in per_seed.items():
                 rows.append({"config": config, "model": model, "scheduler": scheduler, "seeds": len(values),
-                             "mean_s": _mean(values.values()),
+                             "mean_s": mean(values.values()),
                              "normalised_to_fs": paired_ratio(values, per_seed.get(FS, {})),
                              "paper_normalised_to_fs": None})
     return rows
 
 
-def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        writer.writerows(["" if row.get(c) is None else row[c] for c in columns] for row in rows)
-
-
-def _fmt(value, kind: str = "ratio") -> str:
+def fmt(value, kind: str = "ratio") -> str:
+    """A table cell of the Grouper figures: "n/a" for a missing value, text as it is."""
     if value is None:
         return "n/a"
     if isinstance(value, str):
         return value
-    return {"ratio": f"{value:.3f}", "s": f"{value:.1f}", "pct": f"{value:.1f}%"}[kind]
-
-
-def _table(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(line) + " |" for line in lines]
-    return "\n".join(out)
+    return {"ratio": f"{value:.3f}", "s": f"{value:.1f}", "pct": f"{value:.1f}%", "change": f"{value:+.1f}%",
+            "x": f"{value:g}"}[kind]
 
 
 def _label(scheduler: str) -> str:
@@ -319,14 +307,14 @@ def figure10_markdown(rows, cells, left_out, solo_note: str) -> str:
               "27.5% and the average stage slowdown (ASSD) by 22.7%, 26.8% and 34.7% against Baraat, Sincronia "
               "and FS; the absolute slowdowns of Fig. 10 are not given in the text (n/a).", ""]
     for config, block in _by_config(rows).items():
-        lines += [f"## {config}", "", _table(
+        lines += [f"## {config}", "", markdown_table(
             ["scheduler", "stages", "avg slowdown", "p90 slowdown", "Grouper's ASSD reduction vs it", "paper",
              "Grouper's p90 reduction vs it", "paper"],
-            [[_label(r["scheduler"]), str(r["stages"]), _fmt(r["avg_stage_slowdown"]), _fmt(r["p90_stage_slowdown"]),
-              _fmt(r["grouper_reduction_avg_stage_slowdown_pct"], "pct"),
-              _fmt(r["paper_grouper_reduction_avg_stage_slowdown_pct"], "pct"),
-              _fmt(r["grouper_reduction_p90_stage_slowdown_pct"], "pct"),
-              _fmt(r["paper_grouper_reduction_p90_stage_slowdown_pct"], "pct")] for r in block]), ""]
+            [[_label(r["scheduler"]), str(r["stages"]), fmt(r["avg_stage_slowdown"]), fmt(r["p90_stage_slowdown"]),
+              fmt(r["grouper_reduction_avg_stage_slowdown_pct"], "pct"),
+              fmt(r["paper_grouper_reduction_avg_stage_slowdown_pct"], "pct"),
+              fmt(r["grouper_reduction_p90_stage_slowdown_pct"], "pct"),
+              fmt(r["paper_grouper_reduction_p90_stage_slowdown_pct"], "pct")] for r in block]), ""]
     return "\n".join(lines)
 
 
@@ -338,11 +326,11 @@ def figure11_markdown(rows, cells, left_out) -> str:
               "FS; a baseline's is derived as (1 - Grouper's reduction vs FS) / (1 - Grouper's reduction vs it).",
               ""]
     for config, block in _by_config(rows).items():
-        lines += [f"## {config}", "", _table(
+        lines += [f"## {config}", "", markdown_table(
             ["metric", "scheduler", "seeds", "mean (s)", "÷FS", "paper ÷FS", "Grouper's reduction vs it", "paper"],
-            [[FIG11_LABELS[r["metric"]], _label(r["scheduler"]), str(r["seeds"]), _fmt(r["mean_s"], "s"),
-              _fmt(r["normalised_to_fs"]), _fmt(r["paper_normalised_to_fs"]),
-              _fmt(r["grouper_reduction_pct"], "pct"), _fmt(r["paper_grouper_reduction_pct"], "pct")]
+            [[FIG11_LABELS[r["metric"]], _label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
+              fmt(r["normalised_to_fs"]), fmt(r["paper_normalised_to_fs"]),
+              fmt(r["grouper_reduction_pct"], "pct"), fmt(r["paper_grouper_reduction_pct"], "pct")]
              for r in block]), ""]
     return "\n".join(lines)
 
@@ -351,10 +339,10 @@ def figure12_markdown(rows, cells, left_out) -> str:
     lines = _header("Fig. 12: average SCT per model, normalised to FS", cells, left_out)
     lines += [PAPER_FIG12_TEXT, ""]
     for config, block in _by_config(rows).items():
-        lines += [f"## {config}", "", _table(
+        lines += [f"## {config}", "", markdown_table(
             ["model", "scheduler", "seeds", "mean SCT (s)", "÷FS", "paper ÷FS"],
-            [[r["model"], _label(r["scheduler"]), str(r["seeds"]), _fmt(r["mean_s"], "s"),
-              _fmt(r["normalised_to_fs"]), _fmt(r["paper_normalised_to_fs"])] for r in block]), ""]
+            [[r["model"], _label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
+              fmt(r["normalised_to_fs"]), fmt(r["paper_normalised_to_fs"])] for r in block]), ""]
     return "\n".join(lines)
 
 

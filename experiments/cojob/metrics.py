@@ -51,6 +51,7 @@ from pathlib import Path
 from experiments import store
 from experiments.cojob.workload import CojobPlan, t90_iteration
 from experiments.errors import SpecError
+from experiments.stats import mean, percentile
 
 SoloSct = dict[tuple[str, int], float]
 
@@ -153,11 +154,6 @@ def job_t90(events: Sequence[Mapping], workload: Mapping) -> list[dict]:
             for cojob in sorted(arrivals) for job in plans[cojob].jobs]
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
-
-
 def pool_solo(runs: Iterable[tuple[Sequence[Mapping], Mapping]]) -> SoloSct:
     """The solo SCT of each (model, stage): the mean over every such stage of every
     solo run. The mean, not the minimum over repeats: the paper's "minimum SCT if
@@ -167,7 +163,7 @@ def pool_solo(runs: Iterable[tuple[Sequence[Mapping], Mapping]]) -> SoloSct:
     for events, workload in runs:
         for row in stage_sct(events, workload):
             samples.setdefault((row["model"], row["stage"]), []).append(row["sct_s"])
-    return {key: _mean(values) for key, values in sorted(samples.items())}
+    return {key: mean(values) for key, values in sorted(samples.items())}
 
 
 def solo_sct(events: Sequence[Mapping], workload: Mapping) -> SoloSct:
@@ -188,23 +184,12 @@ def cdf(values: Iterable[float]) -> list[tuple[float, float]]:
     return [(value, (i + 1) / len(ordered)) for i, value in enumerate(ordered)]
 
 
-def percentile(values: Iterable[float], q: float) -> float | None:
-    """The q-th percentile (0..100), linear between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def per_model_avg_sct(scts: Sequence[Mapping]) -> dict[str, float]:
     """Average SCT of each model's stages (the paper's Fig. 12), by model name."""
     by_model: dict[str, list[float]] = {}
     for row in scts:
         by_model.setdefault(row["model"], []).append(row["sct_s"])
-    return {model: _mean(values) for model, values in sorted(by_model.items())}
+    return {model: mean(values) for model, values in sorted(by_model.items())}
 
 
 def summarise(events: Sequence[Mapping], workload: Mapping,
@@ -221,13 +206,13 @@ def summarise(events: Sequence[Mapping], workload: Mapping,
     started_stages = {(e["cojob"], e["stage"]) for e in events if e.get("kind") == "stage_start"}
     started_jobs = {job for e in events if e.get("kind") == "stage_start" for job in e.get("jobs", ())}
     return {
-        "avg_sct_s": _mean(row["sct_s"] for row in scts),
-        "avg_stage_duration_s": _mean(row["duration_s"] for row in scts),
-        "avg_cojct_s": _mean(row["cojct_s"] for row in cojcts),
-        "avg_jct_s": _mean(row["jct_s"] for row in jcts),
-        "avg_t90_s": _mean(row["t90_s"] for row in t90s if row["t90_s"] is not None),
-        "avg_stage_slowdown": _mean(slowdown_values),
-        "p90_stage_slowdown": percentile(slowdown_values, 90),
+        "avg_sct_s": mean(row["sct_s"] for row in scts),
+        "avg_stage_duration_s": mean(row["duration_s"] for row in scts),
+        "avg_cojct_s": mean(row["cojct_s"] for row in cojcts),
+        "avg_jct_s": mean(row["jct_s"] for row in jcts),
+        "avg_t90_s": mean(row["t90_s"] for row in t90s if row["t90_s"] is not None),
+        "avg_stage_slowdown": mean(slowdown_values),
+        "p90_stage_slowdown": percentile(slowdown_values, 90),  # linear, numpy's default
         "per_model_avg_sct_s": per_model_avg_sct(scts),
         "stages_completed": len(scts),
         "stages_unfinished": len(started_stages) - len(scts),

@@ -42,9 +42,12 @@ from pathlib import Path
 import matplotlib
 
 from experiments.cojob import metrics as gm
-from experiments.cojob.figures import FS, GROUPER, LABELS, PAPER_ORDER, canonical, paired_ratio, write_csv
+from experiments.cojob.figures import FS, GROUPER, LABELS, PAPER_ORDER, by_seed, canonical, fmt, paired_ratio
 from experiments.errors import SpecError
-from experiments.results import csv_value
+from experiments.reports.markdown import markdown_table
+from experiments.results import csv_value, lookup
+from experiments.stats import mean, percentile
+from experiments.store import write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -114,14 +117,6 @@ class SimSweep:
     iterations_scale: float
 
 
-def _dotted(data, dotted: str):
-    for part in dotted.split("."):
-        if not isinstance(data, dict) or part not in data:
-            return None
-        data = data[part]
-    return data
-
-
 def _value(text: str):
     """A cell's value of a field as ``results.csv`` spells it: None when unset, a
     number when it is one, else the text."""
@@ -144,7 +139,7 @@ def load(results_dir: str | Path) -> SimSweep:
     if not isinstance(record, dict) or not isinstance(record.get("base_spec"), dict):
         raise SpecError("DIR", f"{record_path}: not a sweep record")
     fields = list(record.get("grid") or {})
-    base = {field: _value(csv_value(_dotted(record["base_spec"], field))) for field in fields}
+    base = {field: _value(csv_value(lookup(record["base_spec"], field))) for field in fields}
     with open(table, newline="") as f:
         rows = list(csv.DictReader(f))
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy", *fields):
@@ -165,7 +160,7 @@ def load(results_dir: str | Path) -> SimSweep:
             values = {field: _value(row[field]) for field in fields}
             cells.append(SimCell(row["cell"], canonical(row["scheduler"]), int(row["seed"]) if row["seed"] else None,
                                  values, gm.summarise(*gm.read_run(run_dir)), run_dir))
-    scale = _dotted(record["base_spec"], "workload.iterations_scale")
+    scale = lookup(record["base_spec"], "workload.iterations_scale")
     return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0)
 
 
@@ -200,15 +195,6 @@ def at_base(sweep: SimSweep, schedulers: Iterable[str], free: Iterable[str] = ()
     return list(chosen.values())
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    values = list(values)
-    return sum(values) / len(values) if values else None
-
-
-def _by_seed(cells: Iterable[SimCell], scheduler: str, value) -> dict:
-    return {c.seed: value(c) for c in cells if c.scheduler == scheduler and value(c) is not None}
-
-
 def _ordered(schedulers: Iterable[str]) -> list[str]:
     order = (*PAPER_ORDER, OFFLINE, IMMEDIATE)
     present = set(schedulers)
@@ -225,14 +211,14 @@ def normalised_rows(sweep: SimSweep, field: str, column: str, schedulers: Sequen
     rows = []
     for x, cells in along(sweep, field, schedulers).items():
         for metric in METRICS:
-            fs = _by_seed(cells, FS, lambda c, m=metric: c.metrics.get(m))
-            grouper = _by_seed(cells, GROUPER, lambda c, m=metric: c.metrics.get(m))
-            offline = _by_seed(cells, OFFLINE, lambda c, m=metric: c.metrics.get(m))
+            fs = by_seed(cells, FS, lambda c, m=metric: c.metrics.get(m))
+            grouper = by_seed(cells, GROUPER, lambda c, m=metric: c.metrics.get(m))
+            offline = by_seed(cells, OFFLINE, lambda c, m=metric: c.metrics.get(m))
             for scheduler in _ordered(c.scheduler for c in cells):
-                values = _by_seed(cells, scheduler, lambda c, m=metric: c.metrics.get(m))
+                values = by_seed(cells, scheduler, lambda c, m=metric: c.metrics.get(m))
                 reduction = paired_ratio(grouper, values) if scheduler != GROUPER else None
                 rows.append({column: x, "metric": metric, "scheduler": scheduler, "seeds": len(values),
-                             "mean_s": _mean(values.values()), "normalised_to_fs": paired_ratio(values, fs),
+                             "mean_s": mean(values.values()), "normalised_to_fs": paired_ratio(values, fs),
                              "grouper_reduction_pct": None if reduction is None else 100 * (1 - reduction),
                              "grouper_over_offline_pct": (_change_pct(paired_ratio(grouper, offline))
                                                           if scheduler == GROUPER else None)})
@@ -244,10 +230,10 @@ def figure16_rows(sweep: SimSweep) -> list[dict]:
     references = at_base(sweep, (FS, IMMEDIATE), free=(PERIOD,))
     rows = []
     for metric in METRICS:
-        fs = _by_seed(references, FS, lambda c, m=metric: c.metrics.get(m))
-        immediate = _by_seed(references, IMMEDIATE, lambda c, m=metric: c.metrics.get(m))
+        fs = by_seed(references, FS, lambda c, m=metric: c.metrics.get(m))
+        immediate = by_seed(references, IMMEDIATE, lambda c, m=metric: c.metrics.get(m))
         for period, cells in along(sweep, PERIOD, (GROUPER,)).items():
-            values = _by_seed(cells, GROUPER, lambda c, m=metric: c.metrics.get(m))
+            values = by_seed(cells, GROUPER, lambda c, m=metric: c.metrics.get(m))
             rows.append(_period_row(metric, GROUPER, period, values, fs, immediate, sweep.iterations_scale))
         for scheduler, values in ((IMMEDIATE, immediate), (FS, fs)):
             if values:
@@ -257,7 +243,7 @@ def figure16_rows(sweep: SimSweep) -> list[dict]:
 
 def _period_row(metric, scheduler, period, values, fs, immediate, iterations_scale) -> dict:
     return {"period_s": period, "paper_period_min": None if period is None else period / (60 * iterations_scale),
-            "metric": metric, "scheduler": scheduler, "seeds": len(values), "mean_s": _mean(values.values()),
+            "metric": metric, "scheduler": scheduler, "seeds": len(values), "mean_s": mean(values.values()),
             "normalised_to_fs": paired_ratio(values, fs),
             "over_immediate_pct": _change_pct(paired_ratio(values, immediate))}
 
@@ -277,12 +263,12 @@ def figure17_rows(sweep: SimSweep, solo: dict[int | None, gm.SoloSct]) -> tuple[
     cells = at_base(sweep, (GROUPER, OFFLINE))
     slowdowns = {c.cell: [r["slowdown"] for r in gm.stage_slowdown(c.metrics["sct_s"], solo[c.seed])]
                  for c in cells if c.seed in solo}
-    average = {s: _by_seed(cells, s, lambda c: _mean(slowdowns.get(c.cell, []))) for s in {c.scheduler for c in cells}}
+    average = {s: by_seed(cells, s, lambda c: mean(slowdowns.get(c.cell, []))) for s in {c.scheduler for c in cells}}
     rows, points = [], []
     for scheduler in _ordered(average):
         values = [v for c in cells if c.scheduler == scheduler for v in slowdowns.get(c.cell, [])]
         rows.append({"scheduler": scheduler, "seeds": len(average[scheduler]), "stages": len(values),
-                     "avg_stage_slowdown": _mean(values), "p90_stage_slowdown": gm.percentile(values, 90),
+                     "avg_stage_slowdown": mean(values), "p90_stage_slowdown": percentile(values, 90),
                      "over_offline_pct": (_change_pct(paired_ratio(average[scheduler], average.get(OFFLINE, {})))
                                           if scheduler != OFFLINE else None)})
         points += [{"scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in gm.cdf(values)]
@@ -290,18 +276,6 @@ def figure17_rows(sweep: SimSweep, solo: dict[int | None, gm.SoloSct]) -> tuple[
 
 
 # --- Markdown -------------------------------------------------------------------------
-def _fmt(value, kind: str = "ratio") -> str:
-    if value is None:
-        return "n/a"
-    return {"ratio": f"{value:.3f}", "s": f"{value:.1f}", "pct": f"{value:.1f}%", "change": f"{value:+.1f}%",
-            "x": f"{value:g}"}[kind]
-
-
-def _table(header: Sequence[str], lines: Iterable[Sequence[str]]) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(out + ["| " + " | ".join(line) + " |" for line in lines])
-
-
 def _label(scheduler: str) -> str:
     return SIM_LABELS.get(scheduler, scheduler)
 
@@ -325,7 +299,7 @@ def _ordering(rows: Sequence[dict], metric: str, column: str) -> list[str]:
         block = sorted((r for r in rows if r[column] == x and r["metric"] == metric and r["mean_s"] is not None),
                        key=lambda r: r["mean_s"])
         if block:
-            lines.append(f"{_fmt(x, 'x')}: " + " < ".join(_label(r["scheduler"]) for r in block))
+            lines.append(f"{fmt(x, 'x')}: " + " < ".join(_label(r["scheduler"]) for r in block))
     return lines
 
 
@@ -334,12 +308,12 @@ def normalised_markdown(number: int, title: str, rows: Sequence[dict], column: s
     lines = _header(number, title, sweep, used)
     for metric, name in METRICS.items():
         block = [r for r in rows if r["metric"] == metric]
-        lines += [f"## Average {name}", "", _table(
+        lines += [f"## Average {name}", "", markdown_table(
             [column, "scheduler", "seeds", f"mean {name} (s)", "÷FS", "Grouper's reduction vs it",
              *(["Grouper over Offline"] if offline else [])],
-            [[_fmt(r[column], "x"), _label(r["scheduler"]), str(r["seeds"]), _fmt(r["mean_s"], "s"),
-              _fmt(r["normalised_to_fs"]), _fmt(r["grouper_reduction_pct"], "pct"),
-              *([_fmt(r["grouper_over_offline_pct"], "change")] if offline else [])] for r in block]), "",
+            [[fmt(r[column], "x"), _label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
+              fmt(r["normalised_to_fs"]), fmt(r["grouper_reduction_pct"], "pct"),
+              *([fmt(r["grouper_over_offline_pct"], "change")] if offline else [])] for r in block]), "",
             f"Ordering by mean {name}, smallest first: " + "; ".join(_ordering(rows, metric, column) or ["n/a"]), ""]
     return "\n".join([*lines, *extra])
 
@@ -351,9 +325,9 @@ def figure15_extra(rows: Sequence[dict]) -> list[str]:
                  and r["grouper_reduction_pct"] is not None]
         return max(found, default=None)
 
-    return ["## Beside the paper's numbers", "", _table(
+    return ["## Beside the paper's numbers", "", markdown_table(
         ["metric", "against", "Grouper's largest reduction (ours)", "paper ('up to')"],
-        [[METRICS[metric], _label(s), _fmt(largest(metric, s), "pct"), f"{paper}%"]
+        [[METRICS[metric], _label(s), fmt(largest(metric, s), "pct"), f"{paper}%"]
          for metric, by in PAPER[15]["up_to"].items() for s, paper in by.items()]), ""]
 
 
@@ -361,21 +335,21 @@ def figure16_markdown(rows: Sequence[dict], sweep: SimSweep, used: int) -> str:
     lines = _header(16, "average SCT and JCT vs the scheduling period, normalised to FS", sweep, used)
     lines += [f"A period here is the paper's minutes x 60 x {sweep.iterations_scale:g} s (the stages' scale).", ""]
     for metric, name in METRICS.items():
-        lines += [f"## Average {name}", "", _table(
+        lines += [f"## Average {name}", "", markdown_table(
             ["scheduler", "period (s)", "paper minutes", "seeds", f"mean {name} (s)", "÷FS", "over Immediate"],
-            [[_label(r["scheduler"]), _fmt(r["period_s"], "x") if r["period_s"] is not None else "-",
-              _fmt(r["paper_period_min"], "x") if r["paper_period_min"] is not None else "-", str(r["seeds"]),
-              _fmt(r["mean_s"], "s"), _fmt(r["normalised_to_fs"]), _fmt(r["over_immediate_pct"], "change")]
+            [[_label(r["scheduler"]), fmt(r["period_s"], "x") if r["period_s"] is not None else "-",
+              fmt(r["paper_period_min"], "x") if r["paper_period_min"] is not None else "-", str(r["seeds"]),
+              fmt(r["mean_s"], "s"), fmt(r["normalised_to_fs"]), fmt(r["over_immediate_pct"], "change")]
              for r in rows if r["metric"] == metric]), ""]
     return "\n".join(lines)
 
 
 def figure17_markdown(rows: Sequence[dict], sweep: SimSweep, used: int, solo_seeds: int) -> str:
     lines = _header(17, "stage slowdown, online vs offline (at the base point)", sweep, used)
-    lines += [f"Solo calibration: the cells of one cojob alone, {solo_seeds} seed(s).", "", _table(
+    lines += [f"Solo calibration: the cells of one cojob alone, {solo_seeds} seed(s).", "", markdown_table(
         ["scheduler", "seeds", "stages", "avg slowdown", "p90 slowdown", "avg over Offline", "paper"],
-        [[_label(r["scheduler"]), str(r["seeds"]), str(r["stages"]), _fmt(r["avg_stage_slowdown"]),
-          _fmt(r["p90_stage_slowdown"]), _fmt(r["over_offline_pct"], "change"),
+        [[_label(r["scheduler"]), str(r["seeds"]), str(r["stages"]), fmt(r["avg_stage_slowdown"]),
+          fmt(r["p90_stage_slowdown"]), fmt(r["over_offline_pct"], "change"),
           f"+{PAPER[17]['online_over_offline_pct']}%" if r["scheduler"] == GROUPER else ""] for r in rows]), ""]
     return "\n".join(lines)
 
@@ -384,7 +358,7 @@ def figure18_extra(rows: Sequence[dict]) -> list[str]:
     changes = [r["grouper_over_offline_pct"] for r in rows if r["grouper_over_offline_pct"] is not None]
     largest = max(changes, default=None)
     return ["## Beside the paper's numbers", "",
-            f"Grouper over Grouper-Offline, largest over the workloads and both metrics: {_fmt(largest, 'change')} "
+            f"Grouper over Grouper-Offline, largest over the workloads and both metrics: {fmt(largest, 'change')} "
             f"(paper: at most +{PAPER[18]['max_online_over_offline_pct']}%, and always above); "
             f"Grouper above Offline in {sum(c > 0 for c in changes)} of {len(changes)} (workload, metric) points.", ""]
 

@@ -52,8 +52,10 @@ from experiments.cojob import workload as cojob_mod
 from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
 from experiments.errors import SpecError
 from experiments.platform.run import simulate_workload
+from experiments.reports.markdown import markdown_table
 from experiments.sim.network import FluidNetwork
 from experiments.sim.paths import Paths
+from experiments.stats import mean, percentile
 from experiments.validation import read_yaml
 from topologies.fabric import Fabric, simulated_rates
 from topologies.queues import LOWEST_QUEUE
@@ -334,12 +336,10 @@ def _simulate_into(spec: dict, run: Path) -> dict:
 
 def flow_quantiles(durations) -> dict:
     """Median, 90th percentile and maximum flow duration (the emulation's flow_start to
-    flow_end compares with these)."""
-    ordered = sorted(durations)
-    if not ordered:
-        return {"flow_p50_s": None, "flow_p90_s": None, "flow_max_s": None}
-    return {"flow_p50_s": ordered[len(ordered) // 2], "flow_p90_s": ordered[int(0.9 * (len(ordered) - 1))],
-            "flow_max_s": ordered[-1]}
+    flow_end compares with these). Each is some flow's duration, not interpolated: the
+    upper median, and the 90th percentile at its rank rounded down."""
+    return {"flow_p50_s": percentile(durations, 50, method="higher"),
+            "flow_p90_s": percentile(durations, 90, method="lower"), "flow_max_s": max(durations, default=None)}
 
 
 # --- the model's table: schedulers x variants x seeds of one spec, without run directories ---
@@ -363,11 +363,6 @@ def table_rows(path: str | Path, seeds: Sequence[int], schedulers: Sequence[str]
     return rows
 
 
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
-
-
 def summary(rows: Sequence[Mapping]) -> list[dict]:
     """Per (variant, scheduler): means over seeds of the averages, and the SCT change
     against FS of the same variant (when FS was run)."""
@@ -377,21 +372,20 @@ def summary(rows: Sequence[Mapping]) -> list[dict]:
     out = []
     for (variant, scheduler), group in groups.items():
         fs = groups.get((variant, "fs"))
-        sct = _mean(r["avg_sct_s"] for r in group)
+        sct = mean(r["avg_sct_s"] for r in group)
         out.append({"variant": variant, "scheduler": scheduler, "seeds": [r["seed"] for r in group],
-                    "avg_sct_s": sct, "avg_cojct_s": _mean(r["avg_cojct_s"] for r in group),
-                    "avg_jct_s": _mean(r["avg_jct_s"] for r in group),
-                    "sct_vs_fs": None if fs is None else sct / _mean(r["avg_sct_s"] for r in fs) - 1})
+                    "avg_sct_s": sct, "avg_cojct_s": mean(r["avg_cojct_s"] for r in group),
+                    "avg_jct_s": mean(r["avg_jct_s"] for r in group),
+                    "sct_vs_fs": None if fs is None else sct / mean(r["avg_sct_s"] for r in fs) - 1})
     return out
 
 
 def table(summaries: Sequence[Mapping]) -> str:
-    lines = ["| variant | scheduler | avg SCT | vs FS | avg CoJCT | avg JCT |", "|---|---|---|---|---|---|"]
-    for s in summaries:
-        vs = "" if s["sct_vs_fs"] is None else f"{100 * s['sct_vs_fs']:+.1f}%"
-        lines.append(f"| {s['variant']} | {s['scheduler']} | {s['avg_sct_s']:.1f} s | {vs} "
-                     f"| {s['avg_cojct_s']:.1f} s | {s['avg_jct_s']:.1f} s |")
-    return "\n".join(lines)
+    return markdown_table(
+        ["variant", "scheduler", "avg SCT", "vs FS", "avg CoJCT", "avg JCT"],
+        [[s["variant"], s["scheduler"], f"{s['avg_sct_s']:.1f} s",
+          "" if s["sct_vs_fs"] is None else f"{100 * s['sct_vs_fs']:+.1f}%", f"{s['avg_cojct_s']:.1f} s",
+          f"{s['avg_jct_s']:.1f} s"] for s in summaries])
 
 
 def main(argv: Sequence[str] | None = None) -> None:

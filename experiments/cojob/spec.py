@@ -1,6 +1,6 @@
 """Specs of the ``cojob`` workload kind: cojobs of PS-trained jobs, one scheduler.
 
-Format (README, "Cojob specs")::
+Format (docs/specs.md, "Cojob specs")::
 
     name: grouper-smoke
     topology: {kind: leaf_spine, ...}
@@ -30,13 +30,15 @@ testbed's comm/comp ratio at 1 Gbit/s is kept at the emulated host rate.
 """
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, replace
 
 from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
-from experiments.validation import ROOT, choice, existing_file, integer, items, mapping, number, word
+from experiments.validation import ROOT, choice, existing_file, host_name, integer, items, mapping, number, word
 from topologies.fabric import Fabric
 
 TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
@@ -109,9 +111,64 @@ def validate(raw, simulated: bool = False) -> dict:
     resolved_scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS),
                           "period_s": number("scheduler.period_s", scheduler.get("period_s", 2.0), minimum=0,
                                              strict=True)}
-    return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
-            "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
-            "workload": resolved_workload, "scheduler": resolved_scheduler}
+    resolved = {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
+                "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
+                "workload": resolved_workload, "scheduler": resolved_scheduler}
+    _check_cojobs(resolved)
+    return resolved
+
+
+def _check_cojobs(spec: dict) -> None:
+    """What only the workload's cojobs tell, checked without building them (a sweep
+    validates every cell): a trace's contents, read as a run reads them and against the
+    topology's hosts, and that ``only_cojob`` is one of the run's cojobs. Cojob ids
+    are 0..n-1 for generated arrivals (``testbed_cojobs``, ``poisson_cojobs``, ...)
+    and the trace's own, by arrival, for a trace."""
+    w = spec["workload"]
+    if "trace" in w:
+        hosts = tuple(h.name for h in emulation_spec.fabric_of(spec).hosts)
+        ids = _trace_cojob_ids(w["trace"], hosts)[:w.get("cojobs")]
+    elif w["arrivals"]["kind"] == "testbed":
+        ids = tuple(range(len(w["models"]) * w["cojobs_per_model"]))
+    else:
+        ids = tuple(range(w["arrivals"]["cojobs"]))
+    only = w.get("only_cojob")
+    if only is not None and only not in ids:
+        have = f"0..{len(ids) - 1}" if ids == tuple(range(len(ids))) else ", ".join(map(str, sorted(ids)))
+        have = have if len(have) <= 80 else have[:77] + "..."
+        raise SpecError("workload.only_cojob", f"no cojob {only} (have {have})")
+
+
+def _trace_cojob_ids(path: str, hosts: tuple[str, ...]) -> tuple[int, ...]:
+    """The trace's cojob ids in the order a run takes its first ``cojobs`` (by arrival,
+    then id), or its first problem as a ``workload.trace`` error. Cached by the file's
+    modification time and size: a sweep's cells share one trace."""
+    try:
+        stat = os.stat(path)
+        version = (stat.st_mtime_ns, stat.st_size)
+    except (OSError, ValueError):
+        version = None  # load_trace says why
+    ids, problem = _trace_ids(path, version, hosts)
+    if problem is not None:
+        raise SpecError("workload.trace", problem)
+    return ids
+
+
+@functools.lru_cache(maxsize=8)
+def _trace_ids(path: str, _version, hosts: tuple[str, ...]) -> tuple[tuple[int, ...], str | None]:
+    """(ids, None), or ((), the problem) for a trace a run would refuse."""
+    try:
+        trace = cojob_mod.load_trace(path, hosts)
+    except SpecError as err:  # a field of the trace file, not of the spec, is named in the problem
+        if err.field in ("workload.trace", "hosts"):
+            return (), err.problem
+        return (), f"the trace {err.problem}" if err.field == "trace" else f"the trace's {err.field} {err.problem}"
+    return tuple(plan.cojob_id for plan in _by_arrival(trace.cojobs)), None
+
+
+def _by_arrival(plans) -> list[cojob_mod.CojobPlan]:
+    """A trace's cojobs in the order its first ``cojobs`` are taken: by arrival, then id."""
+    return sorted(plans, key=lambda plan: (plan.arrival.at_s, plan.cojob_id))
 
 
 def _placement(raw, common: dict, simulated: bool) -> dict:
@@ -148,8 +205,7 @@ def _placement(raw, common: dict, simulated: bool) -> dict:
     hosts = [h.name for h in emulation_spec.fabric_of(common).hosts]  # only this kind names hosts
     gpu_hosts = []
     for path, host in items("workload.placement.gpu_hosts", placement["gpu_hosts"], non_empty=True):
-        if word(path, host) not in hosts:
-            raise SpecError(path, f"{host!r} is not a host of the topology ({hosts[0]}..{hosts[-1]})")
+        host_name(path, word(path, host), hosts)
         if host in gpu_hosts:
             raise SpecError(path, f"duplicate host {host!r}")
         gpu_hosts.append(host)
@@ -235,7 +291,7 @@ def _build_full(spec: dict, fab: Fabric) -> cojob_mod.Workload:
     w = spec["workload"]
     if "trace" in w:
         trace = cojob_mod.load_trace(w["trace"], hosts)
-        first = sorted(trace.cojobs, key=lambda plan: (plan.arrival.at_s, plan.cojob_id))[:w.get("cojobs")]
+        first = _by_arrival(trace.cojobs)[:w.get("cojobs")]
         keys = {job.key for plan in first for job in plan.jobs}
         plans = tuple(replace(plan, stage_iterations=cojob_mod.scaled_stages(plan.stage_iterations,
                                                                              w["iterations_scale"]))

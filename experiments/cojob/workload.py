@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from experiments.errors import SpecError
+from experiments.validation import ROOT, at, integer, items, mapping, number, sequence, shown_path, string
 
 MB = 1_000_000
 REFERENCE_MBPS = 1000.0  # the testbed's 1 GbE
@@ -44,6 +45,7 @@ TESTBED_WORKERS = 2
 TESTBED_PS = 2
 PUSH, PULL = "push", "pull"
 T90_FRACTION = 0.9
+TRACE_FIELD = "workload.trace"  # the spec field naming a trace file: its unreadable file's errors name it
 
 # Compute seconds per iteration. The paper gives none (the authors' simulator trace
 # uses 0); its one statement (§V-C) is that "the computation time for small models is
@@ -692,18 +694,14 @@ def load_trace(path: str | Path, hosts: Sequence[str] | None = None) -> Workload
     a fabric with fewer hosts than the trace is refused, extra hosts stay idle. Model
     names are lower-cased to match ``MODELS``. Jobs carry no learning curve."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(str(path), "no such trace file") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(str(path), f"not valid JSON ({err})") from None
-    n_hosts = _int(_get(_get(data, "network", ""), "hosts", "network"), "network.hosts", minimum=1)
+    data = _read_trace(path)
+    top = mapping(ROOT, mapping("trace", data), required=("network", "cojobs"))
+    n_hosts = integer("network.hosts", mapping("network", top["network"], required=("hosts",))["hosts"], minimum=1)
     host_names = list(hosts) if hosts is not None else [f"tbh{i + 1}" for i in range(n_hosts)]
     if len(host_names) < n_hosts:
         raise SpecError("hosts", f"the trace uses {n_hosts} hosts, the fabric has {len(host_names)}")
     cojobs, placements = [], {}
-    for position, raw in enumerate(_list(_get(data, "cojobs", ""), "cojobs")):
+    for position, raw in enumerate(sequence("cojobs", top["cojobs"], non_empty=True)):
         plan, plan_placements = _trace_cojob(raw, f"cojobs[{position}]", host_names[:n_hosts])
         if any(other.cojob_id == plan.cojob_id for other in cojobs):
             raise SpecError(f"cojobs[{position}].cojob_id", f"{plan.cojob_id} is used by an earlier cojob")
@@ -712,37 +710,59 @@ def load_trace(path: str | Path, hosts: Sequence[str] | None = None) -> Workload
     return Workload(tuple(cojobs), placements, f"trace:{path.name}")
 
 
+def _read_trace(path: Path) -> Any:
+    """The trace file's JSON, or a ``workload.trace`` error naming the file: missing,
+    unreadable, not UTF-8, not JSON, nested too deeply."""
+    shown = shown_path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        raise SpecError(TRACE_FIELD, f"no such trace file: {shown}") from None
+    except OSError as err:  # a directory, permission denied, a name too long, ...
+        raise SpecError(TRACE_FIELD, f"cannot read {shown}: {err.strerror or type(err).__name__}") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(TRACE_FIELD, f"{shown} is not UTF-8 text (at byte {err.start})") from None
+    except json.JSONDecodeError as err:
+        raise SpecError(TRACE_FIELD, f"{shown} is not valid JSON ({err})") from None
+    except ValueError as err:  # a NUL in the name, a number of too many digits
+        reason = str(err).splitlines()[0][:100] if str(err) else type(err).__name__
+        raise SpecError(TRACE_FIELD, f"cannot read {shown}: {reason}") from None
+    except RecursionError:
+        raise SpecError(TRACE_FIELD, f"{shown} is nested too deeply") from None
+
+
 def _trace_cojob(raw: Any, where: str, hosts: Sequence[str]) -> tuple[CojobPlan, dict[str, JobPlacement]]:
-    cojob_id = _int(_get(raw, "cojob_id", where), f"{where}.cojob_id", minimum=0)
-    arrival_s = _number(_get(raw, "arrival_s", where), f"{where}.arrival_s")
-    model = _get(raw, "model", where)
-    if not isinstance(model, str) or not model:
-        raise SpecError(f"{where}.model", f"must be a model name, got {model!r}")
-    size_mb = _number(_get(raw, "model_size_MB", where), f"{where}.model_size_MB", positive=True)
-    raw_jobs = _list(_get(raw, "jobs", where), f"{where}.jobs")
+    raw = mapping(where, raw, required=("cojob_id", "arrival_s", "model", "model_size_MB", "jobs"))
+    cojob_id = integer(at(where, "cojob_id"), raw["cojob_id"], minimum=0)
+    arrival_s = number(at(where, "arrival_s"), raw["arrival_s"], minimum=0)
+    model = string(at(where, "model"), raw["model"], what="a model name")
+    size_mb = number(at(where, "model_size_MB"), raw["model_size_MB"], minimum=0, strict=True)
     stage_ends = compute_s = None
     jobs, placements = [], {}
-    for position, raw_job in enumerate(raw_jobs):
-        at = f"{where}.jobs[{position}]"
-        index = _int(_get(raw_job, "job_index", at), f"{at}.job_index")
-        if index != position:
-            raise SpecError(f"{at}.job_index", f"must be {position} (jobs in index order), got {index}")
+    for job_at, raw_job in items(at(where, "jobs"), raw["jobs"], non_empty=True):
         ends_field = "stage_end_iterations_cumulative"
-        ends = _stage_ends(_get(raw_job, ends_field, at), f"{at}.{ends_field}")
+        raw_job = mapping(job_at, raw_job, required=("job_index", ends_field, "compute_time_per_iter_s", "max_stage",
+                                                     "workers", "ps", "flow_size_MB"))
+        position = len(jobs)
+        index = integer(at(job_at, "job_index"), raw_job["job_index"], minimum=0)
+        if index != position:
+            raise SpecError(at(job_at, "job_index"), f"must be {position} (jobs in index order), got {index}")
+        ends = _stage_ends(raw_job[ends_field], at(job_at, ends_field))
         if stage_ends is not None and ends != stage_ends:
-            raise SpecError(f"{at}.{ends_field}", f"differs from job 0's {list(stage_ends)}")
-        job_compute_s = _number(_get(raw_job, "compute_time_per_iter_s", at), f"{at}.compute_time_per_iter_s")
+            raise SpecError(at(job_at, ends_field), f"differs from job 0's {list(stage_ends)}")
+        job_compute_s = number(at(job_at, "compute_time_per_iter_s"), raw_job["compute_time_per_iter_s"], minimum=0)
         if compute_s is not None and job_compute_s != compute_s:
-            raise SpecError(f"{at}.compute_time_per_iter_s", f"differs from job 0's {compute_s}")
+            raise SpecError(at(job_at, "compute_time_per_iter_s"), f"differs from job 0's {compute_s}")
         stage_ends, compute_s = ends, job_compute_s
-        max_stage = _int(_get(raw_job, "max_stage", at), f"{at}.max_stage", minimum=1)
+        max_stage = integer(at(job_at, "max_stage"), raw_job["max_stage"], minimum=1)
         if max_stage > len(ends):
-            raise SpecError(f"{at}.max_stage", f"must be at most the {len(ends)} stages, got {max_stage}")
-        workers = _hosts(_get(raw_job, "workers", at), f"{at}.workers", hosts)
-        ps = _hosts(_get(raw_job, "ps", at), f"{at}.ps", hosts)
-        flow_mb = _number(_get(raw_job, "flow_size_MB", at), f"{at}.flow_size_MB", positive=True)
+            raise SpecError(at(job_at, "max_stage"), f"must be at most the {len(ends)} stages, got {max_stage}")
+        workers = _hosts(raw_job["workers"], at(job_at, "workers"), hosts)
+        ps = _hosts(raw_job["ps"], at(job_at, "ps"), hosts)
+        flow_mb = number(at(job_at, "flow_size_MB"), raw_job["flow_size_MB"], minimum=0, strict=True)
         if not math.isclose(flow_mb, size_mb / len(ps), rel_tol=1e-6):
-            raise SpecError(f"{at}.flow_size_MB", f"{flow_mb} is not model_size_MB / len(ps) = {size_mb / len(ps)}")
+            raise SpecError(at(job_at, "flow_size_MB"),
+                            f"{flow_mb} is not model_size_MB / len(ps) = {size_mb / len(ps)}")
         jobs.append(JobPlan(cojob_id, index, max_stage))
         placements[job_key(cojob_id, index)] = JobPlacement(workers, ps)
     stage_iterations = tuple(b - a for a, b in zip((0,) + stage_ends, stage_ends))
@@ -751,42 +771,15 @@ def _trace_cojob(raw: Any, where: str, hosts: Sequence[str]) -> tuple[CojobPlan,
     return plan, placements
 
 
-def _get(node: Any, key: str, where: str) -> Any:
-    if not isinstance(node, dict):
-        raise SpecError(where or "trace", "must be a mapping")
-    if key not in node:
-        raise SpecError(f"{where}.{key}" if where else key, "missing")
-    return node[key]
-
-
-def _list(value: Any, field: str) -> list:
-    if not isinstance(value, list) or not value:
-        raise SpecError(field, "must be a non-empty list")
-    return value
-
-
-def _int(value: Any, field: str, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SpecError(field, f"must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _number(value: Any, field: str, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or (positive and value == 0):
-        raise SpecError(field, f"must be a number {'>' if positive else '>='} 0, got {value!r}")
-    return float(value)
-
-
 def _stage_ends(value: Any, field: str) -> tuple[int, ...]:
-    ends = tuple(_int(end, f"{field}[{i}]", minimum=1) for i, end in enumerate(_list(value, field)))
+    ends = tuple(integer(where, end, minimum=1) for where, end in items(field, value, non_empty=True))
     if any(b <= a for a, b in zip(ends, ends[1:])):
         raise SpecError(field, f"must be strictly increasing, got {list(ends)}")
     return ends
 
 
 def _hosts(value: Any, field: str, hosts: Sequence[str]) -> tuple[str, ...]:
-    indices = [_int(i, f"{field}[{k}]") for k, i in enumerate(_list(value, field))]
+    indices = [integer(where, i, minimum=0) for where, i in items(field, value, non_empty=True)]
     for k, i in enumerate(indices):
         if i >= len(hosts):
             raise SpecError(f"{field}[{k}]", f"host {i} is not one of the trace's {len(hosts)} hosts")

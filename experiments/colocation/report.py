@@ -21,6 +21,9 @@ from pathlib import Path
 import yaml
 
 from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
+from experiments.reports.markdown import markdown_table
+from experiments.stats import mean
+from experiments.store import write_csv
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
@@ -37,20 +40,14 @@ INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_late
 def write_report(run: Path, summary: dict, records) -> None:
     columns = TRAINING_COLUMNS if summary["kind"] == "training" else INFERENCE_COLUMNS
     methods = summary["methods"]
-    header = ["method"] + [label for _, label in columns]
-    with open(run / "table.csv", "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["method", "repeats"] + [f for key, _ in columns for f in (key, f"{key}_sd")])
-        writer.writerows([[name, methods[name].get("repeats")]
-                          + [methods[name].get(f) for key, _ in columns for f in (key, f"{key}_sd")]
-                          for name in methods])
+    write_csv(run / "table.csv", [{**methods[name], "method": name} for name in methods],
+              ["method", "repeats", *(f for key, _ in columns for f in (key, f"{key}_sd"))])
     device = summary["device"]["name"]
     repeats = summary.get("repeats", 1)
     lines = [f"# {summary['name']} ({summary['kind']}, {summary['tasks']} tasks, {summary['workers']} workers, "
              f"{device})", "", f"Mean ± standard deviation over {repeats} runs per method." if repeats > 1 else "",
-             "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join([name] + [_fmt_spread(methods[name], key) for key, _ in columns]) + " |"
-              for name in methods]
+             "", markdown_table(["method", *(label for _, label in columns)],
+                                [[name, *(_fmt_spread(methods[name], key) for key, _ in columns)] for name in methods])]
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
                           for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
     lines += ["", f"PMC relative error over the run's tasks: max {_fmt(summary['pmc_max_relative_error'])}, "
@@ -131,21 +128,16 @@ def table_v(runs: list[Path]) -> str:
 def _training_tables(runs, summaries, queues, methods) -> str:
     labels = {"makespan_s": "Makespan", "avg_jct_s": "Average JCT", "avg_queuing_s": "Average QT"}
     header = ["Method-policy"] + [f"{labels[key]} (min): {q}" for key in TABLE_V_METRICS for q in queues]
-    lines = ["## CoGNN Table V (minutes)", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for method in methods:
-        cells = [_fmt_spread(s["methods"][method], key, 60) if method in s["methods"] else "-"
-                 for key in TABLE_V_METRICS for s in summaries]
-        lines.append("| " + " | ".join([method, *cells]) + " |")
+    lines = ["## CoGNN Table V (minutes)", "", markdown_table(header, [
+        [method, *(_fmt_spread(s["methods"][method], key, 60) if method in s["methods"] else "-"
+                   for key in TABLE_V_METRICS for s in summaries)] for method in methods])]
     per_repeat = [_runs_csv(run) for run in runs]
     for key in TABLE_V_METRICS:
         header = ["Method-policy"] + [c for q in queues for c in (q, "paper")]
-        lines += ["", f"## {labels[key]} / PipeSwitch's, beside Table V's (V100)", "",
-                  "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for method in methods:
-            cells = [method]
-            for queue, rows in zip(queues, per_repeat):
-                cells += [_ratio(rows, method, key), _fmt(table_v_ratio(method, key, queue))]
-            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", f"## {labels[key]} / PipeSwitch's, beside Table V's (V100)", "", markdown_table(header, [
+            [method, *(cell for queue, rows in zip(queues, per_repeat)
+                       for cell in (_ratio(rows, method, key), _fmt(table_v_ratio(method, key, queue))))]
+            for method in methods])]
     return "\n".join(lines) + "\n"
 
 
@@ -155,13 +147,10 @@ def _inference_tables(runs, summaries, queues, methods) -> str:
     lines = [f"GNNSched's queues at {load or 'mixed'} load; `paper`: what GNNSched's text states of its figure "
              "(V100, MPS = MPS-Aggr)."]
     for key, label in GNNSCHED_FIGURES:
-        header = ["method", *queues, "paper"]
-        lines += ["", f"## {label}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for method in methods:
-            cells = [_fmt_spread(s["methods"][method], key) if method in s["methods"] else "-" for s in summaries]
-            lines.append("| " + " | ".join([method, *cells, gnnsched(key, method, load) or "-"]) + " |")
-    lines += ["", "## GNNSched's reductions against the baselines (mean over the queues)", "",
-              "| metric | policy | against | ours | paper |", "|---|---|---|---|---|"]
+        lines += ["", f"## {label}", "", markdown_table(["method", *queues, "paper"], [
+            [method, *(_fmt_spread(s["methods"][method], key) if method in s["methods"] else "-" for s in summaries),
+             gnnsched(key, method, load) or "-"] for method in methods])]
+    rows = []
     for key, against in GNNSCHED_REDUCTIONS.items():
         for policy in ("sqtf", "bqt"):
             for baseline, paper in against.items():
@@ -169,7 +158,9 @@ def _inference_tables(runs, summaries, queues, methods) -> str:
                               if policy in s["methods"] and baseline in s["methods"]
                               and s["methods"][policy].get(key) is not None and s["methods"][baseline].get(key)]
                 ours = f"{100 * sum(reductions) / len(reductions):.1f}%" if reductions else "-"
-                lines.append(f"| {key} | {policy} | {baseline} | {ours} | {100 * paper:.1f}% |")
+                rows.append([key, policy, baseline, ours, f"{100 * paper:.1f}%"])
+    lines += ["", "## GNNSched's reductions against the baselines (mean over the queues)", "",
+              markdown_table(["metric", "policy", "against", "ours", "paper"], rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -205,11 +196,11 @@ def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:
               if m == method and row[key] and ("pipeswitch", repeat) in rows and rows[("pipeswitch", repeat)][key]]
     if not ratios:
         return "-"
-    mean = sum(ratios) / len(ratios)
+    average = mean(ratios)
     if len(ratios) == 1:
-        return _fmt(mean)
-    sd = (sum((r - mean) ** 2 for r in ratios) / (len(ratios) - 1)) ** 0.5
-    return f"{_fmt(mean)} ± {_fmt(sd)}"
+        return _fmt(average)
+    sd = (sum((r - average) ** 2 for r in ratios) / (len(ratios) - 1)) ** 0.5
+    return f"{_fmt(average)} ± {_fmt(sd)}"
 
 
 def _fmt_spread(row: dict, key: str, divisor: float = 1) -> str:

@@ -20,10 +20,8 @@ a dirty tree where the first run's was clean) unless ``force``, as sweeps do.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -34,9 +32,10 @@ import yaml
 from experiments.colocation.metrics import aggregate, group_boundaries, pmc_errors, summarize
 from experiments.colocation.report import write_report
 from experiments.reports import publish_run
-from experiments.colocation.spec import MIB, build_tasks, load_spec, resolve, with_arrival_times
+from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError, one_line
-from experiments.store import environment, git_state, new_run_dir, point_latest, write_json, write_spec
+from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, write_csv, write_json,
+                               write_spec)
 from hosts.colocation.allocator import class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
@@ -46,11 +45,6 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
                       overrides: dict | None = None, resume: bool = False, force: bool = False) -> Path:
     return run_colocate(load_spec(spec_path, overrides), device, out, resume, force)
-
-
-def run_colocate_spec(raw: dict, out: str | Path | None = None, device: str = "cpu") -> Path:
-    """Run a co-location spec given as a dict (as read from YAML, e.g. a sweep's cell)."""
-    return run_colocate(resolve(raw), device, out)
 
 
 def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False) -> Path:
@@ -119,16 +113,7 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
         raise SpecError("--out", f"{run} holds a run of another spec (spec.yaml differs); choose a new directory")
     env = json.loads((run / "environment.json").read_text())
     now = git_state()
-    first = env.get("git_commit")
-    if first is None or now.get("git_commit") is None:
-        print(f"warning: cannot tell whether {run} ran under this code: "
-              f"{now.get('git_note') or env.get('git_note') or 'no git_commit recorded'}", file=sys.stderr, flush=True)
-    elif first != now["git_commit"] or (env.get("git_dirty") is False and now["git_dirty"]):
-        change = (f"{run} was started under commit {first[:12]}, this checkout is commit {now['git_commit'][:12]}"
-                  f"{' (dirty)' if now['git_dirty'] else ''}")
-        if not force:
-            raise SpecError("--out", f"{change}; pass --force to resume it under this code, or choose a new --out")
-        print(f"warning: {change}; resuming under this code (--force)", file=sys.stderr, flush=True)
+    check_same_code(str(run), env, now, force)
     if env["device"]["name"] != describe_device(dev)["name"]:
         raise SpecError("--device", f"{run} was measured on {env['device']['name']}, not on this device")
     env["resumes"] = [*env.get("resumes", []), {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
@@ -228,12 +213,8 @@ RUN_COLUMNS = ("makespan_s", "avg_jct_s", "avg_queuing_s", "memory_violations", 
 
 def write_runs_csv(path: Path, runs: dict[str, list[dict]]) -> None:
     """One row per method and repeat: the data behind the means and spreads."""
-    with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["method", "repeat", *RUN_COLUMNS])
-        for method, rows in runs.items():
-            for repeat, row in enumerate(rows):
-                writer.writerow([method, repeat, *(row.get(key) for key in RUN_COLUMNS)])
+    write_csv(path, [{**row, "method": method, "repeat": repeat} for method, rows in runs.items()
+                     for repeat, row in enumerate(rows)], ["method", "repeat", *RUN_COLUMNS])
 
 
 def resolve_device(device: str) -> torch.device:

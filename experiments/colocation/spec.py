@@ -2,7 +2,7 @@
 
 A spec names the task queue (CoGNN training or GNNSched inference), the device's
 memory, the number of workers and the methods to compare. See
-README.md, "GPU co-location", for the format.
+docs/specs.md, "Co-location specs", for the format.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.errors import SpecError
+from experiments.sweep import apply_overrides  # no cycle: nothing experiments.sweep imports imports this
 from experiments.validation import (
     ROOT,
     at,
@@ -57,17 +58,11 @@ def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
     if not isinstance(raw, dict):
         raise SpecError("spec", f"a spec is a mapping of fields, got {describe(raw)}")
     raw.setdefault("name", path.stem)
-    for dotted, value in (overrides or {}).items():
-        node, where = raw, ROOT
-        *parents, leaf = dotted.split(".")
-        for key in parents:
-            where = at(where, key)
-            node = mapping(where, node.setdefault(key, {}))
-        node[leaf] = value
-    return resolve(raw)
+    return validate(apply_overrides(raw, overrides or {}))
 
 
-def resolve(raw: dict) -> dict:
+def validate(raw: dict) -> dict:
+    """Check a raw spec (as read from YAML) and return it resolved (every default filled in)."""
     raw = mapping(ROOT, raw, allowed=TOP_KEYS, required=("name", "kind", "memory", "queue"))
     kind = choice("kind", raw["kind"], (TRAINING, INFERENCE))
     defaults = DEFAULTS[kind]

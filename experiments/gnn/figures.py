@@ -44,7 +44,7 @@ from __future__ import annotations
 import csv
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +53,7 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError
+from experiments.reports.markdown import markdown_table
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -228,18 +229,16 @@ def _label(key: tuple[str, str]) -> str:
 
 def table3_markdown(rows: Sequence[dict], gain_rows: Sequence[dict], left_out: Sequence[str],
                     title: str = "Table III") -> str:
-    lines = [f"# {title}: time to the target accuracy ({SOURCE[title]})", "",
-             "| placement + policy | seeds | time to accuracy (s), mean ± sd | iterations | s / iteration | "
-             "model's s / iteration | model error |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {_label((r['placement'], r['scheduler']))} | {r['seeds']} | "
-                     f"{_fmt(r['time_to_accuracy_s'])} ± {_fmt(r['time_to_accuracy_sd'])} | "
-                     f"{_fmt(r['iterations_to_accuracy'])} | {_fmt(r['iteration_s'])} | "
-                     f"{_fmt(r['predicted_iteration_s'])} | {_fmt(r['model_error'], '%')} |")
-    lines += ["", "| comparison | time to accuracy | s / iteration | seeds | paper |", "|---|---|---|---|---|"]
-    for g in gain_rows:
-        lines.append(f"| {g['comparison']} | {_fmt(_neg(g['time_to_accuracy_reduction']), '%')} | "
-                     f"{_fmt(_neg(g['iteration_reduction']), '%')} | {g['seeds']} | {_paper(g['paper'])} |")
+    lines = [f"# {title}: time to the target accuracy ({SOURCE[title]})", "", markdown_table(
+        ["placement + policy", "seeds", "time to accuracy (s), mean ± sd", "iterations", "s / iteration",
+         "model's s / iteration", "model error"],
+        [[_label((r["placement"], r["scheduler"])), r["seeds"],
+          f"{_fmt(r['time_to_accuracy_s'])} ± {_fmt(r['time_to_accuracy_sd'])}", _fmt(r["iterations_to_accuracy"]),
+          _fmt(r["iteration_s"]), _fmt(r["predicted_iteration_s"]), _fmt(r["model_error"], "%")] for r in rows])]
+    lines += ["", markdown_table(
+        ["comparison", "time to accuracy", "s / iteration", "seeds", "paper"],
+        [[g["comparison"], _fmt(_neg(g["time_to_accuracy_reduction"]), "%"), _fmt(_neg(g["iteration_reduction"]), "%"),
+          g["seeds"], _paper(g["paper"])] for g in gain_rows])]
     lines += ["", "Negative: shorter than the baseline. Speed-up read as 1 - T_DGTP / T_DistDGL (the paper's "
                   "formula is garbled in its text)."]
     if left_out:
@@ -256,13 +255,6 @@ def _paper(reduction: float | None) -> str:
     return "" if reduction is None else f"-{100 * reduction:.0f}%"
 
 
-def write_csv(path: Path, rows: Sequence[Mapping], columns: Sequence[str]) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def dgtp_figures(directory: str | Path) -> list[Path]:
     root = Path(directory)
     cells, left_out = load_cells(root)
@@ -272,8 +264,8 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if on_mixed
                               else ("table-3", "figure-6", "Table III"))
     paths = [root / f"{table}.csv", root / f"{table}-gains.csv", root / f"{table}.md"]
-    write_csv(paths[0], rows, list(rows[0]))
-    write_csv(paths[1], gain_rows, list(gain_rows[0]))
+    store.write_csv(paths[0], rows, list(rows[0]))
+    store.write_csv(paths[1], gain_rows, list(gain_rows[0]))
     paths[2].write_text(table3_markdown(rows, gain_rows, left_out, title))
     keys = sorted({c.key for c in cells})
     common = set.intersection(*({c.seed for c in cells if c.key == k} for k in keys))
@@ -283,9 +275,9 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     chosen = {k: next(c for c in cells if c.key == k and c.seed == seed) for k in keys}
     curves = {k: accuracy_curve(c) for k, c in chosen.items()}
     fig6 = root / f"{progress}.csv"
-    write_csv(fig6, [{"placement": k[0], "scheduler": k[1], "seed": seed, "t_s": t, "val_accuracy": a}
-                     for k, points in curves.items() for t, a in points],
-              ["placement", "scheduler", "seed", "t_s", "val_accuracy"])
+    store.write_csv(fig6, [{"placement": k[0], "scheduler": k[1], "seed": seed, "t_s": t, "val_accuracy": a}
+                           for k, points in curves.items() for t, a in points],
+                    ["placement", "scheduler", "seed", "t_s", "val_accuracy"])
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, points in curves.items():
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=_label(k))
@@ -302,9 +294,9 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     pair = [k for k in ((DISTDGL, DEFAULT), (searched, OES)) if k in chosen]
     loads = {k: bandwidth(chosen[k]) for k in pair}
     fig7 = root / "figure-7.csv"
-    write_csv(fig7, [{"placement": k[0], "scheduler": k[1], "seed": seed, "host": host, "t_s": n * BIN_S,
-                      "mbps": round(v, 3)} for k, hosts in loads.items() for host, series in hosts.items()
-                     for n, v in enumerate(series)], ["placement", "scheduler", "seed", "host", "t_s", "mbps"])
+    store.write_csv(fig7, [{"placement": k[0], "scheduler": k[1], "seed": seed, "host": host, "t_s": n * BIN_S,
+                            "mbps": round(v, 3)} for k, hosts in loads.items() for host, series in hosts.items()
+                           for n, v in enumerate(series)], ["placement", "scheduler", "seed", "host", "t_s", "mbps"])
     fig, axes = plt.subplots(1, len(pair), figsize=(6 * len(pair), 3.6), sharey=True, squeeze=False)
     for ax, k in zip(axes[0], pair):
         for host, series in loads[k].items():
@@ -337,18 +329,18 @@ def table3_across(directories: Sequence[str | Path], out: str | Path) -> list[Pa
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     paths = [root / "table-3-all.csv", root / "table-3-all.md"]
-    write_csv(paths[0], rows, list(rows[0]))
-    lines = ["# Table III across sweeps: DGTP (ETP + OES) against DistDGL + FIFO, time to the target accuracy "
-             f"({SOURCE['Table III']}; Fig. 8 for a mixed testbed)", "",
-             "| sync | graph | testbed | DistDGL + FIFO (s) | DGTP (s) | DGTP | paper | placement alone | "
-             "OES alone | sweep |", "|---|---|---|---|---|---|---|---|---|---|"]
+    store.write_csv(paths[0], rows, list(rows[0]))
     def share(value, seeds):
         return f"{_fmt(_neg(value), '%')} ({seeds} seeds)" if seeds else "-"
-    for r in rows:
-        lines.append(f"| {r['sync']} | {r['graph']} | {r['testbed']} | {_fmt(r['distdgl_fifo_s'])} | "
-                     f"{_fmt(r['dgtp_s'])} | {share(r['dgtp_reduction'], r['seeds'])} | {_paper(r['paper'])} | "
-                     f"{share(r['placement_reduction'], r['placement_seeds'])} | "
-                     f"{share(r['oes_reduction'], r['oes_seeds'])} | {r['sweep']} |")
+
+    lines = ["# Table III across sweeps: DGTP (ETP + OES) against DistDGL + FIFO, time to the target accuracy "
+             f"({SOURCE['Table III']}; Fig. 8 for a mixed testbed)", "", markdown_table(
+                 ["sync", "graph", "testbed", "DistDGL + FIFO (s)", "DGTP (s)", "DGTP", "paper", "placement alone",
+                  "OES alone", "sweep"],
+                 [[r["sync"], r["graph"], r["testbed"], _fmt(r["distdgl_fifo_s"]), _fmt(r["dgtp_s"]),
+                   share(r["dgtp_reduction"], r["seeds"]), _paper(r["paper"]),
+                   share(r["placement_reduction"], r["placement_seeds"]), share(r["oes_reduction"], r["oes_seeds"]),
+                   r["sweep"]] for r in rows])]
     lines += ["", "Negative: shorter than DistDGL + FIFO. Placement alone: ETP against DistDGL, both FIFO; OES "
                   "alone: DistDGL under OES against FIFO. Ratios pair seeds."]
     paths[1].write_text("\n".join(lines) + "\n")

@@ -13,7 +13,7 @@ namespaces share the box).
 - Flows: every inter-machine transfer with its bytes, duration, achieved rate and,
   under OES, the time-weighted mean target rate of its 5-tuple over its life.
 - Rate updates: OES decision latency (a flow event's time to its batch being
-  applied) and apply time, p50/p99.
+  applied) and apply time, p50/p99 at the nearest rank (each one some decision's).
 - The profile (``profile``): what the placement search and the job's model read.
 
 ``write_flows`` writes the flows as ``flows.csv``, for either backend.
@@ -25,12 +25,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+from experiments.stats import percentile
 
 
 def flows(events: list[dict], decisions: list[dict]) -> list[dict]:
@@ -114,13 +109,13 @@ def rate_updates(decisions: list[dict]) -> dict:
     applies = [d["apply_s"] for d in decisions]
     one = [x for d in decisions if len(d["set"]) == 1 for x in d["latency_s"]]
 
-    def ms(value):
+    def ms(values, q):
+        value = percentile(values, q, method="nearest")
         return None if value is None else round(value * 1000, 2)
 
     return {"decisions": len(decisions), "policies_set": sum(len(d["set"]) for d in decisions),
-            "latency_ms_p50": ms(_percentile(latencies, 0.5)), "latency_ms_p99": ms(_percentile(latencies, 0.99)),
-            "one_flow_latency_ms_p99": ms(_percentile(one, 0.99)),
-            "apply_ms_p50": ms(_percentile(applies, 0.5)), "apply_ms_p99": ms(_percentile(applies, 0.99)),
+            "latency_ms_p50": ms(latencies, 50), "latency_ms_p99": ms(latencies, 99),
+            "one_flow_latency_ms_p99": ms(one, 99), "apply_ms_p50": ms(applies, 50), "apply_ms_p99": ms(applies, 99),
             "largest_batch": max((len(d["set"]) for d in decisions), default=0)}
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from experiments.errors import SpecError
-from experiments.validation import at, describe, string
+from experiments.validation import at, describe, host_name
 
 RESOURCES = ("cpus", "memory_gb", "gpus")
 TASK_KINDS = ("store", "sampler", "worker", "ps")
@@ -223,10 +223,7 @@ def _explicit(state: _Machines, need, ids: list[str], explicit) -> None:
         where = at(FIELD, task)
         if task not in explicit:
             raise SpecError(where, "is required (an explicit placement names every task but the stores)")
-        host = string(where, explicit[task], what="a host name")
-        if host not in state.order:
-            raise SpecError(where, f"{host!r} is not a host of the topology "
-                                   f"({state.hosts[0]}..{state.hosts[-1]})")
+        host = host_name(where, explicit[task], state.hosts)
         if not state.fits(host, need(task)):
             raise SpecError(where, f"no room on {host} for {task}: {state.shortfall(host, need(task))} "
                                    f"(with the tasks placed before it)")

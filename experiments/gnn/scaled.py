@@ -71,7 +71,6 @@ from experiments.errors import SpecError
 from experiments.gnn import placement as placement_mod
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
-from experiments.gnn.figures import write_csv
 from experiments.gnn.simulated import Profile
 from hosts.gnn import PREFETCH
 from topologies.fabric import simulated_rates
@@ -109,8 +108,8 @@ def pmr(profile: Profile) -> float:
 def _pair_volumes(profile: Profile) -> dict[tuple[str, str], float]:
     volumes: dict[tuple[str, str], float] = defaultdict(float)
     for (sampler, _n, _step), asked in profile.requests.items():
-        for store, _request, reply, _s in asked:
-            volumes[store, sampler] += reply
+        for graph_store, _request, reply, _s in asked:
+            volumes[graph_store, sampler] += reply
     return volumes
 
 
@@ -168,8 +167,8 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
                     if phase != "init" or big == "worker0":
                         volumes[(*pair, phase, n)] = nbytes
     for (sampler, n, step), asked in requests.items():
-        for store, _request, reply, _s in asked:
-            volumes[store, sampler, step, n] = reply
+        for graph_store, _request, reply, _s in asked:
+            volumes[graph_store, sampler, step, n] = reply
     compute = {t: [x * (batch if placement_mod.task_kind(t) == "worker" else 1.0) for x in profile.compute_s[source(t)]]
                for t in tasks if placement_mod.task_kind(t) in ("worker", "ps")}
     rounds = {t: [[x * batch for x in r] for r in profile.rounds_s[source(t)]] for t in samplers}
@@ -373,7 +372,7 @@ def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0
               f"{rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates {rows[-1]['candidates_least_nic_s']} s",
               flush=True)
     path = out / "floors.csv"
-    write_csv(path, rows, list(rows[0]) if rows else ["setting"])
+    store.write_csv(path, rows, list(rows[0]) if rows else ["setting"])
     return path
 
 
@@ -398,8 +397,8 @@ def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) 
     for figure, column in COLUMNS.items():
         mine = sorted((r for r in rows if r["figure"] == figure), key=lambda r: r[column])
         path = out / f"figure-{figure}.csv"
-        write_csv(path, mine, ["setting", "figure", column, "design", "iteration_s", "iterations", "etp_steps",
-                                    "search_iterations", "candidates", "verified"])
+        store.write_csv(path, mine, ["setting", "figure", column, "design", "iteration_s", "iterations",
+                                     "etp_steps", "search_iterations", "candidates", "verified"])
         paths.append(path)
         values = sorted({r[column] for r in mine})
         if not values:

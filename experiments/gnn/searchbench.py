@@ -40,7 +40,8 @@ from controller.schedulers.placement.problem import Machine, Problem, Task, Tran
 from experiments.benchrows import row, show
 from experiments.gnn import scaled, search, simulated
 from experiments.gnn import spec as gnn_spec
-from experiments.gnn.figures import write_csv
+from experiments.reports.markdown import markdown_table
+from experiments.store import write_csv
 from topologies.fabric import simulated_rates
 
 matplotlib.use("Agg")
@@ -65,21 +66,18 @@ def headline() -> tuple[dict, Problem]:
     return spec, search.problem_from_profile(spec, PROFILE)
 
 
-def _mean(values) -> float:
-    return statistics.fmean(values)
-
-
 def paper_size_problem(base: Problem, machines: int = 8, workers: int = 16, per_worker: int = 2, seed: int = 0
                        ) -> Problem:
     """A synthetic job of the paper's simulation size, its times and bytes from ``base``."""
     rng = random.Random(seed)
-    exec_s = {kind: _mean(_mean(t.exec_s) for t in base.tasks.values() if t.kind == kind)
+    # fmean (an exact sum), not experiments.stats.mean: a plain sum moves last bits of the problem measured
+    exec_s = {kind: statistics.fmean(statistics.fmean(t.exec_s) for t in base.tasks.values() if t.kind == kind)
               for kind in ("store", "sampler", "worker", "ps")}
     volume = {}
     for t in base.transfers:
         phase = "round" if t.src.startswith("store") else t.phase
-        volume.setdefault(phase, []).append(_mean(t.bytes))
-    volume = {phase: _mean(v) for phase, v in volume.items()}
+        volume.setdefault(phase, []).append(statistics.fmean(t.bytes))
+    volume = {phase: statistics.fmean(v) for phase, v in volume.items()}
     hosts = [f"m{k}" for k in range(machines)]
     gbps = [rng.choice((10, 20, 50)) for _ in hosts]
     fleet = [Machine(h, {"cpu": rng.randint(4, 16), "mem": rng.randint(32, 128), "gpu": rng.randint(1, 4)},
@@ -161,8 +159,8 @@ def write_figure9(out: Path, rows_out: list[dict], steps: int, seed: int) -> Non
     lines = ["# Fig. 9: search time (DGTP paper §VI-A, 'Search time')", "",
              f"{steps} steps, seed {seed}, on the 2026-11-24 profile; makespan: the model's, {search.WINDOW} "
              "iterations under OES, of the placement each search chose.", "",
-             "| testbed | search | seconds | chosen placement's makespan (s) |", "|---|---|---|---|"]
-    lines += [f"| {r['testbed']} | {r['method']} | {r['search_s']} | {r['makespan_s']} |" for r in rows_out]
+             markdown_table(["testbed", "search", "seconds", "chosen placement's makespan (s)"],
+                            [[r["testbed"], r["method"], r["search_s"], r["makespan_s"]] for r in rows_out])]
     (out / "figure-9.md").write_text("\n".join(lines) + "\n")
     fig, ax = plt.subplots(figsize=(6, 3.6))
     names = list(dict.fromkeys(r["testbed"] for r in rows_out))

@@ -70,6 +70,7 @@ from experiments.validation import (
     choice,
     describe,
     existing_file,
+    host_name,
     integer,
     items,
     mapping,
@@ -186,9 +187,7 @@ def _resources(path: str, raw, defaults: dict, *, machine: bool) -> dict:
 def _machines(raw, hosts: list[str]) -> dict:
     section = mapping("workload.machines", raw, optional=True)
     for name in section:
-        if name not in hosts:
-            raise SpecError(at("workload.machines", name),
-                            f"{name!r} is not a host of the topology ({hosts[0]}..{hosts[-1]})")
+        host_name(at("workload.machines", name), name, hosts)
     return {host: _resources(at("workload.machines", host), section.get(host), MACHINE_DEFAULTS, machine=True)
             for host in hosts}
 
@@ -201,8 +200,7 @@ def _compute_factor(raw, hosts: list[str]) -> dict:
     down against this box (a task cannot compute faster than the box does), so >= 1."""
     section = mapping("workload.compute_factor", raw, optional=True)
     for name in section:
-        if name not in hosts:
-            raise SpecError(at("workload.compute_factor", name), f"is not a host of the topology ({', '.join(hosts)})")
+        host_name(at("workload.compute_factor", name), name, hosts)
     return {host: number(at("workload.compute_factor", host), section.get(host, 1.0), minimum=1.0,
                          maximum=MAX_COMPUTE_FACTOR) for host in hosts}
 

@@ -5,7 +5,9 @@
 - Packet capture: one tcpdump per chosen host, on its interface in its namespace,
   of what the host receives (``-Q in``: DSCP as the switches left it), the first
   ``snap_bytes`` of each packet, at most ``packets`` packets per host, an optional
-  BPF ``filter``; ``raw/capture-<host>.pcap``.
+  BPF ``filter`` (compiled by ``tcpdump -d`` at validation, so a typo is a spec
+  error, not an empty pcap); ``raw/capture-<host>.pcap``. A tcpdump that exits
+  other than 0 is listed in the summary's ``capture_errors``.
 - Queue occupancy (``queue_interval_s``): every interval, every switch egress port's
   backlog per queue from ``tc -s class show`` (the root namespace holds the switch
   ports); ``raw/queue_occupancy.csv`` (``time_s,port,queue,backlog_bytes``, run time
@@ -17,7 +19,10 @@
 from __future__ import annotations
 
 import csv
+import errno
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -25,7 +30,7 @@ import time
 from pathlib import Path
 
 from experiments.errors import SpecError
-from experiments.validation import at, integer, items, mapping, number, string, word
+from experiments.validation import at, describe, host_name, integer, items, mapping, number, string, word
 from topologies import queues
 from topologies.fabric import Fabric, host_interface
 
@@ -33,6 +38,7 @@ CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s"
 DEFAULT_SNAP_BYTES, DEFAULT_PACKETS = 128, 20000
 MAX_PACKETS = 1_000_000
 MIN_QUEUE_INTERVAL_S = 0.05
+COMPILE_TIMEOUT_S = 5.0
 
 
 def validate_capture(raw, fab: Fabric) -> dict:
@@ -46,9 +52,7 @@ def validate_capture(raw, fab: Fabric) -> dict:
     else:
         hosts = []
         for path, value in items("capture.hosts", hosts_raw, non_empty=True):
-            host = word(path, value)
-            if host not in names:
-                raise SpecError(path, f"{host!r} is not a host of the topology ({names[0]}..{names[-1]})")
+            host = host_name(path, word(path, value), names)
             if host not in hosts:
                 hosts.append(host)
     interval = section.get("queue_interval_s")
@@ -57,9 +61,52 @@ def validate_capture(raw, fab: Fabric) -> dict:
                                   maximum=65535),
             "packets": integer("capture.packets", section.get("packets", DEFAULT_PACKETS), minimum=0,
                                maximum=MAX_PACKETS),
-            "filter": string("capture.filter", section.get("filter", ""), non_empty=False),
+            "filter": bpf_filter("capture.filter", section.get("filter", "")),
             "queue_interval_s": None if interval is None else number(at("capture", "queue_interval_s"), interval,
                                                                      minimum=MIN_QUEUE_INTERVAL_S, maximum=60)}
+
+
+def bpf_filter(path: str, value) -> str:
+    """A BPF filter expression that tcpdump compiles (``tcpdump -d``: compiled only,
+    for Ethernet, on no interface); an empty one captures everything. The compile runs
+    in a network namespace of its own with no interface up, as root: a filter naming a
+    host makes tcpdump resolve it, and no lookup may leave the box (such a filter is
+    refused, as it would fail in an emulated host too). Where that cannot be run here
+    (not root, no tcpdump), the filter is taken unchecked."""
+    text = string(path, value, non_empty=False)
+    if not text:
+        return text
+    if "\0" in text:
+        raise SpecError(path, f"must be a BPF filter expression, got {describe(text)} (holds a NUL)")
+    problem = _compile_problem(text)
+    if problem:
+        raise SpecError(path, f"{describe(text)} is not a filter tcpdump compiles ({problem})")
+    return text
+
+
+@functools.lru_cache(maxsize=64)  # a sweep validates the same filter in every cell
+def _compile_problem(text: str) -> str | None:
+    """tcpdump's own complaint about a filter, as one line; None when it compiles or
+    when tcpdump cannot be asked (absent, not allowed to run, too slow)."""
+    if os.geteuid() != 0 or shutil.which("tcpdump") is None:
+        return None  # unshare needs root; without tcpdump the run's capture fails and says so
+    try:
+        done = subprocess.run(["unshare", "--net", "--", "tcpdump", "-d", "-y", "EN10MB", "--", text],
+                              stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=COMPILE_TIMEOUT_S)
+    except OSError as err:
+        if err.errno == errno.E2BIG:
+            return f"{len(text)} characters are too many"
+        return None  # no unshare here
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()]
+    complaints = [line for line in lines if not line.lower().startswith("warning")] or lines
+    line = complaints[0] if complaints else f"tcpdump exited with {done.returncode}"
+    line = line.removeprefix("tcpdump: ")
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def start_packet_captures(em, raw: Path, hosts, snap_bytes: int, packets: int, bpf: str,
@@ -72,21 +119,25 @@ def start_packet_captures(em, raw: Path, hosts, snap_bytes: int, packets: int, b
         if packets:
             cmd[1:1] = ["-c", str(packets)]
         if bpf:
-            cmd.append(bpf)
+            cmd += ["--", bpf]  # a filter is never read as an option
         procs.append(em.popen(host, cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     return procs
 
 
-def stop_packet_captures(procs: list[subprocess.Popen]) -> None:
+def stop_packet_captures(procs: list[subprocess.Popen]) -> list[int]:
+    """Stop every tcpdump; their exit codes, in order (0: its pcap is whole; tcpdump
+    exits 0 on SIGINT and on reaching its packet count)."""
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)  # tcpdump flushes its file on SIGINT
+    codes = []
     for proc in procs:
         try:
-            proc.wait(timeout=5)
+            codes.append(proc.wait(timeout=5))
         except subprocess.TimeoutExpired:
             proc.kill()
-            proc.wait()
+            codes.append(proc.wait())
+    return codes
 
 
 class QueueSampler(threading.Thread):
@@ -161,7 +212,13 @@ class Capture:
             self.sampler.start()
 
     def stop(self) -> None:
-        stop_packet_captures(self.packets)
+        """Stop capturing; a tcpdump that failed (a pcap missing or cut short) is
+        reported in ``fields`` as ``capture_errors``."""
+        codes = stop_packet_captures(self.packets)
+        failed = [f"{host}: tcpdump exited with {code}"
+                  for host, code in zip(self.options["hosts"] if self.options else [], codes) if code != 0]
         if self.sampler is not None:
             self.fields = self.sampler.stop()
             self.sampler = None
+        if failed:
+            self.fields = {**self.fields, "capture_errors": failed}

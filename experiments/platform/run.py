@@ -89,9 +89,17 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
 
 
 def _with_capture_cost(analysis: dict, fields: dict) -> dict:
-    """The queue sampler's CPU cost beside the fidelity verdict it may have moved."""
+    """The queue sampler's CPU cost beside the fidelity verdict it may have moved; a
+    packet capture that failed (``capture_errors``: its pcap is missing or cut short)
+    makes the run untrustworthy, as the spec asked for what the run does not hold."""
     if fields and isinstance(analysis.get("fidelity"), dict):
-        analysis["fidelity"] = {**analysis["fidelity"], **fields}
+        fidelity = {**analysis["fidelity"], **fields}
+        failed = fields.get("capture_errors", [])
+        if failed:
+            fidelity["untrustworthy_reasons"] = [*fidelity.get("untrustworthy_reasons", []),
+                                                 *(f"packet capture failed ({e})" for e in failed)]
+            fidelity["trustworthy"] = analysis["trustworthy"] = False
+        analysis["fidelity"] = fidelity
     return analysis
 
 

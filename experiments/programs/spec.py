@@ -51,6 +51,8 @@ from experiments.validation import (
     at,
     boolean,
     choice,
+    host_name,
+    integer,
     items,
     mapping,
     number,
@@ -85,10 +87,7 @@ def port_base(index: int) -> int:
 
 
 def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
-    name = word(path, value)
-    if not any(h.name == name for h in fab.hosts):
-        raise SpecError(path, f"{name!r} is not a host of the topology ({fab.hosts[0].name}..{fab.hosts[-1].name})")
-    return name
+    return host_name(path, word(path, value), [h.name for h in fab.hosts])
 
 
 def _command(path: str, value) -> str:
@@ -130,7 +129,7 @@ def _programs(raw, fab: fabric_mod.Fabric, time_limit: float) -> list[dict]:
 
 
 def _port_range(path: str, value) -> list[int]:
-    bounds = [int(number(at(path, i), v, minimum=1, maximum=65535)) for i, v in items(path, value, non_empty=True)]
+    bounds = [integer(where, v, minimum=1, maximum=65535) for where, v in items(path, value, non_empty=True)]
     if len(bounds) != 2 or bounds[0] > bounds[1]:
         raise SpecError(path, f"must be [low, high] with low <= high, got {value!r}")
     if bounds[1] - bounds[0] + 1 > MAX_PORTS_PER_POLICY:
@@ -162,8 +161,8 @@ def _matches(where: str, entry: dict, programs: dict[str, dict], fab: fabric_mod
         if f"{side}_port" in entry and f"{side}_ports" in entry:
             raise SpecError(at(where, f"{side}_ports"), f"give {side}_port or {side}_ports, not both")
         if f"{side}_port" in entry:
-            match[f"{side}_port"] = int(number(at(where, f"{side}_port"), entry[f"{side}_port"], minimum=1,
-                                               maximum=65535))
+            match[f"{side}_port"] = integer(at(where, f"{side}_port"), entry[f"{side}_port"], minimum=1,
+                                            maximum=65535)
     if ("src_port" in match or "dst_port" in match or "src_ports" in entry or "dst_ports" in entry) \
             and "proto" not in match:
         raise SpecError(at(where, "proto"), "is required with ports (tcp or udp)")

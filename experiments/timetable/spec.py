@@ -21,6 +21,7 @@ from experiments.validation import (
     at,
     boolean,
     choice,
+    host_name,
     items,
     mapping,
     number,
@@ -39,10 +40,7 @@ ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
 
 
 def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
-    name = string(path, value, what="a host name")
-    if not any(h.name == name for h in fab.hosts):
-        raise SpecError(path, f"{name!r} is not a host of the topology ({fab.hosts[0].name}..{fab.hosts[-1].name})")
-    return name
+    return host_name(path, value, [h.name for h in fab.hosts])
 
 
 def _flow_name(path: str, value, names: set[str]) -> str:
@@ -79,6 +77,9 @@ def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
         if flow["src"] == flow["dst"]:
             raise SpecError(at(where, "dst"), "must differ from src")
         flow["start_s"] = number(at(where, "start_s"), entry.get("start_s", 0), minimum=0)
+        if flow["start_s"] >= duration:
+            raise SpecError(at(where, "start_s"), f"{flow['start_s']:g} s is not before the experiment's "
+                                                  f"duration_s {duration:g}")
         flow["duration_s"] = number(at(where, "duration_s"), entry.get("duration_s", duration - flow["start_s"]),
                                     minimum=0, strict=True)
         if flow["start_s"] + flow["duration_s"] > duration + 1e-9:

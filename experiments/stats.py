@@ -1,0 +1,60 @@
+"""The summary statistics every experiment's metrics share, so a number means the same everywhere.
+
+``percentile`` takes q in 0..100. Its default is numpy's default definition,
+linear between the closest ranks (the cojob stage-slowdown p90). The other methods
+keep readings that metrics were computed and kept with, so re-analysing kept data
+gives the same numbers:
+
+- ``numpy``: the same definition as np.percentile rounds it (it can differ from
+  ``linear`` in the last bit): the co-location latency percentiles.
+- ``nearest``: the value at the nearest rank, ties to the even one: GNN OES's
+  decision latency and apply time p50/p99.
+- ``lower`` / ``higher``: the value at the rank below / above: the simulator's flow
+  p90 / p50 (``higher`` at 50 is the upper median).
+- ``exclusive``: ``statistics.quantiles``' default, rank (n + 1) q / 100 counted from
+  1, linear between the closest ranks and beyond the first or last pair past the
+  ends (the p99 of [1, 2] is 2.97): the benchmarks' p99 latencies.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+METHODS = ("linear", "numpy", "nearest", "lower", "higher", "exclusive")
+
+
+def mean(values: Iterable[float]) -> float | None:
+    """The arithmetic mean; None for no values (a metric of nothing is missing, not zero)."""
+    values = list(values)
+    return sum(values) / len(values) if values else None
+
+
+def percentile(values: Iterable[float], q: float, method: str = "linear") -> float | None:
+    """The q-th percentile (0..100) by ``method`` (see the module docstring); None for no values."""
+    if method not in METHODS:
+        raise ValueError(f"percentile method must be one of {', '.join(METHODS)}, got {method!r}")
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    n = len(ordered)
+    rank = (n - 1) * q / 100
+    if method == "linear":
+        low = math.floor(rank)
+        high = min(low + 1, n - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    if method == "numpy":
+        import numpy as np  # only this reading needs it
+
+        return float(np.percentile(ordered, q))
+    if method == "nearest":
+        return ordered[round(rank)]
+    if method == "lower":
+        return ordered[math.floor(rank)]
+    if method == "higher":
+        return ordered[math.ceil(rank)]
+    # exclusive, in statistics.quantiles' arithmetic (100 cut points); one value is every quantile
+    if n == 1:
+        return ordered[0]
+    j = min(max(int(q * (n + 1) // 100), 1), n - 1)
+    delta = q * (n + 1) - j * 100
+    return (ordered[j - 1] * (100 - delta) + ordered[j] * delta) / 100
