@@ -174,6 +174,20 @@ def test_a_cojob_larger_than_the_cluster_is_refused_naming_the_field():
         _gpu_workload(gpus_per_host=1, workers=2)
 
 
+def test_a_gpu_slots_spec_that_cannot_place_its_cojobs_is_refused_at_validation():
+    raw = read_spec("experiments/specs/grouper-sim-paper-smoke.yaml")
+    raw["workload"]["placement"] = {"kind": "gpu_slots", "gpus_per_host": 1}
+    spec = simulated.validate(raw)
+    hosts, jobs = len(simulated.resolve(spec).workload.gpus.hosts), spec["workload"]["jobs"]  # 1 GPU a host
+    too_many_workers = {**raw, "workload": {**raw["workload"], "workers": hosts // jobs + 1}}
+    with pytest.raises(SpecError, match=r"^workload.placement.gpus_per_host: a cojob needs \d+ GPUs at its stage 0; "
+                                        rf"the cluster has {hosts}$"):
+        simulated.validate(too_many_workers)
+    too_many_ps = {**raw, "workload": {**raw["workload"], "ps": hosts}}
+    with pytest.raises(SpecError, match=rf"^workload.ps: at most {hosts - 1} PSs"):
+        simulated.validate(too_many_ps)
+
+
 def test_gpu_slots_is_simulator_only_and_its_runs_record_their_placements(tmp_path):
     raw = read_spec("experiments/specs/grouper-sim-paper-smoke.yaml")
     raw["workload"]["placement"] = {"kind": "gpu_slots", "gpus_per_host": 1}

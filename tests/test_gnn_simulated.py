@@ -246,6 +246,19 @@ def test_the_model_is_deterministic_under_every_policy():
         assert first.events and (scheduler == "default") == (first.decisions == [])
 
 
+def test_a_long_simulation_shows_progress_and_a_short_one_stays_quiet(monkeypatch):
+    spec = tiny({"sampler0": "tbh1", "worker0": "tbh1", "ps0": "tbh2"})
+    parsed = Profile.parse(profile_of(spec, Costs()), "synthetic")
+    lines: list[str] = []
+    quiet = GnnSimulation(spec, parsed, progress=lines.append).run()  # well under PROGRESS_EVERY_S
+    assert lines == []
+    monkeypatch.setattr(simulated, "PROGRESS_EVERY_S", 0.0)  # as if every iteration took long
+    shown = GnnSimulation(spec, parsed, progress=lines.append).run()
+    assert shown.events == quiet.events  # progress changes nothing it models
+    ends_at = [f"{t:.1f}" for t in ends(shown)]
+    assert lines == [f"iteration {n + 1} of 6 ends at {t} s simulated" for n, t in enumerate(ends_at)]
+
+
 # --- the profile ---------------------------------------------------------------------
 
 def test_an_untrustworthy_profile_is_refused_in_one_line_naming_it(tmp_path, capsys):

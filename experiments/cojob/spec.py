@@ -121,17 +121,22 @@ def validate(raw, simulated: bool = False) -> dict:
 def _check_cojobs(spec: dict) -> None:
     """What only the workload's cojobs tell, checked without building them (a sweep
     validates every cell): a trace's contents, read as a run reads them and against the
-    topology's hosts, and that ``only_cojob`` is one of the run's cojobs. Cojob ids
+    topology's hosts, that a ``gpu_slots`` cluster holds its PSs and a cojob's stage 0,
+    and that ``only_cojob`` is one of the run's cojobs. Cojob ids
     are 0..n-1 for generated arrivals (``testbed_cojobs``, ``poisson_cojobs``, ...)
     and the trace's own, by arrival, for a trace."""
     w = spec["workload"]
+    hosts = tuple(h.name for h in emulation_spec.fabric_of(spec).hosts)
     if "trace" in w:
-        hosts = tuple(h.name for h in emulation_spec.fabric_of(spec).hosts)
         ids = _trace_cojob_ids(w["trace"], hosts)[:w.get("cojobs")]
     elif w["arrivals"]["kind"] == "testbed":
         ids = tuple(range(len(w["models"]) * w["cojobs_per_model"]))
     else:
         ids = tuple(range(w["arrivals"]["cojobs"]))
+    placement = w.get("placement", {"kind": "spread"})
+    if placement["kind"] == "gpu_slots" and "trace" not in w:  # every generated cojob has w["jobs"] jobs
+        cojob_mod.GpuCluster(hosts, {}, placement["gpus_per_host"], w["workers"], w["ps"], spec["seed"]) \
+            .check_jobs(w["jobs"])
     only = w.get("only_cojob")
     if only is not None and only not in ids:
         have = f"0..{len(ids) - 1}" if ids == tuple(range(len(ids))) else ", ".join(map(str, sorted(ids)))

@@ -520,10 +520,14 @@ class GpuCluster:
 
     def check_fits(self, plan: CojobPlan) -> None:
         """A cojob whose stage 0 needs more GPUs than the cluster has would wait forever."""
-        need = len(plan.jobs) * self.workers
+        self.check_jobs(len(plan.jobs), f"cojob {plan.cojob_id}")
+
+    def check_jobs(self, jobs: int, who: str = "a cojob") -> None:
+        """``check_fits`` for a cojob of ``jobs`` jobs (a spec's, before its cojobs are built)."""
+        need = jobs * self.workers
         if need > self.gpus:
             raise SpecError("workload.placement.gpus_per_host",
-                            f"cojob {plan.cojob_id} needs {need} GPUs at its stage 0; the cluster has {self.gpus}")
+                            f"{who} needs {need} GPUs at its stage 0; the cluster has {self.gpus}")
 
     def to_dict(self) -> dict:
         return {"hosts": list(self.hosts), "racks": dict(self.racks), "gpus_per_host": self.gpus_per_host,

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from experiments.colocation.runner import describe_device, resolve_device
+from experiments.reports.markdown import markdown_table
 from experiments.store import environment, new_run_dir, point_latest, write_json
 from hosts.colocation.datasets import dataset_shape, subgraph_shape
 from hosts.colocation.models import MODELS
@@ -59,13 +60,12 @@ def run_validation(device: str, grid: str, out: str | Path | None = None) -> tup
 
 
 def markdown(rows: list[dict], summary: dict) -> str:
-    lines = [f"# PMC estimator vs measured peak on {summary['device']['name']}", "",
-             "| kind | model | dataset | nodes | edges | layers | estimated (MiB) | measured (MiB) | error |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['kind']} | {r['model']} | {r['dataset']} | {r['nodes']} | {r['edges']} | {r['layers']} | "
-                     f"{r['estimated_bytes'] / 2**20:.1f} | {r['measured_bytes'] / 2**20:.1f} | "
-                     f"{100 * r['relative_error']:.2f}% |")
+    table = markdown_table(("kind", "model", "dataset", "nodes", "edges", "layers", "estimated (MiB)", "measured (MiB)",
+                            "error"),
+                           [(r["kind"], r["model"], r["dataset"], r["nodes"], r["edges"], r["layers"],
+                             f"{r['estimated_bytes'] / 2**20:.1f}", f"{r['measured_bytes'] / 2**20:.1f}",
+                             f"{100 * r['relative_error']:.2f}%") for r in rows])
+    lines = [f"# PMC estimator vs measured peak on {summary['device']['name']}", "", table]
     lines += ["", f"Max relative error {100 * summary['pmc_max_relative_error']:.2f}%, "
                   f"mean {100 * summary['pmc_mean_relative_error']:.2f}% over {summary['cases']} tasks.", ""]
     return "\n".join(lines)

@@ -263,10 +263,11 @@ def steady_iteration_s(events: list[dict]) -> float:
 
 
 def run_cell(spec: dict, profile: Profile, placement: dict[str, str], scheduler: str,
-             iterations: int = ITERATIONS) -> float:
-    """The model's steady-state iteration time of ``spec``'s job on ``placement``."""
+             iterations: int = ITERATIONS, progress=None) -> float:
+    """The model's steady-state iteration time of ``spec``'s job on ``placement``
+    (``progress``: as ``GnnSimulation``'s)."""
     trial = search.with_placement(spec, placement)
-    return steady_iteration_s(simulated.GnnSimulation(trial, profile, iterations, scheduler).run().events)
+    return steady_iteration_s(simulated.GnnSimulation(trial, profile, iterations, scheduler, progress).run().events)
 
 
 COLUMNS = {"10": "batch_factor", "11": "pmr"}
@@ -311,7 +312,8 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
             cell = []
             for label, where, scheduler in POLICIES:
-                iteration_s = run_cell(spec, profile, placements[where], scheduler, iterations)
+                iteration_s = run_cell(spec, profile, placements[where], scheduler, iterations,
+                                       lambda line: _print(f"Fig. {figure} {value}: {label} {line}"))
                 cell.append({"setting": setting.name, "figure": figure, COLUMNS[figure]: value, "design": label,
                              "iteration_s": round(iteration_s, 4), "iterations": iterations, "etp_steps": steps,
                              "search_iterations": search_iterations, "candidates": len(found.candidates),

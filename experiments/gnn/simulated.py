@@ -66,6 +66,8 @@ import argparse
 import heapq
 import json
 import math
+import sys
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -93,6 +95,7 @@ from topologies.fabric import simulated_rates
 SEND_BUFFER_BYTES = 2 * 10 * 16 * 1024
 TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12: a segment carries MTU - 52 bytes of data
 ETHERNET_HEADER = 14  # counted by htb and the links' rates
+PROGRESS_EVERY_S = 10.0
 
 
 def wire_factor(mtu: int) -> float:
@@ -255,10 +258,14 @@ class Result:
 
 class GnnSimulation:
     """One job on the spec's fabric and placement under ``scheduler`` (default: the
-    spec's), over ``iterations`` (default: the spec's)."""
+    spec's), over ``iterations`` (default: the spec's). ``progress``, if given, gets a
+    line on worker 0's iterations at most every ``PROGRESS_EVERY_S`` of wall time (a
+    papers100M-sized job takes about 40 s an iteration; a short run prints nothing)."""
 
-    def __init__(self, spec: dict, profile: Profile, iterations: int | None = None, scheduler: str | None = None):
+    def __init__(self, spec: dict, profile: Profile, iterations: int | None = None, scheduler: str | None = None,
+                 progress: Callable[[str], None] | None = None):
         profile.check_job(spec)
+        self.progress, self.shown = progress, time.monotonic()
         workload = spec["workload"]
         self.profile = profile
         self.tasks = dict(workload["placement"]["tasks"])
@@ -466,6 +473,9 @@ class GnnSimulation:
                                        "task": name, "iteration": n, "loss": None, "val_accuracy": None,
                                        "compute_s": computed - started, "sync_s": synced - computed,
                                        "wait_s": started - waited})
+            if w == 0 and self.progress is not None and time.monotonic() - self.shown >= PROGRESS_EVERY_S:
+                self.shown = time.monotonic()
+                self.progress(f"iteration {n + 1} of {self.iterations} ends at {self.now:.1f} s simulated")
 
     def parameter_server(self, name: str) -> Iterator[Wait]:
         workers = [f"worker{w}" for w in range(self.workers)]
@@ -661,7 +671,7 @@ def simulate_spec(spec: dict, out: str | None = None) -> Path:
 
 def _simulate_into(spec: dict, run: Path) -> dict:
     profile = load_profile(spec["simulation"]["profile"])
-    result = GnnSimulation(spec, profile).run()
+    result = GnnSimulation(spec, profile, progress=lambda line: print(line, file=sys.stderr, flush=True)).run()
     store.write_jsonl(run / "events.jsonl", result.events)
     store.write_jsonl(run / "decisions.jsonl", result.decisions)
     transfers = metrics.flows(result.events, result.decisions)
