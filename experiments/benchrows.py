@@ -1,6 +1,9 @@
 """A bench figure as data: ``{"name", "value", "unit", "target", "ok"}``, and its printout.
 
-Names are stable (``results/bench/latest.json`` is read by people and scripts)."""
+Names are stable (``results/bench/latest.json`` is read by people and scripts); a name
+that said something the row did not measure is renamed, and the rename is logged in
+the measurement that first carries it (2026-11-25: ``oes_50_flows_start_to_rates_p99_ms``
+is ``..._max_ms``, measurements/bench-2026-11-25)."""
 from __future__ import annotations
 
 

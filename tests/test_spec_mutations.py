@@ -403,6 +403,13 @@ def test_only_cojob_beyond_the_workload_is_refused_at_validation(name, arrivals,
     assert err.field == "workload.only_cojob" and err.problem == f"no cojob {cojobs} (have 0..{cojobs - 1})"
 
 
+def test_a_model_named_twice_is_refused_where_it_is_named():
+    raw = copy.deepcopy(RAW["grouper-testbed"])
+    raw["workload"]["models"] = ["vgg19", "alexnet", "vgg19"]
+    err = _cojob_error(raw)
+    assert (err.field, err.problem) == ("workload.models[2]", "duplicate model 'vgg19'")
+
+
 def test_a_sweep_dry_run_finds_a_cell_whose_only_cojob_is_not_in_the_workload(capsys):
     sweep = sweep_mod.parse({"name": "solo", "spec": "../specs/grouper-testbed.yaml", "schedulers": ["fs"],
                              "grid": {"workload.only_cojob": [3, 4]}}, EXPERIMENTS / "sweeps" / "solo.yaml")
@@ -591,6 +598,21 @@ def test_a_capture_filter_tcpdump_cannot_compile_is_refused(bpf, problem):
     assert err.value.problem.startswith(f"{bpf!r} is not a filter tcpdump compiles (") and problem in err.value.problem
     raw["capture"]["filter"] = "tcp dst port 20000 and not icmp"
     assert emulation.validate(raw)["capture"]["filter"] == "tcp dst port 20000 and not icmp"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the compile is tried only as root")
+def test_a_capture_filter_is_taken_unchecked_where_no_namespace_may_be_made(tmp_path, monkeypatch):
+    from experiments.platform import capture as capture_mod
+    for name, script in (("unshare", "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1"),
+                         ("tcpdump", "exit 0")):  # as in a container that refuses namespaces
+        (tmp_path / name).write_text(f"#!/bin/sh\n{script}\n")
+        (tmp_path / name).chmod(0o755)
+    capture_mod._compile_problem.cache_clear()
+    monkeypatch.setenv("PATH", str(tmp_path))
+    try:
+        assert capture_mod.bpf_filter("capture.filter", "tcp") == "tcp"
+    finally:
+        capture_mod._compile_problem.cache_clear()
 
 
 def test_a_capture_filter_is_taken_unchecked_without_tcpdump(monkeypatch):

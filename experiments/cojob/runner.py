@@ -37,6 +37,7 @@ from topologies.fabric import host_interface
 SAMPLE_FILTER = "tcp and (tcp[7] & 0x3f) == 0"
 SAMPLE_LIMIT = 20000
 SAMPLE_SNAP_BYTES = 96
+SAMPLE_ERRORS = "sample_capture_errors.json"  # raw/: the sampled tcpdumps that failed, when any did
 
 
 def _host_queue_counters(em: Emulation) -> dict:
@@ -86,11 +87,13 @@ class CojobWorkload:
         store.write_json(run / "workload.json", self.resolved.workload.to_dict())
         self.driver: CojobDriver | None = None
         self.captures: list = []
+        self.sampled: list[str] = []  # the hosts of ``captures``, in order
         self.t0 = None  # run times count from the run's start
 
     def start(self, em: Emulation, events_path: str) -> None:
         # A sampled capture of what every host receives (DSCP as the switches left it).
-        self.captures = start_packet_captures(em, self.run_dir / "raw", [h.name for h in em.fabric.hosts],
+        self.sampled = [h.name for h in em.fabric.hosts]
+        self.captures = start_packet_captures(em, self.run_dir / "raw", self.sampled,
                                               SAMPLE_SNAP_BYTES, SAMPLE_LIMIT, SAMPLE_FILTER, prefix="sample")
         self.driver = CojobDriver(em, self.resolved, self.run_dir, events_path, progress=self.progress)
 
@@ -100,7 +103,10 @@ class CojobWorkload:
     def stop(self) -> None:
         if self.driver is not None:
             self.driver.close()
-        stop_packet_captures(self.captures)
+        codes = stop_packet_captures(self.captures)
+        failed = [f"{host}: tcpdump exited with {code}" for host, code in zip(self.sampled, codes) if code != 0]
+        if failed:  # the conformance check reads fewer packets than it was given to read
+            store.write_json(self.run_dir / "raw" / SAMPLE_ERRORS, failed)
 
     def collect(self, em: Emulation) -> None:
         """Every counter file, or an error naming the fabric counters that could not be read."""
@@ -130,6 +136,8 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
     metrics = grouper_metrics.summarise(events, resolved.workload.to_dict())
     check = conformance.check(resolved.fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))
+    if (run / "raw" / SAMPLE_ERRORS).exists():
+        check["sample_capture_errors"] = json.loads((run / "raw" / SAMPLE_ERRORS).read_text())
     tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
     model_sct = simulated.model_avg_sct_s(resolved)
     measured = metrics.get("avg_sct_s")

@@ -87,8 +87,12 @@ def validate(raw, simulated: bool = False) -> dict:
     elif "cojobs" in workload:
         raise SpecError("workload.cojobs", "only with a trace (the first N of its cojobs by arrival)")
     else:
-        models = [choice(p, v, cojob_mod.MODELS, what="model") for p, v in
-                  items("workload.models", workload.get("models", list(cojob_mod.MODELS)), non_empty=True)]
+        models = []
+        for path, value in items("workload.models", workload.get("models", list(cojob_mod.MODELS)), non_empty=True):
+            model = choice(path, value, cojob_mod.MODELS, what="model")
+            if model in models:  # a cojob per model: a second mention would make no second cojob
+                raise SpecError(path, f"duplicate model {model!r}")
+            models.append(model)
         stages = [integer(p, v, minimum=1, maximum=MAX_STAGE_ITERATIONS) for p, v in
                   items("workload.stage_iterations", workload.get("stage_iterations", list(cojob_mod.TESTBED_STAGES)),
                         non_empty=True)]

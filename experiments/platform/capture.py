@@ -70,9 +70,10 @@ def bpf_filter(path: str, value) -> str:
     """A BPF filter expression that tcpdump compiles (``tcpdump -d``: compiled only,
     for Ethernet, on no interface); an empty one captures everything. The compile runs
     in a network namespace of its own with no interface up, as root: a filter naming a
-    host makes tcpdump resolve it, and no lookup may leave the box (such a filter is
-    refused, as it would fail in an emulated host too). Where that cannot be run here
-    (not root, no tcpdump), the filter is taken unchecked."""
+    host makes tcpdump resolve it, and no DNS lookup may leave the box (a name the box
+    cannot resolve without the network is refused, as it would fail in an emulated host
+    too). Where that cannot be run here (not root, no tcpdump, no namespace allowed),
+    the filter is taken unchecked."""
     text = string(path, value, non_empty=False)
     if not text:
         return text
@@ -103,6 +104,8 @@ def _compile_problem(text: str) -> str | None:
     if done.returncode == 0:
         return None
     lines = [line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()]
+    if lines and lines[0].startswith("unshare:"):
+        return None  # no namespace of its own here (e.g. a container): the filter cannot be checked, not refused
     complaints = [line for line in lines if not line.lower().startswith("warning")] or lines
     line = complaints[0] if complaints else f"tcpdump exited with {done.returncode}"
     line = line.removeprefix("tcpdump: ")
