@@ -29,10 +29,10 @@ def _short_spec(mechanism: str) -> dict:
         {"name": "low", "src": "tbh3", "dst": "tbh1", "start_s": 0, "duration_s": 18, "queue": 7},
         {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 4, "duration_s": 6, "queue": 1},
     ]
-    # Cubic, not the default BBR: after 6 s starved at its queue's guaranteed 2 Mbit/s, BBR
-    # kept pacing at that rate for 1-4 s after the high flow left, in 5 of 6 runs on
-    # 2026-11-25 (1 s in earlier sessions): its model of the path, not the fabric, decides
-    # that. The fabric's promise tested here is that the low queue gets the link back.
+    # Cubic, not the default BBR: starved 6 s in a queue that serves it 2 Mbit/s and drops
+    # the rest, BBR can take the queue for a policer and pace at 2 Mbit/s for 48 round
+    # trips, ~3.5 s with 9000-byte frames (3 of 8 runs; measurements/bbr-starvation-2026-11-25).
+    # The fabric's promise tested here is that the low queue gets the link back.
     raw["tcp_congestion"] = "cubic"
     raw["policy_changes"] = [{"at_s": 12, "flow": "low", "rate_mbps": 40, "rate_mechanism": mechanism}]
     return spec_mod.validate(raw)
