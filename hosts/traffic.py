@@ -1,7 +1,9 @@
-"""Bulk TCP traffic between emulated hosts with iperf3, and its per-second goodput.
+"""Bulk TCP traffic between emulated hosts with iperf3: goodput per interval, and the
+sender's TCP state per interval.
 
 Goodput is measured at the receiver (the iperf3 server's JSON intervals), so it
-counts what the network delivered, not what the sender queued.
+counts what the network delivered, not what the sender queued. The sender's report
+(the client's intervals) says why: its retransmissions, congestion window and RTT.
 """
 from __future__ import annotations
 
@@ -22,19 +24,30 @@ def client_cmd(dst_ip: str, port: int, duration_s: float, congestion: str | None
     return cmd
 
 
-def receiver_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, float]]:
-    """(run time at the end of each interval [s], goodput [Mbit/s]) from an iperf3
-    server report; ``start_offset_s`` is when the flow started in run time."""
+def _intervals(iperf_json: str) -> list[dict]:
     try:
         report = json.loads(iperf_json)
     except json.JSONDecodeError as err:
         raise ValueError(f"iperf3 report is not JSON: {err}") from err
     if "error" in report and not report.get("intervals"):
         raise ValueError(f"iperf3 failed: {report['error']}")
+    return report.get("intervals", [])
+
+
+def receiver_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, float]]:
+    """(run time at the end of each interval [s], goodput [Mbit/s]) from an iperf3
+    server report; ``start_offset_s`` is when the flow started in run time."""
+    return [(start_offset_s + i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in _intervals(iperf_json)]
+
+
+def sender_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, int, int, float]]:
+    """(run time at the end of each interval [s], segments retransmitted in it, congestion
+    window at its end [bytes], smoothed RTT at its end [ms]) from an iperf3 client report
+    of one stream; ``start_offset_s`` is when the flow started in run time."""
     series = []
-    for interval in report.get("intervals", []):
-        summary = interval["sum"]
-        series.append((start_offset_s + summary["end"], summary["bits_per_second"] / 1e6))
+    for interval in _intervals(iperf_json):
+        stream = interval["streams"][0]
+        series.append((start_offset_s + stream["end"], stream["retransmits"], stream["snd_cwnd"], stream["rtt"] / 1000))
     return series
 
 

@@ -1,6 +1,7 @@
 """Real emulation, whole runs (trainbed run / clean): private OVS, os-ken controller, Mininet hosts, tc, iperf3 (root)."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -63,6 +64,12 @@ def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, pri
     counters = json.loads((run / "raw" / "queue_counters.json").read_text())["tbl1-eth1"]
     assert counters["1"]["bytes"] > 10e6 and counters["7"]["bytes"] > 10e6  # both queues carried the flows
     assert (run / "goodput.png").stat().st_size > 10_000
+    tcp = list(csv.DictReader(open(run / "tcp.csv")))  # the senders' own view, every 0.5 s
+    low = [r for r in tcp if r["flow"] == "low"]
+    assert len(low) >= 30 and {r["flow"] for r in tcp} == {"low", "high"}
+    starved = [float(r["rtt_ms"]) for r in low if 6 <= float(r["time_s"]) <= 10]
+    assert min(starved) > 50, starved  # waiting in queue 7 behind the high flow (~0.1-3 ms when alone)
+    assert summary["flows"]["low"]["retransmits"] == sum(int(r["retransmits"]) for r in low)
     for name in ("spec.yaml", "environment.json", "flows.csv", "cpu.csv", "controller.log"):
         assert (run / name).exists(), name
     assert (Path(os.environ["TRAINBED_RESULTS"]) / "latest").resolve() == run.resolve()

@@ -124,6 +124,14 @@ def test_the_console_says_what_happened_and_why_a_run_is_not_trusted(tmp_path):
     assert lines[-1].startswith(f"files:  {run}/ (")
 
 
+def test_a_timetable_flow_shows_its_retransmissions(tmp_path):
+    run = copy(RECORDED / "timetable-priority", tmp_path)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["flows"]["high"]["retransmits"] = 12  # recorded before runs counted them
+    (run / "summary.json").write_text(json.dumps(summary))
+    assert "97.3 Mbit/s mean goodput, 12 retransmitted (queue 1)" in run_summary(run)
+
+
 def test_timetable_and_colocation_headlines(tmp_path):
     timetable = run_summary(RECORDED / "timetable-priority")
     assert "flow high" in timetable and "97.3 Mbit/s mean goodput (queue 1)" in timetable

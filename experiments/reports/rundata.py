@@ -149,7 +149,9 @@ def _timetable(data: RunData) -> list[Row]:
     for name, values in (s.get("flows") or {}).items():
         policy = ", ".join(f"{key} {flows.get(name, {})[key]:g}" for key in ("queue", "host_queue", "rate_mbps")
                            if flows.get(name, {}).get(key) is not None)
+        retransmits = values.get("retransmits")
         rows.append((f"flow {name}", f"{num(values.get('mean_goodput_mbps'), 'Mbit/s')} mean goodput"
+                                     + (f", {retransmits} retransmitted" if retransmits is not None else "")
                                      + (f" ({policy})" if policy else "")))
     rows += [(f"flow {name}", f"FAILED: {failure.get('error', failure)}")
              for name, failure in (s.get("failed_flows") or {}).items()]

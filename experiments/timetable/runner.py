@@ -85,7 +85,7 @@ class TimetableWorkload:
             if kind == "start":
                 with open(self.raw / f"{flow['name']}.client.json", "wb") as out:
                     cmd = traffic.client_cmd(em.fabric.host(flow["dst"]).ip, ports[flow["name"]],
-                                             flow["duration_s"], spec["tcp_congestion"])
+                                             flow["duration_s"], spec["tcp_congestion"]) + ["-i", f"{INTERVAL_S:g}"]
                     played["starts"][flow["name"]] = time.monotonic() - t0
                     self.clients[flow["name"]] = em.popen(flow["src"], cmd, stdout=out, stderr=out)
         deadline = t0 + spec["duration_s"] + GRACE_S + 10
@@ -154,7 +154,7 @@ def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
 
 
 def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict]) -> dict:
-    """Raw data in the run directory -> summary dict (and flows.csv, goodput.png).
+    """Raw data in the run directory -> summary dict (and flows.csv, tcp.csv, goodput.png).
 
     A failed flow is a result: it is listed under ``failed_flows`` (and makes the
     run untrustworthy) while every other flow is analysed as usual.
@@ -171,6 +171,12 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
         for name, points in series.items():
             for t, mbps in points:
                 out.write(f"{t:.3f},{name},{mbps:.3f}\n")
+    senders = {f["name"]: traffic.sender_series((run / "raw" / f"{f['name']}.client.json").read_text(),
+                                                played["starts"][f["name"]]) for f in good}
+    store.write_csv(run / "tcp.csv", ({"time_s": f"{t:.3f}", "flow": name, "retransmits": retransmits,
+                                       "cwnd_bytes": cwnd, "rtt_ms": f"{rtt:.3f}"}
+                                      for name, points in senders.items() for t, retransmits, cwnd, rtt in points),
+                    ["time_s", "flow", "retransmits", "cwnd_bytes", "rtt_ms"])
     for f in good:
         limits = [c["at_s"] for c in spec["policy_changes"] if c["flow"] == f["name"] and "rate_mbps" in c]
         if limits:
@@ -184,7 +190,8 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
     for f in good:
         summary["flows"][f["name"]] = {
             "mean_goodput_mbps": metrics.window_mean(series[f["name"]], f["start_s"] + metrics.SETTLE_S,
-                                                     f["start_s"] + f["duration_s"])}
+                                                     f["start_s"] + f["duration_s"]),
+            "retransmits": sum(point[1] for point in senders[f["name"]])}
     windows = {}  # measured intervals, in run time: what a controller outage must not touch
     pri = spec["analysis"].get("priority")
     if pri and pri["high"] in series and pri["low"] in series:
