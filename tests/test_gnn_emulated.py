@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -131,10 +132,15 @@ def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(
     assert summary["task_placement"] == spec["workload"]["placement"]["tasks"]
     trace = (out / "placement_trace.csv").read_text().splitlines()
     assert len(trace) == 1 + 1 + 150  # header, IFS's placement, one row per step
+    # Feature requests: a gather in the serving thread, each stretched by the factor.
+    # Not sampling requests: those queue for the store's one sampling thread, for as long
+    # as requests overlap, and the factor changes how they overlap (tbh2's store read
+    # ~2.1x on them and 8.5x on feature requests, in a run where the median over every
+    # request gave 1.99x).
     served = {"store0": [], "store1": []}
     for e in read_jsonl(out / "events.jsonl"):
-        if e["kind"] == "compute" and e["task"] in served:
+        if e["kind"] == "compute" and e["task"] in served and e["step"] == "feature":
             served[e["task"]].append(e["seconds"])
-    slow, fast = (sorted(served[s])[len(served[s]) // 2] for s in ("store1", "store0"))
-    assert slow >= 2 * fast, (slow, fast)
+    slow, fast = (statistics.median(served[s]) for s in ("store1", "store0"))
+    assert slow >= 2 * fast, (slow, fast)  # >= 3x but for noise: the sleep can only add
     assert_nothing_left(fabric_of(spec), private_state, out, namespaces)
