@@ -237,9 +237,8 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
         series = receiver_series((run / "raw" / "low.server.json").read_text(), 0.0)
         samples = [mbps for t, mbps in per_second(series).items() if t >= change["at_s"] + 1]
         target = change["rate_mbps"]
-        # low_recovery_s is bimodal under BBR: when its policer detection fires on the starved
-        # queue it paces at the guaranteed rate for 48 round trips, ~96 x MTU / that rate
-        # (3.5 s at MTU 9000, 0.6 s at 1500; measurements/bbr-starvation-2026-11-25)
+        # low_recovery_s is bimodal under BBR: its policer detection, when it fires on the
+        # starved queue, holds the flow at the guaranteed rate (docs/emulation.md, "Known limits")
         rows += [row(f"{label}_high_share_while_both", summary["high_share_while_both"], "share", 0.95),
                  row(f"{label}_low_recovery_s", summary["low_recovery_s"], "s", 2.0, lower_is_better=True),
                  row(f"{label}_rate_limit_mean_error", abs(statistics.fmean(samples) - target) / target, "share",

@@ -8,6 +8,7 @@ counts what the network delivered, not what the sender queued. The sender's repo
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 IPERF_BASE_PORT = 5201
 
@@ -24,35 +25,8 @@ def client_cmd(dst_ip: str, port: int, duration_s: float, congestion: str | None
     return cmd
 
 
-def _intervals(iperf_json: str) -> list[dict]:
-    try:
-        report = json.loads(iperf_json)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"iperf3 report is not JSON: {err}") from err
-    if "error" in report and not report.get("intervals"):
-        raise ValueError(f"iperf3 failed: {report['error']}")
-    return report.get("intervals", [])
-
-
-def receiver_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, float]]:
-    """(run time at the end of each interval [s], goodput [Mbit/s]) from an iperf3
-    server report; ``start_offset_s`` is when the flow started in run time."""
-    return [(start_offset_s + i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6) for i in _intervals(iperf_json)]
-
-
-def sender_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, int, int, float]]:
-    """(run time at the end of each interval [s], segments retransmitted in it, congestion
-    window at its end [bytes], smoothed RTT at its end [ms]) from an iperf3 client report
-    of one stream; ``start_offset_s`` is when the flow started in run time."""
-    series = []
-    for interval in _intervals(iperf_json):
-        stream = interval["streams"][0]
-        series.append((start_offset_s + stream["end"], stream["retransmits"], stream["snd_cwnd"], stream["rtt"] / 1000))
-    return series
-
-
-def check_report(iperf_json: str) -> None:
-    """Raise ValueError (one line) if an iperf3 JSON report is unparsable or reports an error."""
+def read_report(iperf_json: str) -> dict:
+    """An iperf3 JSON report; ValueError (one line) if it is unparsable or reports an error."""
     try:
         report = json.loads(iperf_json)
     except json.JSONDecodeError as err:
@@ -61,3 +35,32 @@ def check_report(iperf_json: str) -> None:
         raise ValueError("not an iperf3 report")
     if report.get("error"):
         raise ValueError(f"iperf3: {report['error']}")
+    return report
+
+
+def receiver_series(iperf_json: str, start_offset_s: float) -> list[tuple[float, float]]:
+    """(run time at the end of each interval [s], goodput [Mbit/s]) from an iperf3
+    server report; ``start_offset_s`` is when the flow started in run time."""
+    return [(start_offset_s + i["sum"]["end"], i["sum"]["bits_per_second"] / 1e6)
+            for i in read_report(iperf_json).get("intervals", [])]
+
+
+class SenderInterval(NamedTuple):
+    time_s: float  # run time at the interval's end
+    retransmits: int  # segments retransmitted in the interval
+    cwnd_bytes: int  # congestion window at its end
+    rtt_ms: float  # smoothed RTT at its end
+
+
+def sender_series(iperf_json: str, start_offset_s: float) -> list[SenderInterval]:
+    """Per interval of an iperf3 client report of one stream; ``start_offset_s`` is when
+    the flow started in run time."""
+    return [SenderInterval(start_offset_s + i["streams"][0]["end"], i["streams"][0]["retransmits"],
+                           i["streams"][0]["snd_cwnd"], i["streams"][0]["rtt"] / 1000)
+            for i in read_report(iperf_json).get("intervals", [])]
+
+
+def sender_retransmits(iperf_json: str) -> int:
+    """Segments the sender retransmitted over the whole test (iperf3's own total: its
+    intervals may leave out a short last one)."""
+    return read_report(iperf_json)["end"]["sum_sent"]["retransmits"]

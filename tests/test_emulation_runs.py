@@ -30,10 +30,9 @@ def _short_spec(mechanism: str) -> dict:
         {"name": "low", "src": "tbh3", "dst": "tbh1", "start_s": 0, "duration_s": 18, "queue": 7},
         {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 4, "duration_s": 6, "queue": 1},
     ]
-    # Cubic, not the default BBR: starved 6 s in a queue that serves it 2 Mbit/s and drops
-    # the rest, BBR can take the queue for a policer and pace at 2 Mbit/s for 48 round
-    # trips, ~3.5 s with 9000-byte frames (3 of 8 runs; measurements/bbr-starvation-2026-11-25).
-    # The fabric's promise tested here is that the low queue gets the link back.
+    # Cubic, not the default BBR: BBR can take the starved queue for a policer and keep
+    # pacing at its guaranteed rate for seconds after the link frees (docs/emulation.md,
+    # "Known limits"). The fabric's promise tested here is that the low queue gets the link back.
     raw["tcp_congestion"] = "cubic"
     raw["policy_changes"] = [{"at_s": 12, "flow": "low", "rate_mbps": 40, "rate_mechanism": mechanism}]
     return spec_mod.validate(raw)
@@ -64,12 +63,13 @@ def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, pri
     counters = json.loads((run / "raw" / "queue_counters.json").read_text())["tbl1-eth1"]
     assert counters["1"]["bytes"] > 10e6 and counters["7"]["bytes"] > 10e6  # both queues carried the flows
     assert (run / "goodput.png").stat().st_size > 10_000
-    tcp = list(csv.DictReader(open(run / "tcp.csv")))  # the senders' own view, every 0.5 s
+    with open(run / "tcp.csv") as f:  # the senders' own view, every 0.5 s
+        tcp = list(csv.DictReader(f))
     low = [r for r in tcp if r["flow"] == "low"]
     assert len(low) >= 30 and {r["flow"] for r in tcp} == {"low", "high"}
     starved = [float(r["rtt_ms"]) for r in low if 6 <= float(r["time_s"]) <= 10]
     assert min(starved) > 50, starved  # waiting in queue 7 behind the high flow (~0.1-3 ms when alone)
-    assert summary["flows"]["low"]["retransmits"] == sum(int(r["retransmits"]) for r in low)
+    assert summary["flows"]["low"]["retransmits"] > 0  # queue 7 overflowed while starved
     for name in ("spec.yaml", "environment.json", "flows.csv", "cpu.csv", "controller.log"):
         assert (run / name).exists(), name
     assert (Path(os.environ["TRAINBED_RESULTS"]) / "latest").resolve() == run.resolve()

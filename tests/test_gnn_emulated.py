@@ -102,8 +102,9 @@ def test_a_killed_task_ends_the_run_naming_it_and_leaves_nothing(tmp_path, priva
 def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(tmp_path, private_state):
     """The smoke job profiled, then run on ETP's placement of that profile with tbh2
     three times slower: the run directory has the search's trace, the tasks ran where
-    the search put them, and tbh2's store served its requests about three times as
-    slowly as tbh1's (the same kind of requests, in the same run)."""
+    the search put them, and tbh2's store served its feature requests at least about
+    three times as slowly as tbh1's (the same kind of requests, in the same run; a
+    sub-millisecond sleep can only overshoot)."""
     namespaces = netns_inodes()
     raw = read_spec(SMOKE)
     raw.update(name="gnn-profiled", scheduler={"name": "default"})
@@ -132,15 +133,13 @@ def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(
     assert summary["task_placement"] == spec["workload"]["placement"]["tasks"]
     trace = (out / "placement_trace.csv").read_text().splitlines()
     assert len(trace) == 1 + 1 + 150  # header, IFS's placement, one row per step
-    # Feature requests: a gather in the serving thread, each stretched by the factor.
-    # Not sampling requests: those queue for the store's one sampling thread, for as long
-    # as requests overlap, and the factor changes how they overlap (tbh2's store read
-    # ~2.1x on them and 8.5x on feature requests, in a run where the median over every
-    # request gave 1.99x).
+    # Feature requests: a gather in the serving thread, each stretched by the factor. Not
+    # sampling requests: those queue for the store's one sampling thread for as long as
+    # requests overlap, and the factor changes how they overlap (once ~2x on them).
     served = {"store0": [], "store1": []}
     for e in read_jsonl(out / "events.jsonl"):
         if e["kind"] == "compute" and e["task"] in served and e["step"] == "feature":
             served[e["task"]].append(e["seconds"])
     slow, fast = (statistics.median(served[s]) for s in ("store1", "store0"))
-    assert slow >= 2 * fast, (slow, fast)  # >= 3x but for noise: the sleep can only add
+    assert slow >= 2 * fast, (slow, fast)
     assert_nothing_left(fabric_of(spec), private_state, out, namespaces)

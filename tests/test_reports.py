@@ -129,7 +129,7 @@ def test_a_timetable_flow_shows_its_retransmissions(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     summary["flows"]["high"]["retransmits"] = 12  # recorded before runs counted them
     (run / "summary.json").write_text(json.dumps(summary))
-    assert "97.3 Mbit/s mean goodput, 12 retransmitted (queue 1)" in run_summary(run)
+    assert "97.3 Mbit/s mean goodput, 12 segments retransmitted (queue 1)" in run_summary(run)
 
 
 def test_timetable_and_colocation_headlines(tmp_path):

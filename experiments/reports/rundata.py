@@ -151,7 +151,7 @@ def _timetable(data: RunData) -> list[Row]:
                            if flows.get(name, {}).get(key) is not None)
         retransmits = values.get("retransmits")
         rows.append((f"flow {name}", f"{num(values.get('mean_goodput_mbps'), 'Mbit/s')} mean goodput"
-                                     + (f", {retransmits} retransmitted" if retransmits is not None else "")
+                                     + (f", {retransmits} segments retransmitted" if retransmits is not None else "")
                                      + (f" ({policy})" if policy else "")))
     rows += [(f"flow {name}", f"FAILED: {failure.get('error', failure)}")
              for name, failure in (s.get("failed_flows") or {}).items()]

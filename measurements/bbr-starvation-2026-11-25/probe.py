@@ -1,16 +1,17 @@
 """The priority test's scenario with the low sender's TCP state sampled by ``ss -tin``.
 
     python measurements/bbr-starvation-2026-11-25/probe.py bbr|cubic OUT   (root; one fabric)
-    python measurements/bbr-starvation-2026-11-25/probe.py --summarize OUT...
+    python measurements/bbr-starvation-2026-11-25/probe.py --summarize OUT...   (OUT.ss.txt or .ss.txt.gz)
 
 A run: low flow tbh3 -> tbh1 in queue 7 for 18 s, high flow tbh5 -> tbh1 in queue 1 from
 4 s to 10 s (tests/test_emulation_runs.py without the rate change). Writes the run
-directory OUT, ``OUT.ss.txt`` (``T <epoch>`` then ``ss -tin`` every ~50 ms, run on tbh3)
+directory OUT, ``OUT.ss.txt`` (``T <epoch>`` then ``ss -tin``, every ~65 ms, run on tbh3)
 and ``OUT.t0`` (the schedule's start, epoch seconds). ``--summarize`` prints, per run,
 the stretches where BBR paced at <= 3 Mbit/s with pacing gain 1.0 for over 0.5 s (its
 lt_bw "policer" mode: otherwise the gain cycle shows 1.25 or 0.75 within 8 phases) and
 when its bandwidth estimate first exceeds 20 Mbit/s after the high flow left.
 """
+import gzip
 import re
 import sys
 import time
@@ -55,7 +56,9 @@ def run(cc: str, out: Path) -> None:
 def samples(base: Path) -> list[tuple[float, float, float]]:
     """(run time, bw Mbit/s, pacing gain) of the bulk connection under BBR, from OUT.ss.txt."""
     t0, t, rows = float(base.with_suffix(".t0").read_text()), None, []
-    for line in base.with_suffix(".ss.txt").read_text().splitlines():
+    trace = base.with_suffix(".ss.txt")
+    text = trace.read_text() if trace.exists() else gzip.decompress(Path(f"{trace}.gz").read_bytes()).decode()
+    for line in text.splitlines():
         if line.startswith("T "):
             t = float(line.split()[1]) - t0
         elif "bbr:(" in line and (m := re.search(r"bytes_acked:(\d+)", line)) and int(m.group(1)) > 1e6:
