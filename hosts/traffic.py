@@ -52,15 +52,16 @@ class SenderInterval(NamedTuple):
     rtt_ms: float  # smoothed RTT at its end
 
 
-def sender_series(iperf_json: str, start_offset_s: float) -> list[SenderInterval]:
-    """Per interval of an iperf3 client report of one stream; ``start_offset_s`` is when
-    the flow started in run time."""
-    return [SenderInterval(start_offset_s + i["streams"][0]["end"], i["streams"][0]["retransmits"],
-                           i["streams"][0]["snd_cwnd"], i["streams"][0]["rtt"] / 1000)
-            for i in read_report(iperf_json).get("intervals", [])]
+class SenderReport(NamedTuple):
+    intervals: list[SenderInterval]
+    retransmits: int  # over the whole test: iperf3's own total (its intervals may leave out a short last one)
 
 
-def sender_retransmits(iperf_json: str) -> int:
-    """Segments the sender retransmitted over the whole test (iperf3's own total: its
-    intervals may leave out a short last one)."""
-    return read_report(iperf_json)["end"]["sum_sent"]["retransmits"]
+def sender_report(iperf_json: str, start_offset_s: float) -> SenderReport:
+    """An iperf3 client report of one stream, per interval and in total; ``start_offset_s``
+    is when the flow started in run time."""
+    report = read_report(iperf_json)
+    return SenderReport([SenderInterval(start_offset_s + i["streams"][0]["end"], i["streams"][0]["retransmits"],
+                                        i["streams"][0]["snd_cwnd"], i["streams"][0]["rtt"] / 1000)
+                         for i in report.get("intervals", [])],
+                        report["end"]["sum_sent"]["retransmits"])

@@ -171,11 +171,11 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
         for name, points in series.items():
             for t, mbps in points:
                 out.write(f"{t:.3f},{name},{mbps:.3f}\n")
-    clients = {f["name"]: (run / "raw" / f"{f['name']}.client.json").read_text() for f in good}
-    senders = {name: traffic.sender_series(text, played["starts"][name]) for name, text in clients.items()}
+    senders = {f["name"]: traffic.sender_report((run / "raw" / f"{f['name']}.client.json").read_text(),
+                                                played["starts"][f["name"]]) for f in good}
     store.write_csv(run / "tcp.csv", ({"time_s": round(p.time_s, 3), "flow": name, "retransmits": p.retransmits,
                                        "cwnd_bytes": p.cwnd_bytes, "rtt_ms": round(p.rtt_ms, 3)}
-                                      for name, points in senders.items() for p in points),
+                                      for name, sender in senders.items() for p in sender.intervals),
                     ["time_s", "flow", "retransmits", "cwnd_bytes", "rtt_ms"])
     for f in good:
         limits = [c["at_s"] for c in spec["policy_changes"] if c["flow"] == f["name"] and "rate_mbps" in c]
@@ -191,7 +191,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
         summary["flows"][f["name"]] = {
             "mean_goodput_mbps": metrics.window_mean(series[f["name"]], f["start_s"] + metrics.SETTLE_S,
                                                      f["start_s"] + f["duration_s"]),
-            "retransmits": traffic.sender_retransmits(clients[f["name"]])}
+            "retransmits": senders[f["name"]].retransmits}
     windows = {}  # measured intervals, in run time: what a controller outage must not touch
     pri = spec["analysis"].get("priority")
     if pri and pri["high"] in series and pri["low"] in series:
