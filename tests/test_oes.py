@@ -1,5 +1,6 @@
 """OES (DGTP Alg. 1): rates, the per-pair pipeline, and Theorem 1 in fluid simulation."""
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -169,8 +170,10 @@ def test_pipeline_one_iteration_per_pair_on_the_wire_and_everything_gets_out(scr
     arrivals, choices = script
     p = PairPipeline()
     finished, pending_arrivals = [], list(arrivals)
+    first = {}  # pair -> the order of its first flow: ``active`` lists the pairs so
     for choice in choices:
         if pending_arrivals and (choice % 2 or not p.active):
+            first.setdefault(pending_arrivals[0].pair, len(first))
             p.start(pending_arrivals.pop(0))
         elif p.active:
             f = p.active[choice % len(p.active)]
@@ -182,6 +185,8 @@ def test_pipeline_one_iteration_per_pair_on_the_wire_and_everything_gets_out(scr
             assert len(running) <= 1
             assert all(n > i for n in waiting for i in running)
             assert not waiting or running  # nobody waits without a reason
+        ranks = [first[f.pair] for f in p.active]
+        assert ranks == sorted(ranks) and p.pending_count == len(p.pending)
     for f in pending_arrivals:
         p.start(f)
     while p.active:
@@ -261,3 +266,12 @@ def test_theorem1_oes_makespan_within_degree_times_the_chain_bound(instance):
     t_fair = max(simulate(flows, machines, "fair").values())
     assert bound <= t_oes * (1 + TOL) and bound <= t_fair * (1 + TOL)  # a lower bound for both
     assert t_oes <= degree * bound * (1 + TOL)
+
+
+def test_with_remaining_is_replace():
+    f = Flow("a", "m0", "m1", iteration=2, pair=("g0", "s1"), coflow=("s1", 2))
+    copy = f.with_remaining(3.5)
+    assert copy == replace(f, remaining_mbit=3.5) and hash(copy) == hash(replace(f, remaining_mbit=3.5))
+    assert f.remaining_mbit is None and copy.pipeline_key == ("g0", "s1") and copy.coflow_key == ("s1", 2)
+    with pytest.raises(AttributeError):
+        copy.remaining_mbit = 1.0  # still frozen

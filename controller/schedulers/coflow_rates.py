@@ -48,63 +48,60 @@ from collections.abc import Hashable, Iterable, Sequence
 
 from controller.schedulers.oes import _EPS, Flow, Machine, _by_name, _check_flows
 
-Port = tuple[str, str]  # ("out", sending machine) or ("in", receiving machine)
-
-
-def _ports(f: Flow) -> tuple[Port, Port]:
-    return ("out", f.src), ("in", f.dst)
-
-
-def _port_rates(machines: Iterable[Machine], flows: Sequence[Flow], policy: str) -> dict[Port, float]:
-    """Every port's rate, once the machines and the flows (remaining volumes included) are checked."""
+def _port_rates(machines: Iterable[Machine], flows: Sequence[Flow], policy: str) -> tuple[dict, dict]:
+    """Every machine's egress and ingress rate (its two ports), once the machines and the
+    flows (remaining volumes included) are checked."""
     table = _by_name(machines)
     _check_flows(flows, table)
     for f in flows:
         if f.remaining_mbit is None or not f.remaining_mbit > 0:
             raise ValueError(f"flow {f.flow_id}: {policy} needs remaining_mbit > 0, got {f.remaining_mbit!r}")
-    return {("in", n): m.ingress_mbps for n, m in table.items()} | {("out", n): m.egress_mbps for n, m in table.items()}
-
-
-def _take(left: dict[Port, float], f: Flow, mbps: float) -> None:
-    for port in _ports(f):
-        left[port] = max(0.0, left[port] - mbps)  # rounding must not leave a negative leftover
+    return {n: m.egress_mbps for n, m in table.items()}, {n: m.ingress_mbps for n, m in table.items()}
 
 
 def mrtf_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]) -> dict[str, float]:
     """flow id -> Mbit/s: minimum remaining time first, strict priority."""
-    capacity = _port_rates(machines, active_flows, "mrtf")
-    left = dict(capacity)
-
-    def remaining_s(f: Flow) -> float:
-        return f.remaining_mbit / min(capacity[port] for port in _ports(f))
-
+    out_rate, in_rate = _port_rates(machines, active_flows, "mrtf")
+    out_left, in_left = dict(out_rate), dict(in_rate)
     rates: dict[str, float] = {}
-    for f in sorted(active_flows, key=remaining_s):
-        rates[f.flow_id] = min(left[port] for port in _ports(f))
-        _take(left, f, rates[f.flow_id])
+    for f in sorted(active_flows, key=lambda f: f.remaining_mbit / min(out_rate[f.src], in_rate[f.dst])):
+        mbps = rates[f.flow_id] = min(out_left[f.src], in_left[f.dst])
+        # rounding must not leave a negative leftover
+        out_left[f.src] = max(0.0, out_left[f.src] - mbps)
+        in_left[f.dst] = max(0.0, in_left[f.dst] - mbps)
     return rates
 
 
 def omcoflow_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]) -> dict[str, float]:
     """flow id -> Mbit/s: coflows smallest bottleneck first, each paced so its flows finish together."""
-    capacity = _port_rates(machines, active_flows, "omcoflow")
+    out_rate, in_rate = _port_rates(machines, active_flows, "omcoflow")
     coflows: dict[Hashable, list[Flow]] = defaultdict(list)  # in order of first appearance
     for f in active_flows:
         coflows[f.coflow_key].append(f)
 
-    def bottleneck_s(flows: list[Flow], port_rates: dict[Port, float]) -> float:
-        """When ``flows`` would all be done at the best pace ``port_rates`` allow (inf if a port is full)."""
-        volume: dict[Port, float] = defaultdict(float)
+    def volumes(flows: list[Flow]) -> tuple[dict[str, float], dict[str, float]]:
+        """The remaining Mbit of ``flows`` through each egress and each ingress."""
+        out_volume: dict[str, float] = defaultdict(float)
+        in_volume: dict[str, float] = defaultdict(float)
         for f in flows:
-            for port in _ports(f):
-                volume[port] += f.remaining_mbit
-        return max(v / port_rates[p] if port_rates[p] > _EPS * capacity[p] else math.inf for p, v in volume.items())
+            out_volume[f.src] += f.remaining_mbit
+            in_volume[f.dst] += f.remaining_mbit
+        return out_volume, in_volume
 
-    left = dict(capacity)
+    def bottleneck_s(volume: tuple[dict, dict], out_left: dict[str, float], in_left: dict[str, float]) -> float:
+        """When a coflow of ``volume`` would be done at the best pace the leftover port
+        rates allow (inf if a port is full)."""
+        out_volume, in_volume = volume
+        return max(max(v / out_left[m] if out_left[m] > _EPS * out_rate[m] else math.inf for m, v in out_volume.items()),
+                   max(v / in_left[m] if in_left[m] > _EPS * in_rate[m] else math.inf for m, v in in_volume.items()))
+
+    out_left, in_left = dict(out_rate), dict(in_rate)
     rates: dict[str, float] = {}
-    for flows in sorted(coflows.values(), key=lambda flows: bottleneck_s(flows, capacity)):
-        finish_s = bottleneck_s(flows, left)
+    ranked = [(flows, volumes(flows)) for flows in coflows.values()]
+    for flows, volume in sorted(ranked, key=lambda c: bottleneck_s(c[1], out_rate, in_rate)):
+        finish_s = bottleneck_s(volume, out_left, in_left)
         for f in flows:
-            rates[f.flow_id] = f.remaining_mbit / finish_s  # 0 when the coflow waits
-            _take(left, f, rates[f.flow_id])
+            mbps = rates[f.flow_id] = f.remaining_mbit / finish_s  # 0 when the coflow waits
+            out_left[f.src] = max(0.0, out_left[f.src] - mbps)
+            in_left[f.dst] = max(0.0, in_left[f.dst] - mbps)
     return rates

@@ -26,6 +26,7 @@ flows that cross machines.
 """
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -66,6 +67,14 @@ class Flow:
     remaining_mbit: float | None = None
     coflow: Hashable | None = None
 
+    def with_remaining(self, mbit: float) -> Flow:
+        """This flow with ``remaining_mbit`` = ``mbit``: ``dataclasses.replace`` without
+        its cost (a caller copies every active flow at every decision); a copy of the
+        fields, so it passes no check that ``__init__`` would not."""
+        copy = object.__new__(Flow)
+        copy.__dict__.update(self.__dict__, remaining_mbit=mbit)
+        return copy
+
     @property
     def pipeline_key(self) -> Hashable:
         return (self.src, self.dst) if self.pair is None else self.pair
@@ -85,6 +94,11 @@ def _by_name(machines: Iterable[Machine]) -> dict[str, Machine]:
 
 
 def _check_flows(flows: Iterable[Flow], machines: Mapping[str, Machine]) -> None:
+    flows = list(flows)
+    ids = {f.flow_id for f in flows}
+    ends = {f.src for f in flows} | {f.dst for f in flows}
+    if len(ids) == len(flows) and ends <= machines.keys() and all(f.src != f.dst for f in flows):
+        return  # all well: the walk below names the first bad flow otherwise
     seen: set[str] = set()
     for f in flows:
         if f.flow_id in seen:
@@ -105,8 +119,9 @@ def oes_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]) -> dict
     for f in active_flows:
         into[f.dst] += 1
         out_of[f.src] += 1
-    return {f.flow_id: min(table[f.dst].ingress_mbps / into[f.dst], table[f.src].egress_mbps / out_of[f.src])
-            for f in active_flows}
+    in_share = {m: table[m].ingress_mbps / n for m, n in into.items()}  # B_in(m') / Δ_in(m')
+    out_share = {m: table[m].egress_mbps / n for m, n in out_of.items()}
+    return {f.flow_id: min(in_share[f.dst], out_share[f.src]) for f in active_flows}
 
 
 def max_min_fair_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]) -> dict[str, float]:
@@ -162,10 +177,17 @@ class PairPipeline:
         self._pending: dict[Hashable, list[Flow]] = defaultdict(list)
         self._latest: dict[Hashable, int] = {}  # per pair, the latest iteration admitted
         self._ids: set[str] = set()  # active or pending
+        self.pending_count = 0  # len(pending), without building the list at every decision
+        # The pairs with an active flow, in the order of their first flow (``active``'s
+        # order), so that ``active`` walks the busy pairs only, not every pair seen.
+        self._rank: dict[Hashable, int] = {}
+        self._busy_ranks: list[int] = []
+        self._busy: list[Hashable] = []
 
     @property
     def active(self) -> list[Flow]:
-        return [f for flows in self._active.values() for f in flows.values()]
+        active = self._active
+        return [f for key in self._busy for f in active[key].values()]
 
     @property
     def pending(self) -> list[Flow]:
@@ -183,25 +205,36 @@ class PairPipeline:
             raise ValueError(f"flow {flow.flow_id}: iteration {flow.iteration} after {self._latest[key]} of its pair")
         self._latest[key] = flow.iteration
         self._ids.add(flow.flow_id)
+        rank = self._rank.setdefault(key, len(self._rank))
         running = self._active[key]
         if self._pending[key] or any(f.iteration < flow.iteration for f in running.values()):
             self._pending[key].append(flow)
+            self.pending_count += 1
             return False
+        if not running:
+            i = bisect.bisect_left(self._busy_ranks, rank)
+            self._busy_ranks.insert(i, rank)
+            self._busy.insert(i, key)
         running[flow.flow_id] = flow
         return True
 
     def end(self, flow: Flow) -> list[Flow]:
         """``flow`` finished: the pending flows of its pair that start now (now active)."""
         key = flow.pipeline_key
-        running = self._active[key]
-        if running.pop(flow.flow_id, None) is None:
+        running = self._active.get(key)
+        if running is None or running.pop(flow.flow_id, None) is None:
             raise ValueError(f"flow {flow.flow_id} is not active")
         self._ids.discard(flow.flow_id)
+        if running:
+            return []
         waiting = self._pending[key]
-        if running or not waiting:
+        if not waiting:
+            i = bisect.bisect_left(self._busy_ranks, self._rank[key])
+            del self._busy_ranks[i], self._busy[i]
             return []
         released = [f for f in waiting if f.iteration == waiting[0].iteration]
         del waiting[:len(released)]
+        self.pending_count -= len(released)
         running.update((f.flow_id, f) for f in released)
         return released
 

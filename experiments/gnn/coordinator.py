@@ -47,7 +47,10 @@ class RateCoordinator:
     def __init__(self, machines: Sequence[oes.Machine], policy: oes.RatePolicy = oes.oes_rates):
         self.machines, self.policy = list(machines), policy
         self.pipeline = oes.PairPipeline()  # F_act and F_pend of Alg. 1
+        self.reads_remaining = oes.reads_remaining(policy)  # else no volume sent is counted
         self.started: dict[str, dict] = {}  # flow id -> its flow_start event, while active or pending
+        self.keys: dict[str, FlowKey] = {}  # flow id -> its 5-tuple, while active or pending
+        self.total_mbit: dict[str, float] = {}  # flow id -> its reported Mbit, while active or pending
         self.sent_mbit: dict[str, float] = {}  # flow id -> estimated Mbit sent, while it has a rate
         self.rates_by_id: dict[str, float] = {}  # the latest decision's Mbit/s per active flow id
         self.clock: float | None = None  # the latest event time heard
@@ -71,6 +74,8 @@ class RateCoordinator:
                 self.ended_early.discard(flow_id)
                 return False
             self.started[flow_id] = message
+            self.keys[flow_id] = (message["src"], message["dst"], "tcp", message["src_port"], message["dst_port"])
+            self.total_mbit[flow_id] = message["bytes"] * 8 / 1e6
             if not self.pipeline.start(self._flow(message)):
                 return False
         elif flow_id in self.local:
@@ -81,6 +86,7 @@ class RateCoordinator:
             return False
         else:
             flow = self._flow(self.started.pop(flow_id))
+            del self.keys[flow_id], self.total_mbit[flow_id]
             if not self.pipeline.is_active(flow):
                 raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
             self.pipeline.end(flow)
@@ -97,33 +103,28 @@ class RateCoordinator:
         policy gave its flows; one flow's rate alone would hold a favoured flow behind
         a waiting one (MRTF: the evaluation batch behind a mini-batch at 0.1 Mbit/s)."""
         flows = self.pipeline.active
-        by_id = self.policy(self.machines, [self._with_remaining(f) for f in flows]
-                            if oes.reads_remaining(self.policy) else flows)
-        self.rates_by_id = dict(by_id)
+        by_id = self.policy(self.machines, self._with_remaining(flows) if self.reads_remaining else flows)
+        self.rates_by_id = by_id
         rates: dict[FlowKey, float] = {}
+        keys = self.keys
         for fid, mbps in sorted(by_id.items()):
-            f = self.started[fid]
-            key = (f["src"], f["dst"], "tcp", f["src_port"], f["dst_port"])
+            key = keys[fid]
             rates[key] = rates.get(key, 0.0) + mbps
         triggers, self.pending_triggers = self.pending_triggers, []
-        return RateDecision(list(flows), len(self.pipeline.pending), triggers, rates)
+        return RateDecision(flows, self.pipeline.pending_count, triggers, rates)
 
     def _advance(self, t: float) -> None:
         """Count what the decided rates sent up to ``t`` (events may arrive slightly out of order)."""
-        if self.clock is not None and t > self.clock:
+        if self.clock is not None and t > self.clock and self.reads_remaining:
             for fid, mbps in self.rates_by_id.items():
                 self.sent_mbit[fid] = self.sent_mbit.get(fid, 0.0) + mbps * (t - self.clock)
         self.clock = t if self.clock is None else max(self.clock, t)
 
-    def _with_remaining(self, f: oes.Flow) -> oes.Flow:
-        """``f`` with its remaining Mbit, built directly: ``dataclasses.replace`` is several
-        times slower, and the baselines take a copy of every active flow at every decision
-        (the same rates: the model's events are unchanged, hash-checked)."""
-        return oes.Flow(f.flow_id, f.src, f.dst, f.iteration, f.pair, self._remaining_mbit(f.flow_id), f.coflow)
-
-    def _remaining_mbit(self, flow_id: str) -> float:
-        total = self.started[flow_id]["bytes"] * 8 / 1e6
-        return max(total - self.sent_mbit.get(flow_id, 0.0), MIN_REMAINING_SHARE * total)
+    def _with_remaining(self, flows: list[oes.Flow]) -> list[oes.Flow]:
+        """``flows``, each with its remaining Mbit."""
+        total, sent = self.total_mbit, self.sent_mbit
+        return [f.with_remaining(max(total[f.flow_id] - sent.get(f.flow_id, 0.0),
+                                     MIN_REMAINING_SHARE * total[f.flow_id])) for f in flows]
 
     @staticmethod
     def _flow(message: dict) -> oes.Flow:

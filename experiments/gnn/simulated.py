@@ -341,14 +341,15 @@ class GnnSimulation:
 
     def settle(self) -> None:
         """Everything due now, until nothing more is; then one rate decision for all of it."""
+        returned = True  # no send examined yet at this instant
         while True:
             ran = False
             while self.queue and self.queue[0][0] <= self.now:
                 heapq.heappop(self.queue)[2]()
                 ran = True
-            ran |= self.return_sends()
-            if not ran:
-                break
+            if not (ran or returned):
+                break  # nothing happened since ``return_sends`` found none to return: it would find none again
+            returned = self.return_sends()
         if self.coordinator is not None and self.coordinator.pending_triggers:
             self.decide()
 
@@ -637,7 +638,7 @@ class GnnSimulation:
                 self.net.set_capacity(self.limit_port(connection), mbps * 1e6 / 8)
                 changed.append([*key, mbps, self.connection[connection]])
         if changed:
-            self.result.decisions.append({"t": self.now, "active": [[f.src, f.dst] for f in decision.active],
+            self.result.decisions.append({"t": self.now, "active": [(f.src, f.dst) for f in decision.active],
                                           "pending": decision.pending, "set": changed})
 
 
