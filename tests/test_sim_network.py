@@ -133,6 +133,19 @@ def test_requeue_and_remove():
         net.remove("b")
 
 
+def test_lefts_and_rates_of_many_flows_are_each_ones():
+    rng = random.Random(3)
+    net = FluidNetwork({}, default_capacity=100.0)
+    for k in range(40):
+        net.add(k, one_q(*rng.sample("pqrstu", rng.randint(1, 3))), rng.randint(1, 500))
+    net.advance(net.next_end() / 2)
+    net.advance(net.next_end())
+    flows = [k for k in range(40) if k in net][::-1]
+    assert net.lefts(flows).tolist() == [net.left(k) for k in flows]
+    assert net.rates(flows).tolist() == [net.rate(k) for k in flows]
+    assert net.lefts([]).tolist() == [] and net.rates([]).tolist() == []
+
+
 def test_a_rate_limit_port_moves_with_set_capacity():
     # a limit port of its own in front of a shared port: a per-flow rate limit
     net = FluidNetwork({"x": 100.0})

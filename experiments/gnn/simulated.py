@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import json
 import math
 import sys
@@ -73,6 +74,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from controller.schedulers import oes
@@ -566,14 +568,17 @@ class GnnSimulation:
 
     def backlogs(self) -> list[float]:
         """Per blocked frame, in ``blocked``'s order: the bytes of its connection not yet
-        delivered, up to and including it (one walk per connection, not one per frame)."""
-        upto: dict[int, float] = {}
-        for connection in {(f.src, f.dst) for f in self.blocked}:
-            total = 0.0
-            for queued in self.channels[connection]:
-                total += self.net.left(queued.flow) / self.wire if queued.flow is not None else queued.nbytes
-                upto[id(queued)] = total
-        return [upto[id(f)] for f in self.blocked]
+        delivered, up to and including it (its connection's head on the wire, then the
+        frames queued behind it, whole)."""
+        heads = [self.channels[f.src, f.dst][0] for f in self.blocked]
+        upto = (self.net.lefts([h.flow for h in heads]) / self.wire).tolist()
+        for i, (frame, head) in enumerate(zip(self.blocked, heads)):
+            if frame is not head:
+                for queued in itertools.islice(self.channels[frame.src, frame.dst], 1, None):
+                    upto[i] += queued.nbytes
+                    if queued is frame:
+                        break
+        return upto
 
     def return_sends(self) -> bool:
         """Return every send whose connection's backlog fits the send buffer, or whose
@@ -594,13 +599,17 @@ class GnnSimulation:
         on the wire drains to the send buffer; later than the head's end: decided then).
         Called right after ``settle``, whose last ``return_sends`` returned nothing."""
         backlogs, self.settled_backlogs = self.settled_backlogs, None
-        for frame, backlog in zip(self.blocked, self.backlogs() if backlogs is None else backlogs):
-            head = self.channels[frame.src, frame.dst][0]
-            excess = (backlog - SEND_BUFFER_BYTES) * self.wire
-            rate = self.net.rate(head.flow)
-            frame.due = max(self.now + excess / rate, self.now) \
-                if excess <= self.net.left(head.flow) and rate > 0 else math.inf
-        return min((frame.due for frame in self.blocked), default=math.inf)
+        if not self.blocked:
+            return math.inf
+        heads = [self.channels[f.src, f.dst][0].flow for f in self.blocked]
+        excess = (np.array(self.backlogs() if backlogs is None else backlogs) - SEND_BUFFER_BYTES) * self.wire
+        rates = self.net.rates(heads)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            due = np.maximum(self.now + excess / rates, self.now)
+        due = np.where((excess <= self.net.lefts(heads)) & (rates > 0), due, math.inf)
+        for frame, t in zip(self.blocked, due.tolist()):
+            frame.due = t
+        return float(due.min())
 
     # --- the rate coordinator ----------------------------------------------------------
     def report(self, kind: str, frame: _Frame) -> None:
