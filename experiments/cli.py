@@ -5,8 +5,35 @@ import argparse
 import contextlib
 import os
 import sys
+from pathlib import Path
 
 from experiments.errors import SpecError
+
+
+def _out_dir(value: str) -> str:
+    """``--out`` naming a directory to write into: refused before any work where it cannot be one."""
+    path = Path(value).absolute()
+    nearest = next(p for p in (path, *path.parents) if p.exists())
+    if not nearest.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: {'is' if nearest == path else f'{nearest} is'} a file, not a directory")
+    return value
+
+
+def _out_run_dir(value: str) -> str:
+    """``--out`` of one run: a directory, and not a sweep's (whose report it would overwrite)."""
+    if (Path(_out_dir(value)) / "sweep.yaml").exists():
+        raise argparse.ArgumentTypeError(f"{value}: holds a sweep (sweep.yaml); choose a new directory")
+    return value
+
+
+def _out_file(value: str) -> str:
+    """``--out`` naming a file to write: refused before any work where it cannot be written."""
+    path = Path(value).absolute()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: is a directory; name the file to write")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: {path.parent} is not a directory")
+    return value
 
 
 def _run(args) -> int:
@@ -23,7 +50,6 @@ def _simulate(args) -> int:
 
 def _place(args) -> int:
     import json
-    from pathlib import Path
 
     from experiments.gnn import search
     from experiments.gnn import spec as gnn_spec
@@ -150,13 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run an emulated-network experiment spec", epilog=_kinds_listing(),
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("spec")
-    run.add_argument("--out", help="run directory (default: results/<stamp>-<spec>)")
+    run.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-run-<spec>)")
     run.set_defaults(func=_run)
     simulate = sub.add_parser("simulate", help="run a spec's workload and scheduler on the flow-level simulator",
                               epilog=_kinds_listing(simulated=True),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     simulate.add_argument("spec")
-    simulate.add_argument("--out", help="run directory (default: results/<stamp>-run-<spec>)")
+    simulate.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-run-<spec>)")
     simulate.set_defaults(func=_simulate)
     place = sub.add_parser("place", help="search a GNN job's task placement (IFS, then ETP) on a profile, "
                                          "and predict its iteration time with the job's model")
@@ -168,18 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="judge only IFS's placement and the K - 1 least-cost candidates by the model, after the "
                             "chain (default 0: every candidate as found, Alg. 3; for jobs with hundreds of "
                             "candidates that take minutes each)")
-    place.add_argument("--out", help="write the placement, predicted iteration time and search time as JSON")
+    place.add_argument("--out", type=_out_file, help="write the placement, predicted iteration time and search time as JSON")
     place.set_defaults(func=_place)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
     clean.set_defaults(func=_clean)
     colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")
     colo.add_argument("spec")
     colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    colo.add_argument("--out", help="run directory (default: results/<stamp>-colocate-<spec>)")
+    colo.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-colocate-<spec>)")
     colo.set_defaults(func=_colocate)
     sweep = sub.add_parser("sweep", help="run a spec over schedulers x seeds x a grid, resumably")
     sweep.add_argument("sweep", help="sweep file (YAML)")
-    sweep.add_argument("--out", help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
+    sweep.add_argument("--out", type=_out_dir, help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
     sweep.add_argument("--only", action="append", default=[], metavar="PATTERN",
                        help="only the cells whose id matches this shell pattern (fnmatch); repeatable")
     shown = sweep.add_mutually_exclusive_group()
@@ -206,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18; "
                               "dgtp: DGTP's Table III and Figs. 6-8")
     figures.add_argument("dir", nargs="+", help="sweep directory (holds results.csv); dgtp: one or more")
-    figures.add_argument("--out", metavar="DIR", help="dgtp: write Table III across the sweeps here "
+    figures.add_argument("--out", type=_out_dir, metavar="DIR", help="dgtp: write Table III across the sweeps here "
                                                       "(table-3-all.{csv,md}); required with several")
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")

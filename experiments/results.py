@@ -12,10 +12,10 @@ yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
 """
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
+from experiments import store
 from experiments.errors import SpecError
 from experiments.validation import read_yaml, shown_path
 
@@ -56,9 +56,8 @@ def read_summary(run_dir: Path) -> dict | None:
 def durations(directory: Path) -> dict[str, float]:
     """Seconds per cell id from ``directory/results.csv`` ({} when it has none)."""
     try:
-        with open(directory / "results.csv", newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError:
+        rows = store.read_csv(directory / "results.csv")
+    except (OSError, ValueError):  # none, or unreadable: the cells run in their own order
         return {}
     seconds = {}
     for row in rows:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -72,11 +73,19 @@ def kept(path: Path) -> Path | None:
     return path if path.exists() else packed if packed.exists() else None
 
 
-def _read_text(path: Path) -> str:
+# The readers below refuse a file they cannot parse (truncated, garbled, not UTF-8) with
+# a one-line SpecError naming it, not a decoder's traceback; a missing file stays a
+# FileNotFoundError.
+def _read_text(path: Path) -> tuple[Path, str]:
     found = kept(path)
     if found is None:
         raise FileNotFoundError(f"no such file: {path} (nor {path.name}.gz)")
-    return gzip.decompress(found.read_bytes()).decode() if found.suffix == ".gz" else found.read_text()
+    try:
+        return found, gzip.decompress(found.read_bytes()).decode() if found.suffix == ".gz" else found.read_text()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise SpecError(str(found), f"not a whole gzip file ({err})") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(str(found), f"not UTF-8 text (byte {err.start})") from None
 
 
 def read_jsonl(path: Path, missing_ok: bool = False) -> list:
@@ -85,17 +94,33 @@ def read_jsonl(path: Path, missing_ok: bool = False) -> list:
     ``missing_ok`` (a run cut short before its driver wrote one)."""
     if missing_ok and kept(path) is None:
         return []
-    return [json.loads(line) for line in _read_text(path).splitlines() if line.strip()]
+    found, text = _read_text(path)
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as err:
+                raise SpecError(str(found), f"line {n}: not JSON ({err})") from None
+    return rows
 
 
 def read_csv(path: Path) -> list[dict]:
-    """A CSV file with a header (``flows.csv``), plain or kept gzipped: one dict a row."""
-    return list(csv.DictReader(_read_text(path).splitlines()))
+    """A CSV file with a header (``flows.csv``, ``results.csv``), plain or kept gzipped: one dict a row."""
+    found, text = _read_text(path)
+    try:
+        return list(csv.DictReader(text.splitlines()))
+    except csv.Error as err:
+        raise SpecError(str(found), f"not CSV ({err})") from None
 
 
 def read_json(path: Path):
     """A JSON file, plain or kept gzipped."""
-    return json.loads(_read_text(path))
+    found, text = _read_text(path)
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise SpecError(str(found), f"not JSON ({err})") from None
 
 
 def write_csv(path: Path, rows: Iterable[Mapping], columns: Sequence[str]) -> None:

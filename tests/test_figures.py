@@ -131,3 +131,15 @@ def test_cli_figures(sweep_dir, capsys):
     from experiments.cli import main
     assert main(["figures", "grouper", str(sweep_dir)]) == 0
     assert str(sweep_dir / "figure-11.md") in capsys.readouterr().out
+
+
+def test_a_sweep_with_no_usable_cell_or_of_another_kind_is_refused(sweep_dir):
+    table = sweep_dir / "results.csv"
+    header = table.read_text().splitlines()[0]
+    table.write_text(header + "\n")
+    with pytest.raises(SpecError, match="no completed, trustworthy cell to draw \\(0 left out\\)"):
+        figures.grouper_figures(sweep_dir)
+    assert not (sweep_dir / "figure-11.csv").exists()
+    (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump({"base_spec": {"workload": {"kind": "gnn"}}}))
+    with pytest.raises(SpecError, match="a sweep of gnn cells; trainbed figures grouper reads cojob sweeps"):
+        figures.grouper_figures(sweep_dir)

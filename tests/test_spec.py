@@ -182,3 +182,29 @@ def test_cli_run_of_a_path_that_is_no_spec_is_one_line(tmp_path, capsys, args):
     assert main([arg.replace("DIR", str(tmp_path)) for arg in args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("trainbed: error: spec: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["run", "SPEC", "--out", "FILE"], "FILE: is a file, not a directory"),
+    (["simulate", "SPEC", "--out", "FILE/run"], "FILE/run: FILE is a file, not a directory"),
+    (["sweep", "SPEC", "--out", "FILE"], "FILE: is a file, not a directory"),
+    (["place", "SPEC", "--profile", "p.json", "--out", "DIR"], "DIR: is a directory; name the file to write"),
+    (["place", "SPEC", "--profile", "p.json", "--out", "FILE/x.json"], "FILE/x.json: FILE is not a directory"),
+])
+def test_cli_out_that_cannot_be_written_is_refused_before_any_work(tmp_path, capsys, args, problem):
+    from experiments.cli import main
+    (tmp_path / "file").write_text("")
+    names = {"FILE": str(tmp_path / "file"), "DIR": str(tmp_path), "SPEC": "experiments/specs/priority-demo.yaml"}
+    with pytest.raises(SystemExit) as exit_:
+        main([names.get(a, a) if a in names else a.replace("FILE", names["FILE"]) for a in args])
+    err = capsys.readouterr().err
+    problem = problem.replace("FILE", names["FILE"]).replace("DIR", names["DIR"])
+    assert exit_.value.code == 2 and err.splitlines()[-1].endswith(f"argument --out: {problem}"), err
+
+
+def test_cli_run_out_into_a_sweep_directory_is_refused(tmp_path, capsys):
+    from experiments.cli import main
+    (tmp_path / "sweep.yaml").write_text("name: s\n")
+    with pytest.raises(SystemExit):
+        main(["simulate", "experiments/specs/grouper-sim-paper-smoke.yaml", "--out", str(tmp_path)])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("holds a sweep (sweep.yaml); choose a new directory")

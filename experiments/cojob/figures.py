@@ -28,8 +28,6 @@ in the text, only the qualitative reading quoted in its table.
 """
 from __future__ import annotations
 
-import csv
-import json
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,8 +39,9 @@ from experiments.cojob import metrics as gm
 from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
+from experiments.results import lookup
 from experiments.stats import mean, percentile
-from experiments.store import write_csv
+from experiments.store import read_csv, read_json, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -90,11 +89,6 @@ def canonical(scheduler: str) -> str:
     return ALIASES.get(scheduler.lower(), scheduler)
 
 
-def _read_csv(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def solo_calibration(run_dirs: Iterable[str | Path]) -> gm.SoloSct:
     """The pooled solo SCTs of runs whose cojobs ran alone."""
     runs = []
@@ -120,12 +114,13 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
     table = results_dir / "results.csv"
     if not table.is_file():
         raise SpecError("RESULTS_DIR", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
-    rows = _read_csv(table)
+    rows = read_csv(table)
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy"):
         if rows and column not in rows[0]:
             raise SpecError(f"{table.name}", f"has no column {column!r}")
     sweep_file = results_dir / "sweep.yaml"
     record = read_yaml(sweep_file, "sweep", "sweep record") if sweep_file.is_file() else {}
+    check_cojob_sweep(record, sweep_file, "grouper")
     grid = list((record if isinstance(record, dict) else {}).get("grid") or {})
     cells, left_out = [], []
     for row in rows:
@@ -138,12 +133,30 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
             left_out.append(f"{row['cell']}: no summary.json")
         else:
             config = ", ".join(f"{key}={row.get(key, '')}" for key in grid) or row.get("part") or "all"
-            metrics = _cell_metrics(summary_path.parent, json.loads(summary_path.read_text()), solo)
+            summary = read_json(summary_path)
+            if not isinstance(summary, dict):
+                raise SpecError(str(summary_path), "not a run summary (a JSON object)")
+            metrics = _cell_metrics(summary_path.parent, summary, solo)
             if row["seed"] and not row["seed"].lstrip("-").isdigit():
                 raise SpecError(table.name, f"{row['cell']}: seed must be an integer, got {row['seed']!r}")
             seed = int(row["seed"]) if row["seed"] else None
             cells.append(CellResult(row["cell"], canonical(row["scheduler"]), seed, config, metrics))
+    if not cells:
+        raise SpecError(str(results_dir), no_cell_left(left_out))
     return cells, left_out
+
+
+def check_cojob_sweep(record, sweep_file: Path, figures: str) -> None:
+    """Refuse a sweep record whose cells are not cojobs (``figures``: the command's paper)."""
+    kind = lookup(record, "base_spec.workload.kind")
+    if kind is not None and kind != "cojob":
+        raise SpecError(str(sweep_file), f"a sweep of {kind} cells; trainbed figures {figures} reads cojob sweeps")
+
+
+def no_cell_left(left_out: Sequence[str]) -> str:
+    """Why a sweep directory gives no figure: every cell was left out (the first reason)."""
+    first = f": {left_out[0]}" if left_out else ""
+    return f"has no completed, trustworthy cell to draw ({len(left_out)} left out{first})"
 
 
 def by_seed(cells: Iterable, scheduler: str, value) -> dict:

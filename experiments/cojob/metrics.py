@@ -65,7 +65,10 @@ def has_run(run_dir: str | Path) -> bool:
 def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
     """The events (one JSON object a line) and workload dict of a run directory."""
     run_dir = Path(run_dir)
-    return store.read_jsonl(run_dir / "events.jsonl"), store.read_json(run_dir / "workload.json")
+    workload = store.read_json(run_dir / "workload.json")
+    if not isinstance(workload, dict):
+        raise SpecError(str(run_dir / "workload.json"), "not a cojob workload (a JSON object)")
+    return store.read_jsonl(run_dir / "events.jsonl"), workload
 
 
 def _plans(events: Sequence[Mapping], workload: Mapping) -> dict[int, CojobPlan]:

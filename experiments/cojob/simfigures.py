@@ -33,7 +33,6 @@ The paper's numbers: Figs. 14-18 are given as plots; the text gives only what
 """
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -42,12 +41,13 @@ from pathlib import Path
 import matplotlib
 
 from experiments.cojob import metrics as gm
-from experiments.cojob.figures import FS, GROUPER, LABELS, PAPER_ORDER, by_seed, canonical, fmt, paired_ratio
+from experiments.cojob.figures import (FS, GROUPER, LABELS, PAPER_ORDER, by_seed, canonical, check_cojob_sweep, fmt,
+                                       no_cell_left, paired_ratio)
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import csv_value, lookup
 from experiments.stats import mean, percentile
-from experiments.store import write_csv
+from experiments.store import read_csv, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -138,10 +138,10 @@ def load(results_dir: str | Path) -> SimSweep:
     record = read_yaml(record_path, "sweep", "sweep record")
     if not isinstance(record, dict) or not isinstance(record.get("base_spec"), dict):
         raise SpecError("DIR", f"{record_path}: not a sweep record")
+    check_cojob_sweep(record, record_path, "grouper-sim")
     fields = list(record.get("grid") or {})
     base = {field: _value(csv_value(lookup(record["base_spec"], field))) for field in fields}
-    with open(table, newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(table)
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy", *fields):
         if rows and column not in rows[0]:
             raise SpecError(table.name, f"has no column {column!r}")
@@ -161,6 +161,8 @@ def load(results_dir: str | Path) -> SimSweep:
             cells.append(SimCell(row["cell"], canonical(row["scheduler"]), int(row["seed"]) if row["seed"] else None,
                                  values, gm.summarise(*gm.read_run(run_dir)), run_dir))
     scale = lookup(record["base_spec"], "workload.iterations_scale")
+    if not cells:
+        raise SpecError(str(results_dir), no_cell_left(left_out))
     return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0)
 
 

@@ -41,7 +41,6 @@ over DistDGL + FIFO with the paper's beside, and the placement and OES shares.
 """
 from __future__ import annotations
 
-import csv
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -89,25 +88,29 @@ def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
     results = root / "results.csv"
     if not results.exists():
         raise SpecError(str(directory), "has no results.csv: not a sweep directory (trainbed sweep --out DIR)")
+    rows = store.read_csv(results)
+    if rows and "cell" not in rows[0]:
+        raise SpecError(str(results), "has no column 'cell'")
     cells, left_out = [], []
-    with open(results, newline="") as f:
-        for row in csv.DictReader(f):
-            run_dir = root / "cells" / row["cell"]
-            summary_path = store.kept(run_dir / "summary.json")
-            if summary_path is None:
-                left_out.append(f"{row['cell']}: no summary")
-                continue
-            summary = store.read_json(summary_path)
-            if not summary.get("completed"):
-                left_out.append(f"{row['cell']}: not completed ({summary.get('error')})")
-            elif not summary.get("trustworthy"):
-                reasons = (summary.get("fidelity") or {}).get("untrustworthy_reasons") or []
-                left_out.append(f"{row['cell']}: untrustworthy ({'; '.join(reasons)})")
-            elif summary.get("time_to_accuracy_s") is None:
-                left_out.append(f"{row['cell']}: never reached the target accuracy")
-            else:
-                cells.append(Cell(summary["placement"], summary["scheduler"], int(summary["seed"]), summary,
-                                  run_dir))
+    for row in rows:
+        run_dir = root / "cells" / row["cell"]
+        summary_path = store.kept(run_dir / "summary.json")
+        if summary_path is None:
+            left_out.append(f"{row['cell']}: no summary")
+            continue
+        summary = store.read_json(summary_path)
+        if not isinstance(summary, dict):
+            raise SpecError(str(summary_path), "not a run summary (a JSON object)")
+        if not summary.get("completed"):
+            left_out.append(f"{row['cell']}: not completed ({summary.get('error')})")
+        elif not summary.get("trustworthy"):
+            reasons = (summary.get("fidelity") or {}).get("untrustworthy_reasons") or []
+            left_out.append(f"{row['cell']}: untrustworthy ({'; '.join(reasons)})")
+        elif summary.get("time_to_accuracy_s") is None:
+            left_out.append(f"{row['cell']}: never reached the target accuracy")
+        else:
+            cells.append(Cell(summary["placement"], summary["scheduler"], int(summary["seed"]), summary,
+                              run_dir))
     if not cells:
         raise SpecError(str(directory), f"has no completed, trustworthy gnn cell ({len(left_out)} left out)")
     return cells, left_out
@@ -261,19 +264,23 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     searched = _searched(cells)
     on_mixed = mixed(cells)
     rows, gain_rows = table3_rows(cells), gains(cells, searched, on_mixed)
+    # Every cell file is read before anything is written: a garbled one is refused with
+    # no figure half rewritten.
+    keys = sorted({c.key for c in cells})
+    common = set.intersection(*({c.seed for c in cells if c.key == k} for k in keys))
+    seed = min(common, default=None)
+    chosen = {k: next(c for c in cells if c.key == k and c.seed == seed) for k in keys} if common else {}
+    curves = {k: accuracy_curve(c) for k, c in chosen.items()}
+    pair = [k for k in ((DISTDGL, DEFAULT), (searched, OES)) if k in chosen]
+    loads = {k: bandwidth(chosen[k]) for k in pair}
     table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if on_mixed
                               else ("table-3", "figure-6", "Table III"))
     paths = [root / f"{table}.csv", root / f"{table}-gains.csv", root / f"{table}.md"]
     store.write_csv(paths[0], rows, list(rows[0]))
     store.write_csv(paths[1], gain_rows, list(gain_rows[0]))
     paths[2].write_text(table3_markdown(rows, gain_rows, left_out, title))
-    keys = sorted({c.key for c in cells})
-    common = set.intersection(*({c.seed for c in cells if c.key == k} for k in keys))
     if not common:
         return paths
-    seed = min(common)
-    chosen = {k: next(c for c in cells if c.key == k and c.seed == seed) for k in keys}
-    curves = {k: accuracy_curve(c) for k, c in chosen.items()}
     fig6 = root / f"{progress}.csv"
     store.write_csv(fig6, [{"placement": k[0], "scheduler": k[1], "seed": seed, "t_s": t, "val_accuracy": a}
                            for k, points in curves.items() for t, a in points],
@@ -291,8 +298,8 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     fig.savefig(root / f"{progress}.png", dpi=120)
     plt.close(fig)
     paths += [fig6, root / f"{progress}.png"]
-    pair = [k for k in ((DISTDGL, DEFAULT), (searched, OES)) if k in chosen]
-    loads = {k: bandwidth(chosen[k]) for k in pair}
+    if not pair:  # neither DistDGL + FIFO nor DGTP among the cells: no Fig. 7 pair
+        return paths
     fig7 = root / "figure-7.csv"
     store.write_csv(fig7, [{"placement": k[0], "scheduler": k[1], "seed": seed, "host": host, "t_s": n * BIN_S,
                             "mbps": round(v, 3)} for k, hosts in loads.items() for host, series in hosts.items()

@@ -4,13 +4,13 @@ for the reasons behind an untrustworthy cell, and any figures already written th
 (``trainbed figures``)."""
 from __future__ import annotations
 
-import csv
 import statistics
 from html import escape
 from pathlib import Path
 
 import yaml
 
+from experiments import store
 from experiments.errors import one_line
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
@@ -25,8 +25,7 @@ COMPARED = {"cojob": ("avg_sct_s", "avg SCT", "s"), "gnn": ("iteration_s_median"
 class SweepData:
     def __init__(self, directory: str | Path):
         self.path = Path(directory)
-        with open(self.path / RESULTS, newline="") as f:
-            self.rows = list(csv.DictReader(f))
+        self.rows = store.read_csv(self.path / RESULTS)
         record = self.path / "sweep.yaml"
         self.record = (yaml.safe_load(record.read_text()) or {}) if record.exists() else {}
         self.name = self.record.get("name") or self.path.name
