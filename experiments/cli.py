@@ -54,13 +54,18 @@ def _place(args) -> int:
     from experiments.gnn import search
     from experiments.gnn import spec as gnn_spec
     from experiments.gnn.simulated import ProfileError
+    from experiments.kinds import kind_of
     from experiments.runner import read_spec
     from topologies.fabric import simulated_rates
     steps = search.DEFAULT_STEPS if args.steps is None else _count("--steps", args.steps, 0)
     seed = _count("--seed", args.seed, None)
     verify_best = _count("--verify-best", args.verify_best, 0)
+    raw = read_spec(args.spec)
+    kind = kind_of(raw).name
+    if kind != "gnn":
+        raise SpecError("workload.kind", f"trainbed place searches a gnn job's placement; this is a {kind} spec")
     with simulated_rates():
-        spec = gnn_spec.validate(read_spec(args.spec))
+        spec = gnn_spec.validate(raw)
     try:
         # a path on the command line is the caller's, relative to where it runs (one in a spec: to the checkout)
         found = search.search(spec, Path(args.profile).absolute(), steps, seed, verify_best=verify_best,

@@ -176,6 +176,8 @@ def kind_of(raw) -> Kind:
 def simulated_kind(raw) -> Kind:
     """The kind of ``raw`` if it can be simulated (``backend: simulated``), else a
     one-line SpecError naming the kinds that can."""
+    if not isinstance(raw, dict):
+        raise SpecError("spec", f"must be a mapping, got {describe(raw)}")
     kind = kind_of(raw)
     if kind.simulate is None:
         available = ", ".join(name for name, k in KINDS.items() if k.simulate is not None) or "none yet"

@@ -83,11 +83,11 @@ def existing_file(path: str, value, *, base: Path) -> Path:
     candidate = candidate if candidate.is_absolute() else base / candidate
     try:
         candidate = candidate.resolve()
-        is_file = candidate.is_file()
+        is_file, is_dir = candidate.is_file(), candidate.is_dir()
     except (OSError, RuntimeError, ValueError):  # a name too long, a symlink loop, a NUL
-        is_file = False
+        is_file = is_dir = False
     if not is_file:
-        raise error(path, f"no such file: {shown_path(candidate)}")
+        raise error(path, f"{'a directory, not a file' if is_dir else 'no such file'}: {shown_path(candidate)}")
     return candidate
 
 

@@ -208,3 +208,25 @@ def test_cli_run_out_into_a_sweep_directory_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["simulate", "experiments/specs/grouper-sim-paper-smoke.yaml", "--out", str(tmp_path)])
     assert capsys.readouterr().err.splitlines()[-1].endswith("holds a sweep (sweep.yaml); choose a new directory")
+
+
+def test_a_directory_named_as_a_file_is_called_one(tmp_path):
+    from experiments.validation import existing_file
+    with pytest.raises(SpecError, match=r"^workload.trace: a directory, not a file: "):
+        existing_file("workload.trace", str(tmp_path), base=tmp_path)
+    with pytest.raises(SpecError, match=r"^workload.trace: no such file: "):
+        existing_file("workload.trace", "none.csv", base=tmp_path)
+
+
+@pytest.mark.parametrize("args, problem", [
+    (["place", "experiments/specs/priority-demo.yaml", "--profile", "p.json"],
+     "workload.kind: trainbed place searches a gnn job's placement; this is a timetable spec"),
+    (["colocate", "experiments/specs/gnn-oes-smoke.yaml"], "kind: is a co-location spec's (training or inference)"),
+    (["simulate", "EMPTY"], "spec: must be a mapping, got null"),
+])
+def test_cli_a_spec_of_the_wrong_kind_is_named_so(tmp_path, capsys, args, problem):
+    from experiments.cli import main
+    (tmp_path / "empty.yaml").write_text("")
+    assert main([a.replace("EMPTY", str(tmp_path / "empty.yaml")) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trainbed: error: {problem}") and err.count("\n") == 1, err

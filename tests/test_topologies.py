@@ -153,3 +153,11 @@ def test_counters_parse_back_per_queue():
     assert queues.parse_class_counters(TC_OUTPUT)["1:1"] == {"bytes": 999, "packets": 9, "dropped": 0}
     assert queues.queue_counters(TC_OUTPUT) == {1: {"bytes": 123456, "packets": 89, "dropped": 2},
                                                 7: {"bytes": 5, "packets": 1, "dropped": 0}}
+
+
+@pytest.mark.parametrize("args, field", [((2, 1, 998), "hosts_per_leaf"), ((998, 1, 2), "spines"),
+                                         ((1, 1000, 1), "leaves"), ((1000, 1, 1), "spines")])
+def test_too_many_ports_or_switches_name_the_field_that_makes_them(args, field):
+    spines, leaves, hosts_per_leaf = args
+    with pytest.raises(fab.TopologyError, match=f"^{field}: "):
+        fab.leaf_spine(spines, leaves, hosts_per_leaf)

@@ -57,6 +57,9 @@ def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
     raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise SpecError("spec", f"a spec is a mapping of fields, got {describe(raw)}")
+    if "workload" in raw or ("kind" not in raw and "duration_s" in raw):
+        raise SpecError("kind", "is a co-location spec's (training or inference); this is a network experiment's "
+                                "spec (trainbed run or simulate)")
     raw.setdefault("name", path.stem)
     return validate(apply_overrides(raw, overrides or {}))
 
