@@ -236,6 +236,11 @@ def test_reports_of_existing_directories_can_be_rewritten(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed.startswith("bench-priority-new: timetable") and "\nsweep grouper-testbed-sendbuf: " in printed
     assert (run / "report.html").exists() and (sweep / "report.html").exists()
+    (run / "report.html").unlink()
+    assert reports([str(tmp_path / "none"), str(run)]) == 1  # one line for the bad one, the other written
+    err = capsys.readouterr().err
+    assert err == f"reports: {tmp_path / 'none'}: NotADirectoryError: not a run or sweep directory\n"
+    assert (run / "report.html").exists()
 
 
 # -- in a real browser ------------------------------------------------------------------

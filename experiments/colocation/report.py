@@ -221,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
+    for run in args.runs:
+        if not (run / "summary.json").is_file():
+            parser.error(f"{run}: not a co-location run directory (no summary.json)")
     text = table_v(args.runs)
     if args.out:
         args.out.write_text(text)

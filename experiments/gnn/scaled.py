@@ -450,16 +450,23 @@ def main(argv: list[str] | None = None) -> None:
         if value < least:
             parser.exit(2, f"scaled: error: {flag}: must be >= {least}, got {value}"
                            f"{' (a steady state needs 4 iterations)' if flag == '--iterations' else ''}\n")
+    for flag, values in (("--batches", args.batches), ("--pmrs", args.pmrs)):
+        if any(not v > 0 for v in values):
+            parser.exit(2, f"scaled: error: {flag}: must be > 0, got {' '.join(map(str, values))}\n")
+    out = Path(args.out)
+    if not (out.is_dir() if args.floors else not out.exists() or out.is_dir()):
+        parser.exit(2, f"scaled: error: out: {out} is not {'a directory of cells' if args.floors else 'a directory'}\n")
     try:
         if args.floors:
-            print(nic_floors(Path(args.out), SETTINGS[args.setting], cluster_seed=args.cluster_seed))
+            print(nic_floors(out, SETTINGS[args.setting], cluster_seed=args.cluster_seed))
             return
-        for path in figures(Path(args.out), SETTINGS[args.setting], args.steps, iterations=args.iterations,
+        for path in figures(out, SETTINGS[args.setting], args.steps, iterations=args.iterations,
                             batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
                             verify_best=args.verify_best, cluster_seed=args.cluster_seed):
             print(path)
     except ValueError as err:
         parser.exit(2, f"scaled: error: {err}\n")
+
 
 if __name__ == "__main__":
     main()

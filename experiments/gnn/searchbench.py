@@ -192,6 +192,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--figure9", metavar="DIR", help="measure Fig. 9 into DIR instead of the bench rows")
     parser.add_argument("--steps", type=int, default=STEPS)
     args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps: must be >= 1, got {args.steps}")
     if args.figure9:
         print(figure9(Path(args.figure9), args.steps))
     else:

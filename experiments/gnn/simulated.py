@@ -730,7 +730,7 @@ def compare(run_dir, profile=None) -> dict:
             else predicted / measured["iteration_s_mean"] - 1}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m experiments.gnn.simulated",
                                      description="Recorded emulated GNN runs: measured mean iteration time beside "
                                                  "the job's model's (compare).")
@@ -738,16 +738,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", help="predict from this profile.json (default: each run's own)")
     args = parser.parse_args(argv)
     print("| run | placement | scheduler | iterations | measured s | predicted s | error |\n|---|---|---|---|---|---|---|")
+    failed = False
     for run in args.runs:
         try:
             row = compare(run, None if args.profile is None else Path(args.profile).absolute())
-        except (OSError, ProfileError) as err:
+        except (OSError, ValueError) as err:  # ValueError: a ProfileError, or a garbled file (store's SpecError)
             print(f"| {shown_path(run)} | {one_line(err)} | | | | | |")
+            failed = True
             continue
         error = "" if row["error"] is None else f"{100 * row['error']:+.1f}%"
         print(f"| {row['run']} | {row['placement']} | {row['scheduler']} | {row['iterations']} "
               f"| {row['measured_iteration_s']} | {row['predicted_iteration_s']} | {error} |")
+    return 1 if failed else 0  # a row that could not be compared says why in the table
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
