@@ -205,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     clean.set_defaults(func=_clean)
     colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")
     colo.add_argument("spec")
-    colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                      help="where the tasks run (default cpu; cuda: the GPU, refused where none is attached)")
     colo.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-colocate-<spec>)")
     colo.set_defaults(func=_colocate)
     sweep = sub.add_parser("sweep", help="run a spec over schedulers x seeds x a grid, resumably")
@@ -242,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
     figures.set_defaults(func=_figures)
+    for name, command in sub.choices.items():  # each command's --help opens with what it does
+        command.description = command.description or next(a.help for a in sub._choices_actions if a.dest == name)
     return parser
 
 
