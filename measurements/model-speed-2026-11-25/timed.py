@@ -12,6 +12,6 @@ def cb(phase, info):
     else: gct[0] += time.perf_counter() - cb.t; gct[1] += 1
 gc.callbacks.append(cb)
 if "off" in sys.argv: gc.disable()
-t = time.time()
+t, cpu = time.time(), time.process_time()
 r = simulated.GnnSimulation(trial, profile, int(sys.argv[1]), sys.argv[2]).run()
-print("wall", time.time() - t, "gc_s", gct, "end", r.end_s)
+print("wall", time.time() - t, "cpu", time.process_time() - cpu, "gc_s", gct, "end", r.end_s)
