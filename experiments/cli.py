@@ -13,8 +13,12 @@ from experiments.errors import SpecError
 def _out_dir(value: str) -> str:
     """``--out`` naming a directory to write into: refused before any work where it cannot be one."""
     path = Path(value).absolute()
-    nearest = next(p for p in (path, *path.parents) if p.exists())
-    if not nearest.is_dir():
+    try:
+        nearest = next(p for p in (path, *path.parents) if p.exists())
+        is_dir = nearest.is_dir()
+    except OSError as err:  # a directory on the way that cannot be read
+        raise argparse.ArgumentTypeError(f"{value}: {err.strerror}") from None
+    if not is_dir:
         raise argparse.ArgumentTypeError(f"{value}: {'is' if nearest == path else f'{nearest} is'} a file, not a directory")
     return value
 
@@ -29,9 +33,13 @@ def _out_run_dir(value: str) -> str:
 def _out_file(value: str) -> str:
     """``--out`` naming a file to write: refused before any work where it cannot be written."""
     path = Path(value).absolute()
-    if path.is_dir():
+    try:
+        is_dir, parent_is_dir = path.is_dir(), path.parent.is_dir()
+    except OSError as err:  # a directory on the way that cannot be read
+        raise argparse.ArgumentTypeError(f"{value}: {err.strerror}") from None
+    if is_dir:
         raise argparse.ArgumentTypeError(f"{value}: is a directory; name the file to write")
-    if not path.parent.is_dir():
+    if not parent_is_dir:
         raise argparse.ArgumentTypeError(f"{value}: {path.parent} is not a directory")
     return value
 
@@ -61,6 +69,8 @@ def _place(args) -> int:
     seed = _count("--seed", args.seed, None)
     verify_best = _count("--verify-best", args.verify_best, 0)
     raw = read_spec(args.spec)
+    if not isinstance(raw, dict):
+        raise SpecError("spec", "must be a mapping (a gnn spec)")
     kind = kind_of(raw).name
     if kind != "gnn":
         raise SpecError("workload.kind", f"trainbed place searches a gnn job's placement; this is a {kind} spec")
@@ -244,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
     figures.set_defaults(func=_figures)
     for name, command in sub.choices.items():  # each command's --help opens with what it does
-        command.description = command.description or next(a.help for a in sub._choices_actions if a.dest == name)
+        command.description = command.description or next((a.help for a in sub._choices_actions if a.dest == name), None)
     return parser
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import os
 import platform
@@ -109,7 +110,7 @@ def read_csv(path: Path) -> list[dict]:
     """A CSV file with a header (``flows.csv``, ``results.csv``), plain or kept gzipped: one dict a row."""
     found, text = _read_text(path)
     try:
-        return list(csv.DictReader(text.splitlines()))
+        return list(csv.DictReader(io.StringIO(text, newline="")))  # quoted line breaks stay in their field
     except csv.Error as err:
         raise SpecError(str(found), f"not CSV ({err})") from None
 

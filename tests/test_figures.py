@@ -121,7 +121,7 @@ def test_figure_10_with_a_solo_calibration(sweep_dir):
 
 
 def test_bad_inputs_are_one_line_errors(tmp_path, sweep_dir):
-    with pytest.raises(SpecError, match=r"^RESULTS_DIR: .*results.csv: no such file"):
+    with pytest.raises(SpecError, match=r"^dir: .*results.csv: no such file"):
         figures.grouper_figures(tmp_path / "nothing")
     with pytest.raises(SpecError, match=r"^--solo: .*: no events.jsonl"):
         figures.grouper_figures(sweep_dir, solo_runs=[tmp_path / "nothing"])

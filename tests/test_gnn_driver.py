@@ -131,3 +131,17 @@ def test_the_rate_coordinator_is_pure_and_its_policy_pluggable():
     equal.on_flow_event(start("a/i0", 0))
     equal.on_flow_event({**start("b/i0", 0, src="tbh3", src_task="store2"), "src_port": 40001})
     assert set(equal.decide().rates.values()) == {50.0}
+
+
+def test_oes_needs_no_flow_size_and_the_baselines_read_it():
+    from controller.schedulers import oes
+    from experiments.gnn.coordinator import RateCoordinator
+    start = {"kind": "flow_start", "t": 0.0, "flow": "f", "src": "h1", "dst": "h2", "src_task": "a", "dst_task": "b",
+             "iteration": 0, "src_port": 30000, "dst_port": 21000}
+    machines = [oes.Machine("h1", 100, 100), oes.Machine("h2", 100, 100)]
+    coordinator = RateCoordinator(machines)  # OES reads no remaining volume: an event without bytes is enough
+    assert coordinator.on_flow_event(start) and list(coordinator.decide().rates.values()) == [100.0]
+    mrtf = RateCoordinator(machines, oes.rate_policies()["mrtf"])
+    assert mrtf.on_flow_event({**start, "bytes": 1_000_000}) and list(mrtf.decide().rates.values()) == [100.0]
+    assert mrtf.on_flow_event({"kind": "flow_end", "t": 0.08, "flow": "f", "bytes": 1_000_000})
+    assert mrtf.total_mbit == {} and mrtf.keys == {}

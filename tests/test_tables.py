@@ -45,3 +45,9 @@ def test_a_garbled_summary_or_table_is_refused_in_one_line(tmp_path):
         read_csv(tmp_path / "results.csv")
     with pytest.raises(FileNotFoundError):
         read_json(tmp_path / "none.json")
+
+
+def test_read_csv_keeps_line_breaks_inside_a_field(tmp_path):
+    rows = [{"a": "two\nlines", "b": "form\x0cfeed \u2028 separator"}, {"a": "x", "b": "y"}]
+    write_csv(tmp_path / "rows.csv", rows, ("a", "b"))
+    assert read_csv(tmp_path / "rows.csv") == rows

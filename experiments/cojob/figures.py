@@ -113,7 +113,7 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
     results_dir = Path(results_dir)
     table = results_dir / "results.csv"
     if not table.is_file():
-        raise SpecError("RESULTS_DIR", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
+        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
     rows = read_csv(table)
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy"):
         if rows and column not in rows[0]:
@@ -142,7 +142,7 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
             seed = int(row["seed"]) if row["seed"] else None
             cells.append(CellResult(row["cell"], canonical(row["scheduler"]), seed, config, metrics))
     if not cells:
-        raise SpecError(str(results_dir), no_cell_left(left_out))
+        raise SpecError("dir", f"{results_dir}: {no_cell_left(left_out)}")
     return cells, left_out
 
 

@@ -134,10 +134,10 @@ def load(results_dir: str | Path) -> SimSweep:
     table, record_path = results_dir / "results.csv", results_dir / "sweep.yaml"
     for path in (table, record_path):
         if not path.is_file():
-            raise SpecError("DIR", f"{path}: no such file (a sweep directory of `trainbed sweep`)")
+            raise SpecError("dir", f"{path}: no such file (a sweep directory of `trainbed sweep`)")
     record = read_yaml(record_path, "sweep", "sweep record")
     if not isinstance(record, dict) or not isinstance(record.get("base_spec"), dict):
-        raise SpecError("DIR", f"{record_path}: not a sweep record")
+        raise SpecError("dir", f"{record_path}: not a sweep record")
     check_cojob_sweep(record, record_path, "grouper-sim")
     fields = list(record.get("grid") or {})
     base = {field: _value(csv_value(lookup(record["base_spec"], field))) for field in fields}
@@ -162,7 +162,7 @@ def load(results_dir: str | Path) -> SimSweep:
                                  values, gm.summarise(*gm.read_run(run_dir)), run_dir))
     scale = lookup(record["base_spec"], "workload.iterations_scale")
     if not cells:
-        raise SpecError(str(results_dir), no_cell_left(left_out))
+        raise SpecError("dir", f"{results_dir}: {no_cell_left(left_out)}")
     return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0)
 
 

@@ -30,7 +30,7 @@ SMOKE = Path(__file__).parent.parent / "specs" / "gnn-oes-smoke.yaml"
 def _flow_event(n: int, src: str, dst: str) -> dict:
     return {"kind": "flow_start", "t": time.time(), "flow": f"bench{n}", "src": src, "dst": dst,
             "src_task": f"sender{n}", "dst_task": f"receiver{n}", "iteration": 0,
-            "src_port": 30000 + n % 20000, "dst_port": 21000}
+            "src_port": 30000 + n % 20000, "dst_port": 21000, "bytes": 1_000_000}
 
 
 def rate_update_latency(workdir: Path) -> list[dict]:

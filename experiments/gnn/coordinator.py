@@ -50,7 +50,7 @@ class RateCoordinator:
         self.reads_remaining = oes.reads_remaining(policy)  # else no volume sent is counted
         self.started: dict[str, dict] = {}  # flow id -> its flow_start event, while active or pending
         self.keys: dict[str, FlowKey] = {}  # flow id -> its 5-tuple, while active or pending
-        self.total_mbit: dict[str, float] = {}  # flow id -> its reported Mbit, while active or pending
+        self.total_mbit: dict[str, float] = {}  # flow id -> its reported Mbit, while active or pending (baselines)
         self.sent_mbit: dict[str, float] = {}  # flow id -> estimated Mbit sent, while it has a rate
         self.rates_by_id: dict[str, float] = {}  # the latest decision's Mbit/s per active flow id
         self.clock: float | None = None  # the latest event time heard
@@ -75,7 +75,8 @@ class RateCoordinator:
                 return False
             self.started[flow_id] = message
             self.keys[flow_id] = (message["src"], message["dst"], "tcp", message["src_port"], message["dst_port"])
-            self.total_mbit[flow_id] = message["bytes"] * 8 / 1e6
+            if self.reads_remaining:
+                self.total_mbit[flow_id] = message["bytes"] * 8 / 1e6
             if not self.pipeline.start(self._flow(message)):
                 return False
         elif flow_id in self.local:
@@ -86,7 +87,8 @@ class RateCoordinator:
             return False
         else:
             flow = self._flow(self.started.pop(flow_id))
-            del self.keys[flow_id], self.total_mbit[flow_id]
+            del self.keys[flow_id]
+            self.total_mbit.pop(flow_id, None)
             if not self.pipeline.is_active(flow):
                 raise DriverError(f"flow {flow_id} ended while pending behind its pair's previous flow")
             self.pipeline.end(flow)

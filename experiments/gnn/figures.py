@@ -87,7 +87,7 @@ def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
     root = Path(directory)
     results = root / "results.csv"
     if not results.exists():
-        raise SpecError(str(directory), "has no results.csv: not a sweep directory (trainbed sweep --out DIR)")
+        raise SpecError("dir", f"{directory}: has no results.csv: not a sweep directory (trainbed sweep --out DIR)")
     rows = store.read_csv(results)
     if rows and "cell" not in rows[0]:
         raise SpecError(str(results), "has no column 'cell'")
@@ -112,7 +112,7 @@ def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
             cells.append(Cell(summary["placement"], summary["scheduler"], int(summary["seed"]), summary,
                               run_dir))
     if not cells:
-        raise SpecError(str(directory), f"has no completed, trustworthy gnn cell ({len(left_out)} left out)")
+        raise SpecError("dir", f"{directory}: has no completed, trustworthy gnn cell ({len(left_out)} left out)")
     return cells, left_out
 
 
@@ -273,6 +273,7 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     curves = {k: accuracy_curve(c) for k, c in chosen.items()}
     pair = [k for k in ((DISTDGL, DEFAULT), (searched, OES)) if k in chosen]
     loads = {k: bandwidth(chosen[k]) for k in pair}
+    target = _spec(chosen[keys[0]])["workload"]["target_accuracy"] if chosen else None
     table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if on_mixed
                               else ("table-3", "figure-6", "Table III"))
     paths = [root / f"{table}.csv", root / f"{table}-gains.csv", root / f"{table}.md"]
@@ -288,7 +289,6 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(6, 4))
     for k, points in curves.items():
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=_label(k))
-    target = _spec(chosen[keys[0]])["workload"]["target_accuracy"]
     if target:
         ax.axhline(target, color="grey", linestyle=":", linewidth=1)
     ax.set(xlabel="time (s)", ylabel="validation accuracy",

@@ -454,7 +454,8 @@ def main(argv: list[str] | None = None) -> None:
         if any(not v > 0 for v in values):
             parser.exit(2, f"scaled: error: {flag}: must be > 0, got {' '.join(map(str, values))}\n")
     out = Path(args.out)
-    if not (out.is_dir() if args.floors else not out.exists() or out.is_dir()):
+    nearest = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    if not (out.is_dir() if args.floors else nearest.is_dir()):
         parser.exit(2, f"scaled: error: out: {out} is not {'a directory of cells' if args.floors else 'a directory'}\n")
     try:
         if args.floors:
