@@ -184,6 +184,6 @@ def test_the_smoke_sweep_and_figures_run_end_to_end(tmp_path, capsys):
 def test_figures_of_a_directory_without_a_sweep_are_one_line(tmp_path, capsys):
     from experiments.cli import main
     assert main(["figures", "grouper-sim", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith("trainbed: error: DIR: ")
+    assert capsys.readouterr().err.startswith("trainbed: error: dir: ")
     assert main(["figures", "grouper-sim", str(tmp_path), "--solo", str(tmp_path)]) == 2
     assert "--solo: grouper-sim takes its solo runs from the sweep" in capsys.readouterr().err
