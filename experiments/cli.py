@@ -12,15 +12,23 @@ from experiments.errors import SpecError
 
 def _out_dir(value: str) -> str:
     """``--out`` naming a directory to write into: refused before any work where it cannot be one."""
-    path = Path(value).absolute()
+    from experiments.validation import writable_dir
     try:
-        nearest = next(p for p in (path, *path.parents) if p.exists())
-        is_dir = nearest.is_dir()
-    except OSError as err:  # a directory on the way that cannot be read
-        raise argparse.ArgumentTypeError(f"{value}: {err.strerror}") from None
-    if not is_dir:
-        raise argparse.ArgumentTypeError(f"{value}: {'is' if nearest == path else f'{nearest} is'} a file, not a directory")
+        writable_dir("--out", value)
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(err.problem) from None
     return value
+
+
+def _workers(value: str) -> int:
+    """``--local N``: at least one worker, refused before any work (``--list`` too)."""
+    try:
+        workers = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of workers, got {value!r}") from None
+    if workers < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 worker, got {workers}")
+    return workers
 
 
 def _out_run_dir(value: str) -> str:
@@ -233,7 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     where = sweep.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="ADDRESS",
                        help="run the cells on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786)")
-    where.add_argument("--local", type=int, metavar="N",
+    where.add_argument("--local", type=_workers, metavar="N",
                        help="run the cells N at a time on this machine, through a local Dask cluster")
     sweep.set_defaults(func=_sweep)
     worker = sub.add_parser("worker", help="serve sweep cells to a Dask scheduler (trainbed sweep --cluster)")

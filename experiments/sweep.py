@@ -19,7 +19,11 @@ or by another ``Executor`` (a Dask cluster: ``experiments.cluster``), into
 the sweep. Re-running into the same directory resumes: a cell whose summary.json
 says ``"completed": true`` is kept; any other is set aside under ``DIR/failed/`` and
 run again into a fresh directory (a runner refuses a directory holding a summary).
-A cell that raises is recorded and the sweep goes on. ``DIR/results.csv`` and the
+Before the first cell runs, and before anything is written, every cell to run is
+checked by its kind for errors (``validation.errors_only``: quick, a searched
+placement's ETP steps are left to its run); one invalid cell refuses the whole
+sweep in one line, each invalid cell named above it. A cell that raises while it
+runs is recorded and the sweep goes on. ``DIR/results.csv`` and the
 report are rewritten after every cell, so a sweep stopped halfway still has its table; its
 ``cell_s`` (seconds per cell) makes the ETA of the progress lines of a later resume.
 
@@ -71,7 +75,19 @@ from experiments.errors import SpecError, one_line
 from experiments.reports import publish_sweep
 from experiments.results import csv_value, durations, lookup, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
-from experiments.validation import at, describe, error, integer, items, mapping, read_yaml, shown_path, string, word
+from experiments.validation import (
+    at,
+    describe,
+    error,
+    errors_only,
+    integer,
+    items,
+    mapping,
+    read_yaml,
+    shown_path,
+    string,
+    word,
+)
 
 SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report", "parts", "order")
 PART_FIELDS = ("name", "schedulers", "seeds", "grid", "backend")
@@ -548,19 +564,23 @@ def _eta(cells_left: int, ran: list[float], earlier: dict[str, float], slots: in
     return f"ETA {_estimate(cells_left, ran, earlier, slots) or 'unknown'}"
 
 
-def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = None, only=(),
+def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | None = None, only=(),
               force: bool = False, executor: Executor | None = None) -> SweepResult:
-    """Run every cell not yet completed in ``directory`` with ``run_cell(spec, cell
-    directory)`` (default ``run_with_runner``), only those whose id matches a pattern
-    of ``only`` where given; ``force``: resume under other code; ``executor``: where
-    the cells run (default: here, one after another). See the module docstring.
+    """Run every cell not yet completed in ``directory`` (None: a new results
+    directory) with ``run_cell(spec, cell directory)`` (default: its backend's
+    runner, and then every spec to run is checked by its kind before the first runs
+    and before anything is written), only those whose id matches a pattern of
+    ``only`` where given; ``force``: resume under other code; ``executor``: where the
+    cells run (default: here, one after another). See the module docstring.
     ``results.csv`` keeps the rows of earlier cells left out by ``only``."""
     runner = (lambda cell: run_cell) if run_cell else backend_runner
     executor = executor or SerialExecutor()
-    directory = Path(directory)
     chosen = select(sweep, only)
-    pending = [cell for cell in chosen if not _is_done(directory, cell)]
-    now, previous = _check_directory(sweep, directory, bool(pending), force)
+    pending = [cell for cell in chosen if not _is_done(Path(directory) if directory else None, cell)]
+    now, previous = _check_directory(sweep, Path(directory) if directory else None, bool(pending), force)
+    if run_cell is None:  # the kinds' runners: their kinds check the specs (a given runner reads its own)
+        _refuse_invalid(pending)
+    directory = store.new_run_dir("sweep", sweep.name, directory)
     _record(sweep, directory, now, previous, bool(pending))
     (directory / "cells").mkdir(exist_ok=True)
     earlier = durations(directory)
@@ -617,14 +637,38 @@ def run_sweep(sweep: Sweep, directory: str | Path, run_cell: RunCell | None = No
     return SweepResult(directory, [rows[cell.id] for cell in chosen if cell.id in rows])
 
 
+def check_cell(cell: Cell, validate: Callable[[dict], dict] | None = None) -> dict:
+    """``cell``'s spec checked by ``validate`` (default: by its kind, for its backend,
+    for errors only: see ``validation.errors_only``) on a copy; raises what the check
+    raises."""
+    spec = copy.deepcopy(cell.spec)
+    if validate:
+        return validate(spec)
+    with errors_only():
+        return validate_any(spec, simulated=cell.backend == "simulated")
+
+
+def _refuse_invalid(cells: list[Cell]) -> None:
+    """A one-line SpecError, before any cell runs, when a cell's spec is invalid (a
+    grid key or scheduler its kind does not take): each such cell is printed with its
+    error first, so a sweep never runs its cells into FAILED one by one."""
+    invalid = []
+    for cell in cells:
+        try:
+            check_cell(cell)
+        except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
+            invalid.append(cell.id)
+            print(f"{cell.id}: INVALID: {one_line(err)}", file=sys.stderr, flush=True)
+    if invalid:
+        raise SpecError("sweep", f"{len(invalid)} of {len(cells)} cells to run have an invalid spec (above), so none "
+                                 f"ran: {', '.join(invalid[:3])}{', ...' if len(invalid) > 3 else ''}")
+
+
 def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = False,
             validate: Callable[[dict], dict] | None = None) -> list[str]:
-    """``--dry-run``: check every chosen cell's spec with ``validate`` (default: as
-    its run would) and print what would run (with ``directory``, an earlier run's
-    completed cells are kept) and the estimated time; runs and writes nothing.
-    Returns the ids of the invalid cells."""
-    check = (lambda cell: validate(cell.spec)) if validate else \
-        (lambda cell: validate_any(cell.spec, simulated=cell.backend == "simulated"))
+    """``--dry-run``: check every chosen cell's spec (``check_cell``) and print what
+    would run (with ``directory``, an earlier run's completed cells are kept) and the
+    estimated time; runs and writes nothing. Returns the ids of the invalid cells."""
     directory = Path(directory) if directory is not None else None
     chosen = select(sweep, only)
     pending = {cell.id for cell in chosen if not _is_done(directory, cell)}
@@ -635,7 +679,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
             print(f"[{n}/{len(chosen)}] {cell.id}: already done", flush=True)
             continue
         try:
-            spec = check(replace(cell, spec=copy.deepcopy(cell.spec)))
+            spec = check_cell(cell, validate)
         except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
             invalid.append(cell.id)
             print(f"[{n}/{len(chosen)}] {cell.id}: INVALID: {one_line(err)}", flush=True)
@@ -660,6 +704,4 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
 def run_sweep_file(path: str | Path, out: str | None = None, run_cell: RunCell | None = None, only=(),
                    force: bool = False, executor: Executor | None = None) -> SweepResult:
     """Load, check and run a sweep file into ``out`` (default: a new results directory)."""
-    sweep = load(path)
-    select(sweep, only)  # a pattern matching no cell stops before a directory is made
-    return run_sweep(sweep, store.new_run_dir("sweep", sweep.name, out), run_cell, only, force, executor)
+    return run_sweep(load(path), out, run_cell, only, force, executor)

@@ -20,6 +20,8 @@ and a spec module stays ordinary code that reads top to bottom.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
 import stat
@@ -31,6 +33,25 @@ import yaml
 from experiments.errors import SpecError
 
 ROOT = ""
+_errors_only = contextvars.ContextVar("errors_only", default=False)
+
+
+@contextlib.contextmanager
+def errors_only():
+    """Within it, a spec is validated for its errors alone (a sweep's cells before
+    the first runs): a kind may leave out a costly step of resolving that finds no
+    error its cheaper steps do not (ETP's search after IFS), so the spec it returns
+    is not the one its run gets."""
+    token = _errors_only.set(True)
+    try:
+        yield
+    finally:
+        _errors_only.reset(token)
+
+
+def for_errors_only() -> bool:
+    """Inside ``errors_only()``."""
+    return _errors_only.get()
 _PLAIN_KEY = re.compile(r"[\w-]+")
 MAX_KEY_SHOWN = 80
 
@@ -89,6 +110,21 @@ def existing_file(path: str, value, *, base: Path) -> Path:
     if not is_file:
         raise error(path, f"{'a directory, not a file' if is_dir else 'no such file'}: {shown_path(candidate)}")
     return candidate
+
+
+def writable_dir(path: str, value: str | Path) -> Path:
+    """A directory to write into, made later where missing: ``value`` as a Path, or a
+    one-line error where it, or its nearest existing ancestor, is a file or cannot
+    be read (checked before any work, so that a result is not lost at its end)."""
+    directory = Path(value).absolute()
+    try:
+        nearest = next(p for p in (directory, *directory.parents) if p.exists())
+        is_dir = nearest.is_dir()
+    except OSError as err:  # a directory on the way that cannot be read
+        raise error(path, f"{value}: {err.strerror}") from None
+    if not is_dir:
+        raise error(path, f"{value}: {'is' if nearest == directory else f'{nearest} is'} a file, not a directory")
+    return Path(value)
 
 
 def at(path: str, key: str | int) -> str:

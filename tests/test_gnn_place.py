@@ -22,6 +22,7 @@ from experiments.errors import SpecError
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.simulated import Profile, ProfileError
+from experiments.validation import errors_only
 from tests.test_gnn_simulated import Costs, profile_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -291,6 +292,22 @@ def test_an_etp_placement_resolves_at_validation(spec, profile, monkeypatch):
     monkeypatch.setattr(search, "DEFAULT_STEPS", 40)
     short = gnn_spec.validate(raw_spec({"kind": "etp", "profile": str(PROFILE)}))["workload"]["placement"]
     assert (short["steps"], short["seed"]) == (40, 0)
+
+
+def test_an_etp_placement_checked_for_errors_only_is_ifs_and_searches_nothing(spec, profile, monkeypatch):
+    """A sweep checks its cells with ``errors_only``: ETP's steps find no error IFS's
+    start does not, so they are left to the run; an infeasible job is still refused."""
+    placement = {"kind": "etp", "profile": str(PROFILE), "steps": 150, "seed": 4}
+    monkeypatch.setattr(search, "searched", lambda *args, **kwargs: pytest.fail("searched under errors_only"))
+    with errors_only():
+        resolved = gnn_spec.validate(raw_spec(placement))["workload"]["placement"]
+        assert resolved == {"kind": "etp", "profile": str(PROFILE), "tasks": search.ifs_placement(spec, profile)}
+        tight = raw_spec(placement)
+        tight["workload"]["machines"] = {h: {"cpus": 0.5} for h in ("tbh1", "tbh2", "tbh3", "tbh4")}
+        with pytest.raises(SpecError, match=r"^workload\.placement: "):
+            gnn_spec.validate(tight)
+    with pytest.raises(pytest.fail.Exception, match="searched under errors_only"):
+        gnn_spec.validate(raw_spec(placement))  # outside it, the search runs
 
 
 def _untrustworthy(tmp_path) -> Path:

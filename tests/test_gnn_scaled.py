@@ -148,6 +148,13 @@ def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, c
     # Half the batch moves about half the bytes: the busiest NIC's seconds follow.
     assert float(rows[0]["distdgl_nic_s"]) < 0.75 * float(rows[1]["distdgl_nic_s"])
     assert "busiest NIC per iteration: DistDGL's" in capsys.readouterr().out
+    # no cells (of this setting): refused, nothing written
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match=r"^out: .*/empty holds no products cells \(figure-10.csv, figure-11.csv\): "
+                                         r"run them first, without --floors$"):
+        scaled.nic_floors(empty, setting)
+    assert list(empty.iterdir()) == []
 
 
 def test_a_directory_holds_one_cluster(tmp_path):
@@ -162,9 +169,15 @@ def test_a_directory_holds_one_cluster(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--iterations", "3"], "--iterations: must be >= 4, got 3 (a steady state needs 4 iterations)"),
     (["--verify-best", "-1"], "--verify-best: must be >= 0, got -1"),
-    (["--search-iterations", "0", "--verify-best", "2"], "verify_best: needs search_iterations >= 1")])
+    (["--search-iterations", "0", "--verify-best", "2"], "verify_best: needs search_iterations >= 1"),
+    (["--floors"], "out: TMP/out holds no products cells"),
+    (["OUT", "TMP/file/out"], "out: TMP/file/out: TMP/file is a file, not a directory")])
 def test_bad_flags_are_one_line_errors_naming_them(tmp_path, capsys, args, message):
+    (tmp_path / "file").write_text("")
+    args = [a.replace("TMP", str(tmp_path)) for a in args]
+    out = args[1] if args[0] == "OUT" else str(tmp_path / "out")
     with pytest.raises(SystemExit) as exit_:
-        scaled.main([str(tmp_path / "out"), "--batches", "--pmrs", *args])
+        scaled.main([out, "--batches", "--pmrs", *(args[2:] if args[0] == "OUT" else args)])
+    message = message.replace("TMP", str(tmp_path))
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.splitlines()) == 1 and message in err, err

@@ -153,9 +153,15 @@ def test_bad_sweep_files_stop_with_one_line_naming_the_field(tmp_path, sweep, me
     assert "\n" not in str(err.value)
 
 
+def fake_kinds(monkeypatch, runner):
+    """The emulated cells run by ``runner``, their specs (BASE, of no kind) taken as they are."""
+    monkeypatch.setattr(sweep_mod, "run_with_runner", runner)
+    monkeypatch.setattr(sweep_mod, "check_cell", lambda cell, validate=None: cell.spec)
+
+
 def test_cli_sweep(tmp_path, monkeypatch, capsys):
     from experiments.cli import main
-    monkeypatch.setattr(sweep_mod, "run_with_runner", FakeRunner(fail={"grouper"}))
+    fake_kinds(monkeypatch, FakeRunner(fail={"grouper"}))
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]})
     assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 1
     out = capsys.readouterr().out
@@ -164,6 +170,33 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
     assert main(["sweep", str(tmp_path / "bad.yaml")]) == 2
     error = capsys.readouterr().err.strip()
     assert error == f"trainbed: error: sweep: {tmp_path / 'bad.yaml'} is not valid YAML at line 1"
+
+
+def test_a_sweep_with_an_invalid_cell_runs_none_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """Every cell to run is checked by its kind first: a scheduler or grid key that
+    some cell's kind refuses stops the sweep in one line, each bad cell named, before
+    a directory is made (was: every cell ran into FAILED)."""
+    from experiments.cli import main
+    smoke = yaml.safe_load(open("experiments/specs/grouper-smoke.yaml"))
+    ran = FakeRunner()
+    monkeypatch.setattr(sweep_mod, "run_with_runner", ran)
+    path = write(tmp_path, {"schedulers": ["fs", "grouper", "nope"], "seeds": [1]}, smoke)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sched-nope_seed-1: INVALID: SpecError: scheduler.name: ")
+    assert "\ntrainbed: error: sweep: 1 of 3 cells to run have an invalid spec (above), so none ran: " \
+           "sched-nope_seed-1\n" in err
+    assert ran.calls == [] and not (tmp_path / "out").exists()
+    (tmp_path / "g").mkdir()
+    grid = write(tmp_path / "g", {"schedulers": ["fs"], "seeds": [1], "grid": {"workload.bogus": [1, 2]}}, smoke)
+    with pytest.raises(SpecError, match=r"^sweep: 2 of 2 cells to run have an invalid spec \(above\), so none ran: "
+                                        r"sched-fs_seed-1_workload.bogus-1, sched-fs_seed-1_workload.bogus-2$"):
+        sweep_mod.run_sweep_file(grid, out=str(tmp_path / "out"))
+    assert capsys.readouterr().err.count("INVALID: SpecError: workload.bogus: unknown field (allowed: ") == 2
+    assert ran.calls == [] and not (tmp_path / "out").exists()
+    # the valid cells run once the bad one is left out
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--only", "sched-[fg]*"]) == 0
+    assert sorted(ran.calls) == ["sched-fs_seed-1", "sched-grouper_seed-1"]
 
 
 @pytest.mark.parametrize("spec, message", [

@@ -278,8 +278,14 @@ def test_local_gives_one_worker_the_fabric_slot_in_an_emulated_sweep_and_none_in
 
 def test_cluster_options_refuse_bad_input_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("experiments.cluster.CONNECT_TIMEOUT_S", 1)
-    assert main(["sweep", str(SWEEP), "--local", "0", "--out", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == "trainbed: error: --local: must be at least 1 worker, got 0\n"
+    for shown in ([], ["--list"], ["--dry-run"]):  # refused by its parser, before anything is read
+        with pytest.raises(SystemExit) as exit_:
+            main(["sweep", str(SWEEP), "--local", "0", "--out", str(tmp_path / "out"), *shown])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err.endswith("error: argument --local: must be at least 1 worker, got 0\n")
+    with pytest.raises(SystemExit):
+        main(["sweep", str(SWEEP), "--local", "two"])
+    assert capsys.readouterr().err.endswith("error: argument --local: must be a whole number of workers, got 'two'\n")
     assert main(["sweep", str(SWEEP), "--cluster", "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.startswith("trainbed: error: --cluster: no Dask scheduler answers at "
                                               "tcp://127.0.0.1:9 (")

@@ -13,7 +13,7 @@ from experiments import store
 from experiments import sweep as sweep_mod
 from experiments.cli import main
 from experiments.errors import SpecError
-from tests.test_sweep import BASE, FakeRunner, write
+from tests.test_sweep import BASE, FakeRunner, fake_kinds, write
 
 A, B = "a" * 40, "b" * 40
 
@@ -118,7 +118,7 @@ def test_a_resume_with_nothing_to_run_is_not_refused_and_not_recorded(tmp_path, 
 
 
 def test_cli_refuses_a_resume_under_another_commit_unless_forced(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sweep_mod, "run_with_runner", FakeRunner(fail={"grouper"}))
+    fake_kinds(monkeypatch, FakeRunner(fail={"grouper"}))
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), str(tmp_path / "out")
     code(monkeypatch, A)
     assert main(["sweep", str(path), "--out", out]) == 1

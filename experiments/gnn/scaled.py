@@ -72,6 +72,7 @@ from experiments.gnn import placement as placement_mod
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.simulated import Profile
+from experiments.validation import writable_dir
 from hosts.gnn import PREFETCH
 from topologies.fabric import simulated_rates
 
@@ -354,11 +355,14 @@ def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0
     seeded: the same candidates as the cell's). It says whether judging every
     candidate by the model, as Alg. 3 does, could have changed a cell that judged only
     a few (``--verify-best``)."""
+    cells = {(r["figure"], r[COLUMNS[r["figure"]]]): int(r["etp_steps"]) for r in read(out, setting)}
+    if not cells:
+        raise ValueError(f"out: {out} holds no {setting.name} cells (figure-10.csv, figure-11.csv): "
+                         f"run them first, without --floors")
     base = simulated.load_profile(PROFILE)
     spec, _ = cluster(out, setting, cluster_seed)
     distdgl = spec["workload"]["placement"]["tasks"]
     rows = []
-    cells = {(r["figure"], r[COLUMNS[r["figure"]]]): int(r["etp_steps"]) for r in read(out, setting)}
     for (figure, value), steps in sorted(cells.items()):
         problem = search.problem_from_profile(spec, cell_profile(base, spec, setting, figure, value))
         found = etp(problem, steps, seed)
@@ -374,7 +378,7 @@ def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0
               f"{rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates {rows[-1]['candidates_least_nic_s']} s",
               flush=True)
     path = out / "floors.csv"
-    store.write_csv(path, rows, list(rows[0]) if rows else ["setting"])
+    store.write_csv(path, rows, list(rows[0]))
     return path
 
 
@@ -453,10 +457,10 @@ def main(argv: list[str] | None = None) -> None:
     for flag, values in (("--batches", args.batches), ("--pmrs", args.pmrs)):
         if any(not v > 0 for v in values):
             parser.exit(2, f"scaled: error: {flag}: must be > 0, got {' '.join(map(str, values))}\n")
-    out = Path(args.out)
-    nearest = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
-    if not (out.is_dir() if args.floors else nearest.is_dir()):
-        parser.exit(2, f"scaled: error: out: {out} is not {'a directory of cells' if args.floors else 'a directory'}\n")
+    try:
+        out = writable_dir("out", args.out)
+    except SpecError as err:
+        parser.exit(2, f"scaled: error: {err}\n")
     try:
         if args.floors:
             print(nic_floors(out, SETTINGS[args.setting], cluster_seed=args.cluster_seed))

@@ -70,6 +70,7 @@ from experiments.validation import (
     choice,
     describe,
     existing_file,
+    for_errors_only,
     host_name,
     integer,
     items,
@@ -256,7 +257,7 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
         raise SpecError("workload.placement.verify_best", "needs pick: makespan (the model judges the candidates)")
     job = {**common, "workload": workload}
     try:
-        if kind == "ifs":
+        if kind == "ifs" or for_errors_only():  # ETP starts from IFS's placement: its errors are IFS's
             found, resolved = search.ifs_placement(job, profile), {}
         else:
             searched = search.searched(job, {"profile": profile, "steps": steps, "seed": seed, "pick": pick,
