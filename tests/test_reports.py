@@ -241,6 +241,18 @@ def test_reports_of_existing_directories_can_be_rewritten(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == f"reports: {tmp_path / 'none'}: NotADirectoryError: not a run or sweep directory\n"
     assert (run / "report.html").exists()
+    # a garbled file of the run is named, in one line
+    for name, garbled, problem in (("spec.yaml", "a: [", f"spec.yaml: {tmp_path}/broken-spec.yaml/timetable-priority/"
+                                                         f"spec.yaml is not valid YAML at line 1"),
+                                   ("environment.json", "{", "not JSON (Expecting property name"),
+                                   ("summary.json", "\xff", "not UTF-8 text (byte 0)")):
+        broken = copy(RECORDED / "timetable-priority", tmp_path / f"broken-{name}")
+        (broken / name).write_bytes(garbled.encode("latin-1"))
+        assert reports([str(broken)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"reports: {broken}: SpecError: ") and problem in err, err
+        assert str(broken / name) in err
+        assert err.count("\n") == 1
 
 
 # -- in a real browser ------------------------------------------------------------------

@@ -7,16 +7,14 @@ gets its summary and report.
 """
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from experiments import store
 from experiments.errors import SpecError
 from experiments.kinds import COLOCATION_KINDS, kind_of
+from experiments.validation import read_yaml
 
 
 @dataclass(frozen=True)
@@ -37,28 +35,23 @@ class RunData:
         return self.summary.get("backend") or (f"on {device['type']}" if isinstance(device, dict) else "emulated")
 
     def read_json(self, relative: str):
+        """A JSON file of the run (or its ``.gz``), None where absent."""
         path = self.path / relative
-        return json.loads(path.read_text()) if path.exists() else None
+        return store.read_json(path) if store.kept(path) else None
 
     def read_jsonl(self, relative: str) -> list:
-        """A JSON-lines file, or its ``.gz`` (recorded runs keep events compressed)."""
-        path = self.path / relative
-        if path.exists():
-            text = path.read_text()
-        elif path.with_name(path.name + ".gz").exists():
-            text = gzip.decompress(path.with_name(path.name + ".gz").read_bytes()).decode()
-        else:
-            return []
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        """A JSON-lines file, or its ``.gz`` (recorded runs keep events compressed); [] where absent."""
+        return store.read_jsonl(self.path / relative, missing_ok=True)
 
 
 def load(run: str | Path) -> RunData:
+    """The run directory ``run``; a garbled file is a one-line SpecError naming it."""
     path = Path(run)
-    summary = json.loads((path / "summary.json").read_text())
+    summary = store.read_json(path / "summary.json")
     spec_path = path / "spec.yaml"
-    spec = yaml.safe_load(spec_path.read_text()) if spec_path.exists() else None
+    spec = read_yaml(spec_path, "spec.yaml", "run spec") if spec_path.exists() else None
     env_path = path / "environment.json"
-    environment = json.loads(env_path.read_text()) if env_path.exists() else {}
+    environment = store.read_json(env_path) if env_path.exists() else {}
     return RunData(path, summary, spec, environment, _kind(spec, summary))
 
 
