@@ -129,7 +129,7 @@ def _colocate(args) -> int:
 
 
 def _sweep(args) -> int:
-    from experiments.sweep import dry_run, list_lines, load, run_sweep_file, select
+    from experiments.sweep import cells_to_run, dry_run, list_lines, load, refuse_invalid, run_sweep_file, select
     if args.list:
         for line in list_lines(select(load(args.sweep), args.only)):
             print(line)
@@ -140,6 +140,8 @@ def _sweep(args) -> int:
             print(f"{len(invalid)} cells have an invalid spec: {', '.join(invalid)}")
         return 1 if invalid else 0
     executor = contextlib.nullcontext()  # None: the cells run here, one after another
+    if args.cluster or args.local is not None:  # the cells checked before a cluster is reached or started
+        refuse_invalid(cells_to_run(load(args.sweep), Path(args.out) if args.out is not None else None, args.only))
     if args.cluster:
         from experiments.cluster import connect
         executor = connect(args.cluster)

@@ -47,8 +47,8 @@ def lookup(data, dotted: str):
 def read_summary(run_dir: Path) -> dict | None:
     """A run directory's ``summary.json``; None when missing or unreadable."""
     try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        summary = store.read_json(run_dir / "summary.json")
+    except (OSError, ValueError):  # ValueError: the store's SpecError for a garbled file
         return None
     return summary if isinstance(summary, dict) else None
 

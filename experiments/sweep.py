@@ -466,14 +466,21 @@ def _is_done(directory: Path | None, cell: Cell) -> bool:
     return summary is not None and summary.get("completed") is True
 
 
+def cells_to_run(sweep: Sweep, directory: Path | None, only=()) -> list[Cell]:
+    """The cells chosen by ``only`` not yet completed in ``directory``."""
+    return [cell for cell in select(sweep, only) if not _is_done(directory, cell)]
+
+
 def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, force: bool) -> tuple[dict, dict | None]:
     """(the checkout's git state, the directory's sweep record or None). Refuses a
-    directory holding a sweep of another base spec, whose cells would be mixed with
+    directory holding a run's summary.json, one holding a sweep of another base spec, whose cells would be mixed with
     this one's under the same ids, and one started under other code (another commit,
     or a clean tree that is dirty now) where cells would run, unless ``force``:
     then it warns on one line."""
     now = store.git_state()
-    path = directory / "sweep.yaml" if directory else None
+    if directory is not None and (directory / "summary.json").exists():
+        raise SpecError("--out", f"{directory} holds a run (summary.json), not a sweep; choose a new directory")
+    path = directory / "sweep.yaml" if directory is not None else None
     if path is None or not path.exists():
         if "git_note" in now:
             print(f"warning: the sweep records no commit: {now['git_note']}", file=sys.stderr, flush=True)
@@ -576,10 +583,11 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     runner = (lambda cell: run_cell) if run_cell else backend_runner
     executor = executor or SerialExecutor()
     chosen = select(sweep, only)
-    pending = [cell for cell in chosen if not _is_done(Path(directory) if directory else None, cell)]
-    now, previous = _check_directory(sweep, Path(directory) if directory else None, bool(pending), force)
+    given = Path(directory) if directory is not None else None
+    pending = cells_to_run(sweep, given, only)
+    now, previous = _check_directory(sweep, given, bool(pending), force)
     if run_cell is None:  # the kinds' runners: their kinds check the specs (a given runner reads its own)
-        _refuse_invalid(pending)
+        refuse_invalid(pending)
     directory = store.new_run_dir("sweep", sweep.name, directory)
     _record(sweep, directory, now, previous, bool(pending))
     (directory / "cells").mkdir(exist_ok=True)
@@ -648,7 +656,7 @@ def check_cell(cell: Cell, validate: Callable[[dict], dict] | None = None) -> di
         return validate_any(spec, simulated=cell.backend == "simulated")
 
 
-def _refuse_invalid(cells: list[Cell]) -> None:
+def refuse_invalid(cells: list[Cell]) -> None:
     """A one-line SpecError, before any cell runs, when a cell's spec is invalid (a
     grid key or scheduler its kind does not take): each such cell is printed with its
     error first, so a sweep never runs its cells into FAILED one by one."""
@@ -671,7 +679,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
     estimated time; runs and writes nothing. Returns the ids of the invalid cells."""
     directory = Path(directory) if directory is not None else None
     chosen = select(sweep, only)
-    pending = {cell.id for cell in chosen if not _is_done(directory, cell)}
+    pending = {cell.id for cell in cells_to_run(sweep, directory, only)}
     _check_directory(sweep, directory, bool(pending), force)
     invalid, limits = [], []
     for n, cell in enumerate(chosen, 1):

@@ -39,9 +39,9 @@ _errors_only = contextvars.ContextVar("errors_only", default=False)
 @contextlib.contextmanager
 def errors_only():
     """Within it, a spec is validated for its errors alone (a sweep's cells before
-    the first runs): a kind may leave out a costly step of resolving that finds no
-    error its cheaper steps do not (ETP's search after IFS), so the spec it returns
-    is not the one its run gets."""
+    the first runs): a kind may leave out a costly step of resolving (ETP's search
+    after IFS), so the spec it returns is not the one its run gets, and the few
+    errors only that step meets are left to the run."""
     token = _errors_only.set(True)
     try:
         yield

@@ -295,8 +295,8 @@ def test_an_etp_placement_resolves_at_validation(spec, profile, monkeypatch):
 
 
 def test_an_etp_placement_checked_for_errors_only_is_ifs_and_searches_nothing(spec, profile, monkeypatch):
-    """A sweep checks its cells with ``errors_only``: ETP's steps find no error IFS's
-    start does not, so they are left to the run; an infeasible job is still refused."""
+    """A sweep checks its cells with ``errors_only``: ETP's steps, which start from
+    IFS's placement, are left to the run; an infeasible job is still refused."""
     placement = {"kind": "etp", "profile": str(PROFILE), "steps": 150, "seed": 4}
     monkeypatch.setattr(search, "searched", lambda *args, **kwargs: pytest.fail("searched under errors_only"))
     with errors_only():

@@ -187,6 +187,9 @@ def test_a_sweep_with_an_invalid_cell_runs_none_and_writes_nothing(tmp_path, mon
     assert "\ntrainbed: error: sweep: 1 of 3 cells to run have an invalid spec (above), so none ran: " \
            "sched-nope_seed-1\n" in err
     assert ran.calls == [] and not (tmp_path / "out").exists()
+    monkeypatch.setattr("experiments.cluster.local", lambda *args: pytest.fail("a cluster started"))
+    assert main(["sweep", str(path), "--local", "2", "--out", str(tmp_path / "out")]) == 2
+    assert "so none ran: sched-nope_seed-1" in capsys.readouterr().err
     (tmp_path / "g").mkdir()
     grid = write(tmp_path / "g", {"schedulers": ["fs"], "seeds": [1], "grid": {"workload.bogus": [1, 2]}}, smoke)
     with pytest.raises(SpecError, match=r"^sweep: 2 of 2 cells to run have an invalid spec \(above\), so none ran: "
@@ -194,9 +197,21 @@ def test_a_sweep_with_an_invalid_cell_runs_none_and_writes_nothing(tmp_path, mon
         sweep_mod.run_sweep_file(grid, out=str(tmp_path / "out"))
     assert capsys.readouterr().err.count("INVALID: SpecError: workload.bogus: unknown field (allowed: ") == 2
     assert ran.calls == [] and not (tmp_path / "out").exists()
-    # the valid cells run once the bad one is left out
-    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--only", "sched-[fg]*"]) == 0
-    assert sorted(ran.calls) == ["sched-fs_seed-1", "sched-grouper_seed-1"]
+    # the valid cells run once the bad one is left out; "" is the current directory, as "."
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    for _ in range(2):  # the second: a resume, with nothing to run
+        assert main(["sweep", str(path), "--out", "", "--only", "sched-[fg]*"]) == 0
+        assert sorted(ran.calls) == ["sched-fs_seed-1", "sched-grouper_seed-1"]
+    assert (tmp_path / "here" / "cells" / "sched-fs_seed-1" / "summary.json").exists()
+    # a run's directory is not a sweep's: refused before anything is checked or written
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text("{}")
+    for dry in ([], ["--dry-run"]):
+        assert main(["sweep", str(path), "--out", str(tmp_path / "run"), *dry]) == 2
+        assert capsys.readouterr().err.endswith(f"error: --out: {tmp_path / 'run'} holds a run (summary.json), "
+                                                f"not a sweep; choose a new directory\n")
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["summary.json"]
 
 
 @pytest.mark.parametrize("spec, message", [

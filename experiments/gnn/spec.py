@@ -257,7 +257,9 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
         raise SpecError("workload.placement.verify_best", "needs pick: makespan (the model judges the candidates)")
     job = {**common, "workload": workload}
     try:
-        if kind == "ifs" or for_errors_only():  # ETP starts from IFS's placement: its errors are IFS's
+        # ETP starts from IFS's placement, so IFS meets the job's and the profile's errors but
+        # those of a transfer only the model reads (a profile without it): the run finds those.
+        if kind == "ifs" or for_errors_only():
             found, resolved = search.ifs_placement(job, profile), {}
         else:
             searched = search.searched(job, {"profile": profile, "steps": steps, "seed": seed, "pick": pick,

@@ -11,10 +11,11 @@ from pathlib import Path
 import yaml
 
 from experiments import store
-from experiments.errors import one_line
+from experiments.errors import SpecError, one_line
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
 from experiments.reports.rundata import load, num, verdict
+from experiments.validation import read_yaml
 
 RESULTS = "results.csv"
 # What a sweep compares its schedulers by, per kind of its cells (column, label, unit);
@@ -27,7 +28,9 @@ class SweepData:
         self.path = Path(directory)
         self.rows = store.read_csv(self.path / RESULTS)
         record = self.path / "sweep.yaml"
-        self.record = (yaml.safe_load(record.read_text()) or {}) if record.exists() else {}
+        self.record = read_yaml(record, "sweep.yaml", "sweep record") if record.exists() else {}
+        if not isinstance(self.record, dict):
+            raise SpecError("sweep.yaml", f"{record} is not a sweep record (a mapping)")
         self.name = self.record.get("name") or self.path.name
         self.problems = {row["cell"]: self._reasons(row) for row in self.rows if self._flagged(row)}
 
@@ -39,8 +42,10 @@ class SweepData:
         cell = self.path / "cells" / row["cell"]
         try:
             reasons = verdict(load(cell)).reasons
-        except (OSError, ValueError, yaml.YAMLError) as err:  # the cell failed before writing its summary
-            reasons = [f"no summary.json ({one_line(err)})"]
+        except FileNotFoundError:  # the cell failed before writing its summary
+            reasons = ["no summary.json"]
+        except (OSError, ValueError) as err:  # a file of the run garbled or unreadable
+            reasons = [f"its run cannot be read ({one_line(err)})"]
         if row.get("error") and not any(row["error"] in r for r in reasons):
             reasons.insert(0, row["error"])
         return reasons or ["no reason recorded"]
@@ -49,7 +54,7 @@ class SweepData:
         for row in self.rows:
             try:
                 return load(self.path / "cells" / row["cell"]).kind
-            except (OSError, ValueError, yaml.YAMLError):
+            except (OSError, ValueError):
                 continue
         return None
 
