@@ -77,6 +77,15 @@ def test_empty_task_list_is_refused():
         validate(_with(("queue",), {"tasks": []}))
 
 
+@pytest.mark.parametrize("key", ["hidden", "sampling_ratio"])
+def test_a_listed_task_takes_the_queues_width_and_sampling(key):
+    """Per task they were taken and dropped; the queue's fields set them."""
+    task = {"model": "GCN", "dataset": "cora", key: 16}
+    with pytest.raises(SpecError, match=rf"^queue.tasks\[0\].{key}: unknown field \(allowed: dataset, epochs, "
+                                        rf"layers, model\)$"):
+        validate(_with(("queue",), {"tasks": [task]}))
+
+
 def test_cli_prints_one_line_and_exits_2(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(_with(("queue", "models"), ["MLP"])))

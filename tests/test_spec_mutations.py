@@ -440,6 +440,11 @@ def test_a_traces_contents_and_only_cojob_are_checked_at_validation(tmp_path):
     from experiments.cojob import spec as cojob_spec
     raw = _trace_spec(tmp_path, _mini_trace())
     assert cojob_spec.validate(copy.deepcopy(raw))["workload"]["trace"] == str(tmp_path / "trace.json")
+    for name, value in (("models", ["vgg19"]), ("jobs", 2), ("stage_iterations", [1, 2]), ("cojobs_per_model", 2),
+                        ("arrivals", {"kind": "poisson"})):  # the trace's own: refused, not ignored
+        err = _cojob_error({**raw, "workload": {**raw["workload"], name: value}})
+        assert (err.field, err.problem) == (f"workload.{name}", "not with a trace (it gives its own cojobs, jobs, "
+                                                                "stages and arrivals)")
     raw["workload"]["only_cojob"] = 0  # the trace's one cojob is 7
     err = _cojob_error(copy.deepcopy(raw))
     assert (err.field, err.problem) == ("workload.only_cojob", "no cojob 0 (have 7)")

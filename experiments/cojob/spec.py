@@ -44,6 +44,7 @@ from topologies.fabric import Fabric
 TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
 WORKLOAD_FIELDS = {"kind", "models", "cojobs_per_model", "jobs", "stage_iterations", "workers", "ps", "bytes_scale",
                    "iterations_scale", "trace", "cojobs", "arrivals", "only_cojob", "comm_comp_ratio", "placement"}
+MODEL_FIELDS = ("models", "cojobs_per_model", "jobs", "stage_iterations", "arrivals")  # cojobs drawn, not a trace's
 ARRIVAL_FIELDS = {"kind", "cojobs", "mean_interarrival_s", "workload_factor", "shape"}
 ARRIVAL_KINDS = ("testbed", "poisson", "weibull")
 PLACEMENT_KINDS = ("spread", "gpu_servers", "gpu_slots")
@@ -77,6 +78,10 @@ def validate(raw, simulated: bool = False) -> dict:
     if workload.get("trace") is not None:
         if workload.get("comm_comp_ratio") is not None:
             raise SpecError("workload.comm_comp_ratio", "only with models (a trace gives its own compute times)")
+        for name in MODEL_FIELDS:  # a trace gives its own cojobs: these would be ignored
+            if workload.get(name) is not None:
+                raise SpecError(f"workload.{name}", "not with a trace (it gives its own cojobs, jobs, stages "
+                                                    "and arrivals)")
         trace = existing_file("workload.trace", workload["trace"], base=REPO_ROOT)  # relative to the checkout
         resolved_workload["trace"] = str(trace)
         if workload.get("cojobs") is not None:

@@ -38,7 +38,7 @@ TOP_KEYS = {"name", "kind", "seed", "memory", "workers", "repeats", "methods", "
             "arrivals", "pipeline_groups"}
 QUEUE_KEYS = {"tasks", "models", "datasets", "layers", "count", "epochs", "hidden", "variant", "sampling_ratio",
               "subgraphs_per_dataset", "subgraph_fraction"}
-TASK_KEYS = {"model", "dataset", "layers", "epochs", "hidden", "sampling_ratio"}
+TASK_KEYS = {"model", "dataset", "layers", "epochs"}  # hidden and sampling_ratio are the queue's
 DEFAULTS = {
     TRAINING: {"layers": [4, 10], "hidden": 64, "epochs": 200, "count": 20,
                "methods": ["default", "pipeswitch", "mps-pair", "mps", "mps-base", "base", "lmcf", "bmc"]},
