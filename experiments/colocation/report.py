@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
 from pathlib import Path
-
-import yaml
 
 from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
 from experiments.reports.markdown import markdown_table
 from experiments.stats import mean
-from experiments.store import write_csv
+from experiments.store import read_json, write_csv
+from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
@@ -111,7 +109,7 @@ def table_v(runs: list[Path]) -> str:
     """Several runs of one kind, queues as columns, with the papers' numbers beside:
     training as CoGNN Table V (minutes) and as ratios to PipeSwitch beside Table V's;
     inference as GNNSched Fig. 5-8, one table per metric with the paper's statements."""
-    summaries = [json.loads((run / "summary.json").read_text()) for run in runs]
+    summaries = [read_json(run / "summary.json") for run in runs]
     queues = [_queue(s["name"]) for s in summaries]
     order = [*BASELINE_CONCURRENCY, *POLICIES]  # the papers' order: baselines, then policies
     methods = sorted({m for s in summaries for m in s["methods"]}, key=order.index)
@@ -181,7 +179,7 @@ def _queue(name: str) -> str:
 
 def _load(run: Path) -> str | None:
     """GNNSched's loads: 1 (low) or 2 (high) requests per tick on average."""
-    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
     return {1: "low", 2: "high"}.get(spec.get("arrivals", {}).get("mean_per_tick"))
 
 

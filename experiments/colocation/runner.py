@@ -20,7 +20,6 @@ a dirty tree where the first run's was clean) unless ``force``, as sweeps do.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, replace
@@ -34,8 +33,9 @@ from experiments.colocation.report import write_report
 from experiments.reports import publish_run
 from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError, one_line
-from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, write_csv, write_json,
-                               write_spec)
+from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, read_json, write_csv,
+                               write_json, write_spec)
+from experiments.validation import read_yaml
 from hosts.colocation.allocator import class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
@@ -62,7 +62,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
                 f"more than the {allocatable / MIB:.1f} MiB allocatable"))
 
     run = _open_run(spec, dev, out, resume, force)
-    env = json.loads((run / "environment.json").read_text())
+    env = read_json(run / "environment.json")
 
     base = {"name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
             "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
@@ -109,9 +109,9 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
         env["device"] = describe_device(dev)
         write_json(run / "environment.json", env)
         return run
-    if yaml.safe_load((run / "spec.yaml").read_text()) != yaml.safe_load(yaml.safe_dump(spec, sort_keys=False)):
+    if read_yaml(run / "spec.yaml", "spec.yaml", "run spec") != yaml.safe_load(yaml.safe_dump(spec, sort_keys=False)):
         raise SpecError("--out", f"{run} holds a run of another spec (spec.yaml differs); choose a new directory")
-    env = json.loads((run / "environment.json").read_text())
+    env = read_json(run / "environment.json")
     now = git_state()
     check_same_code(str(run), env, now, force)
     if env["device"]["name"] != describe_device(dev)["name"]:
@@ -136,7 +136,7 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
     raw: dict[str, list[dict]] = {}
     for method in spec["methods"]:
         path = run / f"records-{method}.json"
-        raw[method] = json.loads(path.read_text())["runs"] if path.exists() else []
+        raw[method] = read_json(path)["runs"] if path.exists() else []
     # Repeat outermost, so that a slow spell of a shared machine falls on every method alike.
     for repeat in range(spec["repeats"]):
         for method in spec["methods"]:
@@ -196,7 +196,7 @@ def _profile(spec: dict, dev: torch.device, tasks: list[Task], estimates: dict, 
 def _kept_profile(run: Path, tasks: list[Task], estimates: dict, needs: dict) -> Plan:
     """A resumed run's profile from its ``tasks.json``: the same arrival times, QTs,
     peaks and overheads as its earlier parts ran with."""
-    kept = {t["task_id"]: t for t in json.loads((run / "tasks.json").read_text())}
+    kept = {t["task_id"]: t for t in read_json(run / "tasks.json")}
     tasks = [replace(t, arrival_s=kept[t.task_id]["arrival_s"]) for t in tasks]
     qt = {key: t["qt_s"] for key, t in kept.items() if t["qt_s"] is not None}
     return Plan(tasks, estimates, needs, qt, {key: t["measured_peak_bytes"] for key, t in kept.items()},

@@ -48,11 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
-import yaml
 
 from experiments import store
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
+from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -177,7 +177,7 @@ def gains(cells: Sequence[Cell], searched: str, on_mixed: bool = False) -> list[
 
 
 def _spec(cell: Cell) -> dict:
-    return yaml.safe_load((cell.run_dir / "spec.yaml").read_text())
+    return read_yaml(cell.run_dir / "spec.yaml", "spec.yaml", "run spec")
 
 
 def _shape(cell: Cell) -> str:

@@ -52,7 +52,6 @@ whether judging every candidate could have changed the cell.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
@@ -332,7 +331,7 @@ def cluster(out: Path, setting: Setting, cluster_seed: int) -> tuple[dict, int]:
     other than the one recorded is refused in one line."""
     spec, drawn = paper_spec(setting, cluster_seed)
     path = out / "cluster.json"
-    recorded = json.loads(path.read_text()) if path.exists() else {}
+    recorded = store.read_json(path) if path.exists() else {}
     if recorded.get(setting.name, drawn) != drawn:
         raise ValueError(f"--cluster-seed: {out} holds the {setting.name} cluster drawn with seed "
                          f"{recorded[setting.name]}, seed {cluster_seed} draws {drawn}: use another directory")

@@ -75,7 +75,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from controller.schedulers import oes
 from experiments import store
@@ -88,7 +87,7 @@ from experiments.platform.run import simulate_workload
 from experiments.platform.spec import fabric_of
 from experiments.sim.network import FluidNetwork
 from experiments.sim.paths import Paths
-from experiments.validation import shown_path
+from experiments.validation import read_yaml, shown_path
 from hosts.gnn import PREFETCH, is_eval
 from topologies.fabric import simulated_rates
 
@@ -704,11 +703,11 @@ def run_profile(run_dir) -> Profile:
     run = Path(run_dir)
     if (run / "profile.json").exists():
         return load_profile(run / "profile.json")
-    summary = json.loads((run / "summary.json").read_text())
+    summary = store.read_json(run / "summary.json")
     verdict = {"trustworthy": summary.get("trustworthy"),
                "untrustworthy_reasons": (summary.get("fidelity") or {}).get("untrustworthy_reasons")}
     events = store.read_jsonl(run / "events.jsonl")
-    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
     iterations = metrics.training(events, None)["iterations"]
     return Profile.parse(metrics.profile(events, iterations, spec, verdict), f"{shown_path(run)} (its events)")
 
@@ -718,7 +717,7 @@ def compare(run_dir, profile=None) -> dict:
     fabric, scheduler) over as many iterations: from ``profile`` (a profile.json path, e.g.
     of the profiling run, for a placement it never ran), else from the run's own."""
     run = Path(run_dir)
-    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
     events = store.read_jsonl(run / "events.jsonl")
     measured = metrics.training(events, None)
     used = load_profile(profile) if profile is not None else run_profile(run)
