@@ -8,27 +8,16 @@ import sys
 from pathlib import Path
 
 from experiments.errors import SpecError
+from experiments.validation import count_flag, writable_dir
 
 
 def _out_dir(value: str) -> str:
     """``--out`` naming a directory to write into: refused before any work where it cannot be one."""
-    from experiments.validation import writable_dir
     try:
         writable_dir("--out", value)
     except SpecError as err:
         raise argparse.ArgumentTypeError(err.problem) from None
     return value
-
-
-def _workers(value: str) -> int:
-    """``--local N``: at least one worker, refused before any work (``--list`` too)."""
-    try:
-        workers = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of workers, got {value!r}") from None
-    if workers < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 worker, got {workers}")
-    return workers
 
 
 def _out_run_dir(value: str) -> str:
@@ -243,7 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     where = sweep.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="ADDRESS",
                        help="run the cells on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786)")
-    where.add_argument("--local", type=_workers, metavar="N",
+    where.add_argument("--local", type=count_flag, metavar="N",
                        help="run the cells N at a time on this machine, through a local Dask cluster")
     sweep.set_defaults(func=_sweep)
     worker = sub.add_parser("worker", help="serve sweep cells to a Dask scheduler (trainbed sweep --cluster)")

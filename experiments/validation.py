@@ -20,6 +20,7 @@ and a spec module stays ordinary code that reads top to bottom.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import contextvars
 import math
@@ -125,6 +126,18 @@ def writable_dir(path: str, value: str | Path) -> Path:
     if not is_dir:
         raise error(path, f"{value}: {'is' if nearest == directory else f'{nearest} is'} a file, not a directory")
     return Path(value)
+
+
+def count_flag(text: str) -> int:
+    """A command-line flag's whole number >= 1 (an argparse type: argparse names the
+    flag in its one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def at(path: str, key: str | int) -> str:

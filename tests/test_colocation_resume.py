@@ -60,8 +60,8 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
     assert calls == []
 
 
-@pytest.mark.parametrize("flag, value, problem", [("--epochs", "0", "must be >= 1"),
-                                                  ("--repeats", "two", "not a whole"),
+@pytest.mark.parametrize("flag, value, problem", [("--epochs", "0", "must be at least 1, got 0"),
+                                                  ("--repeats", "two", "must be a whole number, got 'two'"),
                                                   ("--scale", "1.5", "must be in (0, 1]")])
 def test_a_bad_flag_is_refused_in_one_line_naming_it(tmp_path, capsys, flag, value, problem):
     with pytest.raises(SystemExit) as exited:

@@ -282,10 +282,10 @@ def test_cluster_options_refuse_bad_input_in_one_line(tmp_path, capsys, monkeypa
         with pytest.raises(SystemExit) as exit_:
             main(["sweep", str(SWEEP), "--local", "0", "--out", str(tmp_path / "out"), *shown])
         assert exit_.value.code == 2
-        assert capsys.readouterr().err.endswith("error: argument --local: must be at least 1 worker, got 0\n")
+        assert capsys.readouterr().err.endswith("error: argument --local: must be at least 1, got 0\n")
     with pytest.raises(SystemExit):
         main(["sweep", str(SWEEP), "--local", "two"])
-    assert capsys.readouterr().err.endswith("error: argument --local: must be a whole number of workers, got 'two'\n")
+    assert capsys.readouterr().err.endswith("error: argument --local: must be a whole number, got 'two'\n")
     assert main(["sweep", str(SWEEP), "--cluster", "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.startswith("trainbed: error: --cluster: no Dask scheduler answers at "
                                               "tcp://127.0.0.1:9 (")

@@ -31,21 +31,11 @@ from experiments.colocation.runner import run_colocate_file
 from experiments.colocation.validate import run_validation
 from experiments.errors import SpecError
 from experiments.store import new_run_dir, point_latest
+from experiments.validation import count_flag
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 TRAINING_QUEUES = ("gcn", "sage", "gat", "gin", "mix")
 INFERENCE_QUEUES = ("gcn", "sage", "gin", "mix")
-
-
-def _count(text: str) -> int:
-    """A flag's whole number >= 1, refused by argparse in one line naming the flag."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _share(text: str) -> float:
@@ -63,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
     parser.add_argument("--part", choices=("all", "validation", "training", "inference"), default="all")
-    parser.add_argument("--epochs", type=_count, default=20, help="epochs per training task (paper: 200)")
-    parser.add_argument("--requests", type=_count, default=50, help="requests per inference queue (paper: 100)")
-    parser.add_argument("--repeats", type=_count, default=3, help="repeats per method")
+    parser.add_argument("--epochs", type=count_flag, default=20, help="epochs per training task (paper: 200)")
+    parser.add_argument("--requests", type=count_flag, default=50, help="requests per inference queue (paper: 100)")
+    parser.add_argument("--repeats", type=count_flag, default=3, help="repeats per method")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
     parser.add_argument("--training-methods", nargs="+", help="methods of the training queues (default: the spec's)")
     parser.add_argument("--inference-methods", nargs="+", help="methods of the inference queues (default: the spec's)")
