@@ -113,7 +113,10 @@ def _clean(args) -> int:
 
 def _colocate(args) -> int:
     from experiments.colocation.runner import run_colocate_file
-    run_colocate_file(args.spec, device=args.device, out=args.out)  # prints its summary as it ends
+    # An --out holding this spec's run is continued (its measured parts kept), after the
+    # same checks as a sweep's resume: the same spec, the same code unless --force.
+    run_colocate_file(args.spec, device=args.device, out=args.out, resume=args.out is not None,
+                      force=args.force)  # prints its summary as it ends
     return 0
 
 
@@ -216,7 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     colo.add_argument("spec")
     colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                       help="where the tasks run (default cpu; cuda: the GPU, refused where none is attached)")
-    colo.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-colocate-<spec>)")
+    colo.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-colocate-<spec>); "
+                                                        "one holding this spec's run is continued, its measured "
+                                                        "parts kept")
+    colo.add_argument("--force", action="store_true",
+                      help="continue a run directory started under another commit (or a clean tree, now dirty)")
     colo.set_defaults(func=_colocate)
     sweep = sub.add_parser("sweep", help="run a spec over schedulers x seeds x a grid, resumably")
     sweep.add_argument("sweep", help="sweep file (YAML)")

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from experiments.colocation.gpu_validation import main
+from experiments.errors import SpecError
 from hosts.colocation.executor import Executor
 
 
@@ -70,3 +71,31 @@ def test_a_bad_flag_is_refused_in_one_line_naming_it(tmp_path, capsys, flag, val
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert flag in err and problem in err
     assert not (tmp_path / "campaign").exists()  # refused before anything was made
+
+
+def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spec(tmp_path, monkeypatch, capsys):
+    """``trainbed colocate SPEC --out DIR`` where DIR holds a run: this spec's run is
+    continued (its measured parts kept, none run again); another spec's is refused,
+    as is any run directory given without resuming (its parts would be kept unchecked)."""
+    import yaml
+
+    from experiments.cli import main as trainbed
+    from experiments.colocation.runner import run_colocate_file
+    from tests.test_sweep_colocate import TINY
+
+    spec, out = tmp_path / "tiny.yaml", tmp_path / "run"
+    spec.write_text(yaml.safe_dump({**TINY, "name": "tiny"}))
+    assert trainbed(["colocate", str(spec), "--out", str(out), "--force"]) == 0
+    first = json.loads((out / "summary.json").read_text())
+    calls = []
+    monkeypatch.setattr(Executor, "run", lambda self, method, plan: calls.append(method))
+    assert trainbed(["colocate", str(spec), "--out", str(out), "--force"]) == 0
+    assert calls == [] and json.loads((out / "summary.json").read_text())["methods"] == first["methods"]
+    assert len(json.loads((out / "environment.json").read_text())["resumes"]) == 1
+    spec.write_text(yaml.safe_dump({**TINY, "name": "tiny", "seed": 4}))
+    capsys.readouterr()
+    assert trainbed(["colocate", str(spec), "--out", str(out), "--force"]) == 2
+    assert capsys.readouterr().err.startswith(f"trainbed: error: --out: {out} holds a run of another spec")
+    with pytest.raises(SpecError, match=r"^--out: .* holds a co-location run \(spec.yaml\); choose a new directory$"):
+        run_colocate_file(spec, out=out)
+    assert calls == []

@@ -12,7 +12,8 @@ under every method and write the run directory: ``spec.yaml`` (resolved),
 mean of every metric and its spread as ``<metric>_sd``), ``table.md``/``table.csv``
 and ``plots/``.
 
-Resuming (``resume=True``, used by ``make colocate-gpu``): a run directory that
+Resuming (``resume=True``, used by ``make colocate-gpu`` and by ``trainbed colocate
+--out DIR``): a run directory that
 holds a run of the same resolved spec is continued; its profile (``tasks.json``)
 is kept, and a part measured already (a method's repeat in ``records-<method>.json``)
 is not run again. Another spec is refused; so is other code (another commit, or
@@ -100,8 +101,12 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
 
 
 def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: bool, force: bool) -> Path:
-    """A fresh run directory, or with ``resume`` the one in ``out`` if it holds this spec's run."""
+    """A fresh run directory, or with ``resume`` the one in ``out`` if it holds this spec's run.
+    Without ``resume``, an ``out`` holding a run is refused: its measured parts would
+    be kept, unchecked, under this spec."""
     run = Path(out) if out is not None else None
+    if not resume and run is not None and (run / "spec.yaml").exists():
+        raise SpecError("--out", f"{run} holds a co-location run (spec.yaml); choose a new directory")
     if not (resume and run is not None and (run / "spec.yaml").exists()):
         run = new_run_dir("colocate", spec["name"], out)
         write_spec(run, spec)
