@@ -187,3 +187,32 @@ def test_figures_of_a_directory_without_a_sweep_are_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("trainbed: error: dir: ")
     assert main(["figures", "grouper-sim", str(tmp_path), "--solo", str(tmp_path)]) == 2
     assert "--solo: grouper-sim takes its solo runs from the sweep" in capsys.readouterr().err
+
+
+def test_each_figures_command_draws_only_its_own_backends_cells(tmp_path, capsys):
+    """grouper-sim reads simulated cells, grouper emulated ones: the other backend's are
+    left out by the sweep record (was: five empty figures of an emulated sweep), so a
+    sweep of the other backend alone is refused; a sweep run in part says how many
+    cells of its file have not run."""
+    import shutil
+
+    from experiments.cli import main
+    from experiments.cojob import simfigures
+    testbed, model = tmp_path / "testbed", tmp_path / "model"
+    shutil.copytree("measurements/grouper-2026-11-24/testbed", testbed)
+    shutil.copytree("measurements/grouper-sim-2026-11-24", model)
+    for figures, directory, other in (("grouper-sim", testbed, "emulated"), ("grouper", model, "simulated")):
+        assert main(["figures", figures, str(directory)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"trainbed: error: dir: {directory}: has no completed, trustworthy cell to draw (")
+        assert f": run on the {other} backend (trainbed figures " in err and err.count("\n") == 1
+    # this kept sweep ran one part for one seed (its README): 30 rows of the file's 228 cells
+    rows, before = read(model / "results.csv"), simfigures.load(model)
+    assert len(before.cells) == len(rows) == 30 and before.not_run == 198
+    with open(model / "results.csv", "w", newline="") as f:  # as if stopped one cell earlier
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows[:-1])
+    sweep = simfigures.load(model)
+    assert sweep.not_run == 199 and len(sweep.cells) == 29
+    assert "; not run: 199 of the sweep file." in simfigures._header(14, "t", sweep, 3)[2]

@@ -122,10 +122,13 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
     record = read_yaml(sweep_file, "sweep", "sweep record") if sweep_file.is_file() else {}
     check_cojob_sweep(record, sweep_file, "grouper")
     grid = list((record if isinstance(record, dict) else {}).get("grid") or {})
+    ran_on = backends(record)
     cells, left_out = [], []
     for row in rows:
         summary_path = results_dir / "cells" / row["cell"] / "summary.json"
-        if row["completed"] != "true":
+        if other := other_backend(row["cell"], ran_on, "emulated"):
+            left_out.append(other)
+        elif row["completed"] != "true":
             left_out.append(f"{row['cell']}: not completed")
         elif row["trustworthy"] != "true":
             left_out.append(f"{row['cell']}: untrustworthy")
@@ -151,6 +154,25 @@ def check_cojob_sweep(record, sweep_file: Path, figures: str) -> None:
     kind = lookup(record, "base_spec.workload.kind")
     if kind is not None and kind != "cojob":
         raise SpecError(str(sweep_file), f"a sweep of {kind} cells; trainbed figures {figures} reads cojob sweeps")
+
+
+def backends(record) -> dict[str, str]:
+    """cell id -> the backend it ran on, as the sweep record says (a record from before
+    the simulator names none: emulated)."""
+    record = record if isinstance(record, dict) else {}
+    default = record.get("backend") or "emulated"
+    return {cell["id"]: cell.get("backend") or default for cell in record.get("cells") or []
+            if isinstance(cell, dict) and "id" in cell}
+
+
+def other_backend(cell: str, ran_on: Mapping[str, str], wanted: str) -> str | None:
+    """Why a cell is left out of figures drawn from ``wanted`` cells, or None: a cell the
+    record says ran on another backend (a mixed sweep's other part, or another sweep)."""
+    backend = ran_on.get(cell, wanted)
+    if backend == wanted:
+        return None
+    figures = "grouper-sim" if backend == "simulated" else "grouper"
+    return f"{cell}: run on the {backend} backend (trainbed figures {figures}'s)"
 
 
 def no_cell_left(left_out: Sequence[str]) -> str:

@@ -41,8 +41,8 @@ from pathlib import Path
 import matplotlib
 
 from experiments.cojob import metrics as gm
-from experiments.cojob.figures import (FS, GROUPER, LABELS, PAPER_ORDER, by_seed, canonical, check_cojob_sweep, fmt,
-                                       no_cell_left, paired_ratio)
+from experiments.cojob.figures import (FS, GROUPER, LABELS, PAPER_ORDER, backends, by_seed, canonical,
+                                       check_cojob_sweep, fmt, no_cell_left, other_backend, paired_ratio)
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import csv_value, lookup
@@ -115,6 +115,7 @@ class SimSweep:
     left_out: list[str]
     base: dict  # every varied field -> the base spec's value
     iterations_scale: float
+    not_run: int = 0  # the record's cells with no row in results.csv (a sweep stopped or run in part)
 
 
 def _value(text: str):
@@ -145,10 +146,13 @@ def load(results_dir: str | Path) -> SimSweep:
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy", *fields):
         if rows and column not in rows[0]:
             raise SpecError(table.name, f"has no column {column!r}")
+    ran_on = backends(record)
     cells, left_out = [], []
     for row in rows:
         run_dir = results_dir / "cells" / row["cell"]
-        if row["completed"] != "true":
+        if other := other_backend(row["cell"], ran_on, "simulated"):
+            left_out.append(other)
+        elif row["completed"] != "true":
             left_out.append(f"{row['cell']}: not completed")
         elif row["trustworthy"] != "true":
             left_out.append(f"{row['cell']}: untrustworthy")
@@ -163,7 +167,8 @@ def load(results_dir: str | Path) -> SimSweep:
     scale = lookup(record["base_spec"], "workload.iterations_scale")
     if not cells:
         raise SpecError("dir", f"{results_dir}: {no_cell_left(left_out)}")
-    return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0)
+    not_run = len(ran_on.keys() - {row["cell"] for row in rows})
+    return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0, not_run)
 
 
 def _same(a, b) -> bool:
@@ -286,7 +291,8 @@ def _header(number: int, title: str, sweep: SimSweep, used: int) -> list[str]:
     paper = PAPER[number]
     lines = [f"# Fig. {number}: {title}", "",
              f"Cells used: {used} (completed and trustworthy, at the base point but for the field varied); "
-             f"left out of the sweep: {len(sweep.left_out)}."]
+             f"left out of the sweep: {len(sweep.left_out)}"
+             f"{f'; not run: {sweep.not_run} of the sweep file' if sweep.not_run else ''}."]
     if sweep.left_out:
         lines.append("Left out: " + "; ".join(sweep.left_out) + ".")
     lines += ["", f"Paper ({SOURCE}): x axis: {paper['axis']}; values: {paper['swept']}."]
