@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from experiments.errors import SpecError
-from experiments.validation import count_flag, writable_dir
+from experiments.validation import count_flag, errors_only, writable_dir
 
 
 def _out_dir(value: str) -> str:
@@ -71,7 +71,7 @@ def _place(args) -> int:
     kind = kind_of(raw).name
     if kind != "gnn":
         raise SpecError("workload.kind", f"trainbed place searches a gnn job's placement; this is a {kind} spec")
-    with simulated_rates():
+    with simulated_rates(), errors_only():  # its placement is not read: a searched one is not searched here
         spec = gnn_spec.validate(raw)
     try:
         # a path on the command line is the caller's, relative to where it runs (one in a spec: to the checkout)

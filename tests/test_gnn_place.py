@@ -154,6 +154,11 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
     assert json.loads(out.read_text())["steps"] == 40
     monkeypatch.chdir(PROFILE_DIR)  # a relative --profile is the caller's: from where it runs
     assert main(["place", str(spec_file), "--profile", "profile.json", "--out", str(out)]) == 0
+    # the spec's own placement is not read: a searched one is not searched first
+    spec_file.write_text(yaml.safe_dump(raw_spec({"kind": "etp", "profile": str(PROFILE), "steps": 5000})))
+    monkeypatch.setattr(search, "searched", lambda *args, **kwargs: pytest.fail("the spec's own search ran"))
+    assert main(["place", str(spec_file), "--profile", "profile.json", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["steps"] == 40
 
 
 def test_the_search_is_deterministic_per_seed(spec, profile):

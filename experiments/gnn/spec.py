@@ -59,6 +59,8 @@ every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
 
+import sys
+
 from experiments.errors import SpecError
 from experiments.gnn import placement as placement_mod
 from experiments.platform import spec as emulation_spec
@@ -76,6 +78,7 @@ from experiments.validation import (
     items,
     mapping,
     number,
+    shown_path,
 )
 from hosts.gnn.graphs import SHAPES, DatasetShape
 
@@ -261,9 +264,13 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
         # those of a transfer only the model reads (a profile without it): the run finds those.
         if kind == "ifs" or for_errors_only():
             found, resolved = search.ifs_placement(job, profile), {}
-        else:
+        else:  # a minute or more on a large job: said on stderr, the run's output stays its own
+            print(f"placement: IFS, then {steps} ETP steps (seed {seed}, judged by {pick}) on {shown_path(profile)} "
+                  f"...", file=sys.stderr, flush=True)
             searched = search.searched(job, {"profile": profile, "steps": steps, "seed": seed, "pick": pick,
                                              "verify_best": verify_best})
+            print(f"placement: found in {searched.search_s:.0f} s, {len(searched.result.candidates)} candidates",
+                  file=sys.stderr, flush=True)
             found = searched.placement
             resolved = {"steps": steps, "seed": seed, "pick": pick, "verify_best": verify_best, "cost": searched.cost,
                         "makespan_s": searched.makespan,
