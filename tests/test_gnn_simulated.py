@@ -443,3 +443,20 @@ def test_a_bad_compute_factor_is_one_line_naming_the_field(factor, message):
     with pytest.raises(SpecError, match=message) as err:
         gnn_spec.validate(raw)
     assert "\n" not in str(err.value)
+
+
+def test_the_shipped_model_spec_simulates_and_its_summary_shows_no_learning(tmp_path, monkeypatch):
+    """experiments/specs/gnn-hetero-products-model.yaml runs on the job's model from the
+    kept profile; its summary leaves out what the model cannot have (epochs, accuracy,
+    loss: it trains nothing) and names its training time simulated."""
+    from experiments.reports.run import run_summary
+    from experiments.runner import simulate_any_spec
+    monkeypatch.setenv("TRAINBED_RESULTS", str(tmp_path / "results"))
+    raw = yaml.safe_load(Path("experiments/specs/gnn-hetero-products-model.yaml").read_text())
+    raw["workload"]["iterations"] = 6
+    run = simulate_any_spec(raw, str(tmp_path / "run"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is True and summary["backend"] == "simulated" and summary["iterations"] == 6
+    labels = [line[:37].strip() for line in run_summary(run).splitlines()[1:]]
+    assert "simulated training time" in labels and "iterations" in labels
+    assert not {"epochs", "validation accuracy", "training loss", "training time"} & set(labels)
