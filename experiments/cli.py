@@ -288,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         print(f"trainbed: stopped: {err or 'interrupted'}", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``--list | head``): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush cannot fail
+        return 141  # as a shell reports a command ended by SIGPIPE
 
 
 if __name__ == "__main__":

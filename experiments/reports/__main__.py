@@ -4,6 +4,7 @@ report cannot be written is one line on stderr, the others are still written, an
 exit status is 1."""
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -13,10 +14,9 @@ from experiments.reports.sweep import RESULTS, sweep_summary, write_sweep_report
 
 
 def main(argv: list[str] | None = None) -> int:
-    directories = [Path(d) for d in (sys.argv[1:] if argv is None else argv)]
-    if not directories:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m experiments.reports", description=__doc__.split("\n\n")[0])
+    parser.add_argument("dir", nargs="+", help="a run or sweep directory")
+    directories = [Path(d) for d in parser.parse_args(argv).dir]
     failed = False
     for directory in directories:
         try:

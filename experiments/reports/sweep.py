@@ -58,6 +58,11 @@ class SweepData:
                 continue
         return None
 
+    def pooled(self) -> str:
+        """What ``compared``'s means pool besides seeds: the grid's fields ('' without a grid)."""
+        grid = (self.record.get("grid") or {}) if isinstance(self.record.get("grid"), dict) else {}
+        return f", pooled over {', '.join(grid)}" if grid else ""
+
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
         """Per scheduler (per part and scheduler in a sweep of parts: they differ in more
         than the scheduler), the mean of the kind's compared metric over its completed cells."""
@@ -87,13 +92,13 @@ def render_sweep(sweep: SweepData) -> str:
     completed = sum(row.get("completed") == "true" for row in sweep.rows)
     trusted = sum(row.get("trustworthy") == "true" for row in sweep.rows)
     subtitle = (f"{len(sweep.rows)} cells, {completed} completed, {trusted} trustworthy"
-                + (f" · base spec {sweep.record['base_spec']}" if sweep.record.get("base_spec") else "")
+                + (f" · base spec {sweep.record['spec']}" if sweep.record.get("spec") else "")  # in full: the record
                 + (f" · backend {sweep.record['backend']}" if sweep.record.get("backend") else ""))
     parts = []
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
-        parts.append(html.section(f"{label} by scheduler (completed cells)",
+        parts.append(html.section(f"{label} by scheduler (completed cells{sweep.pooled()})",
                                   html.table(["scheduler", f"mean {label}", "cells", "standard deviation"], rows)))
     if sweep.problems:
         parts.append(html.section("Untrustworthy or failed cells", html.table(
@@ -141,7 +146,7 @@ def sweep_summary(sweep_dir: str | Path) -> str:
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
-        lines.append(f"  {label} by scheduler: " + ", ".join(
+        lines.append(f"  {label} by scheduler{sweep.pooled()}: " + ", ".join(
             f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''})" for r in rows))
     for cell, reasons in sweep.problems.items():
         lines.append(f"  {cell}: " + "; ".join(reasons))
