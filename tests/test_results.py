@@ -35,7 +35,8 @@ def test_one_row_per_cell_with_its_overrides_part_and_flattened_summary(tmp_path
     assert first["per_model_avg_sct_s.vgg19"] == 1.0 and first["avg_sct_s"] == 11.0
     assert rows[1]["completed"] is False and rows[1]["error"] == "RuntimeError: boom"  # its own summary's
     assert rows[2] == {"cell": "sched-fs_seed-2", "part": "a", "scheduler.name": "fs", "seed": 2,
-                       "topology.host_mbps": 100, "completed": False}  # not run yet
+                       "topology.host_mbps": 100, "scheduler": "fs", "completed": False}  # not run yet
+    assert [r["scheduler"] for r in rows] == ["fs", "grouper", "fs", "grouper", "fs", "fs"]  # results.csv's name
 
 
 def test_a_simulated_sweep_loads_as_a_frame(tmp_path):
