@@ -64,6 +64,8 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
 
     run = _open_run(spec, dev, out, resume, force)
     env = read_json(run / "environment.json")
+    print(f"run directory: {run} ({len(tasks)} tasks, {len(spec['methods'])} methods x {spec['repeats']} repeats "
+          f"on {dev.type}; if stopped, trainbed colocate SPEC --out {run} continues it)", flush=True)
 
     base = {"name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
             "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
@@ -134,7 +136,10 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
     is kept, not run again."""
     inputs = PreparedInputs(spec["seed"])
     executor = Executor(dev, allocatable, spec["workers"], inputs, spec["pipeline_groups"])
-    plan = (_kept_profile(run, tasks, estimates, needs) if (run / "tasks.json").exists()
+    profiled = (run / "tasks.json").exists()
+    print(f"profile: {'kept from the run directory' if profiled else f'each of the {len(tasks)} tasks alone'} ...",
+          flush=True)
+    plan = (_kept_profile(run, tasks, estimates, needs) if profiled
             else _profile(spec, dev, tasks, estimates, needs, inputs, executor, run))
     profile["allocator_overhead_bytes"] = overhead_by_class(
         [(t.model, estimates[t.task_id], plan.overhead_bytes[t.task_id]) for t in plan.tasks])
