@@ -177,6 +177,10 @@ def _figures(args) -> int:
         paths = grouper_figures(args.dir[0], solo_runs=args.solo)
     for path in paths:
         print(path)
+    from experiments.reports import publish_sweep
+    for directory in args.dir:  # the sweep's report shows the figures now beside it
+        publish_sweep(directory, console=False)
+        print(Path(directory) / "report.html")
     return 0
 
 

@@ -154,7 +154,9 @@ def test_the_smoke_sweep_and_figures_run_end_to_end(tmp_path, capsys):
     capsys.readouterr()
     assert main(["figures", "grouper-sim", str(out)]) == 0
     names = {line.rsplit("/", 1)[-1] for line in capsys.readouterr().out.split()}
-    assert names == {f"figure-{n}.{ext}" for n in range(14, 19) for ext in ("csv", "md", "png")} | {"figure-17-cdf.csv"}
+    assert names == {f"figure-{n}.{ext}" for n in range(14, 19) for ext in ("csv", "md", "png")} | {
+        "figure-17-cdf.csv", "report.html"}
+    assert (out / "report.html").read_text().count('alt="figure-1') == 5  # the sweep's report shows them
     normalised = ["metric", "scheduler", "seeds", "mean_s", "normalised_to_fs", "grouper_reduction_pct"]
     fig14, fig15 = read(out / "figure-14.csv"), read(out / "figure-15.csv")
     assert list(fig14[0]) == ["workload_factor", *normalised]
