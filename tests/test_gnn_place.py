@@ -144,7 +144,8 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
         search.with_placement(spec, written["placement"]), simulated.load_profile(PROFILE))
     shown = capsys.readouterr()
     assert "worker0: " in shown.out and "predicted iteration: " in shown.out and "search: " in shown.out
-    assert shown.err.startswith("ETP candidate 1: makespan ")  # progress, one line per judged candidate
+    # progress, one line per judged candidate
+    assert re.match(r"ETP candidate 1: makespan [\d.]+ s over 20 iterations \(search at \d+ s\)\n", shown.err)
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "150", "--seed", "2",
                  "--verify-best", "2", "--out", str(out)]) == 0
     assert len(capsys.readouterr().err.splitlines()) == 2 and json.loads(out.read_text())["candidates"] >= 1

@@ -253,7 +253,7 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
     problem = problem_from_profile(spec, profile)
     started = time.perf_counter()
     simulate = makespan(spec, profile, window)
-    judge = simulate if progress is None else announced(simulate, progress, started)
+    judge = simulate if progress is None else announced(simulate, progress, started, window)
     # With the makespan as the cost, a candidate's cost (within capacity) is its
     # makespan: judging it again would simulate it twice.
     every = verify and not verify_best and not simulated_cost
@@ -288,14 +288,16 @@ def least_makespan(candidates: Sequence[Candidate], makespan, k: int) -> tuple[C
     return best, span, {c.step: s for s, _, c in judged}
 
 
-def announced(makespan, progress: Callable[[str], None], started: float):
-    """``makespan`` that reports each candidate it judges (minutes each on big jobs)."""
+def announced(makespan, progress: Callable[[str], None], started: float, window: int):
+    """``makespan`` (of ``window`` iterations) that reports each candidate it judges
+    (minutes each on big jobs)."""
     judged = [0]
 
     def judge(placement):
         span = makespan(placement)
         judged[0] += 1
-        progress(f"ETP candidate {judged[0]}: makespan {span:.2f} s ({time.perf_counter() - started:.0f} s)")
+        progress(f"ETP candidate {judged[0]}: makespan {span:.2f} s over {window} iterations "
+                 f"(search at {time.perf_counter() - started:.0f} s)")
         return span
     return judge
 
