@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
                               epilog=_kinds_listing(simulated=True),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     simulate.add_argument("spec")
-    simulate.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-run-<spec>)")
+    simulate.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-simulate-<spec>)")
     simulate.set_defaults(func=_simulate)
     place = sub.add_parser("place", help="search a GNN job's task placement (IFS, then ETP) on a profile, "
                                          "and predict its iteration time with the job's model")

@@ -149,13 +149,15 @@ def write_json(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
-def start_run(spec: dict, out: str | os.PathLike | None = None) -> Path:
-    """A fresh run directory holding the resolved spec, the environment and an empty
-    ``raw/``: how every runner begins."""
-    run = new_run_dir("run", spec["name"], out)
+def start_run(spec: dict, out: str | os.PathLike | None = None, simulated: bool = False) -> Path:
+    """A fresh run directory holding the resolved spec, the environment and, for the
+    emulated fabric's raw logs, an empty ``raw/``: how every runner begins
+    (``<stamp>-run-<name>``, or ``<stamp>-simulate-<name>`` for the simulator)."""
+    run = new_run_dir("simulate" if simulated else "run", spec["name"], out)
     write_spec(run, spec)
     write_json(run / "environment.json", environment())
-    (run / "raw").mkdir(exist_ok=True)
+    if not simulated:
+        (run / "raw").mkdir(exist_ok=True)
     return run
 
 

@@ -108,7 +108,7 @@ def simulate_workload(spec: dict, out: str | None, simulate: Callable[[dict, Pat
     (resolved spec, environment, ``summary.json`` always), ``simulate(spec, run)``
     writes the kind's data files and returns its summary fields; the summary says
     ``"backend": "simulated"``."""
-    run = store.start_run(spec, out)
+    run = store.start_run(spec, out, simulated=True)
     started = time.monotonic()
     fields: dict = {}
     error: BaseException | None = None
@@ -116,7 +116,7 @@ def simulate_workload(spec: dict, out: str | None, simulate: Callable[[dict, Pat
         fields = simulate(spec, run)
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
         error = err
-    summary = {"name": spec["name"], "backend": "simulated", "wall_s": round(time.monotonic() - started, 1)}
+    summary = {"name": spec["name"], "backend": "simulated", "wall_s": round(time.monotonic() - started, 3)}
     return finish_run(run, summary, error, lambda: fields)
 
 
