@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import sys
 from pathlib import Path
 
@@ -115,8 +116,8 @@ def _colocate(args) -> int:
     from experiments.colocation.runner import run_colocate_file
     # An --out holding this spec's run is continued (its measured parts kept), after the
     # same checks as a sweep's resume: the same spec, the same code unless --force.
-    run_colocate_file(args.spec, device=args.device, out=args.out, resume=args.out is not None,
-                      force=args.force)  # prints its summary as it ends
+    run_colocate_file(args.spec, device=args.device, out=args.out, resume=args.out is not None, force=args.force,
+                      continue_with=lambda run: f"trainbed colocate {args.spec} --device {args.device} --out {run}")
     return 0
 
 
@@ -177,11 +178,18 @@ def _figures(args) -> int:
         paths = grouper_figures(args.dir[0], solo_runs=args.solo)
     for path in paths:
         print(path)
-    from experiments.reports import publish_sweep
+    from experiments.errors import one_line
+    from experiments.reports import write_sweep_report
+    written = 0
     for directory in args.dir:  # the sweep's report shows the figures now beside it
-        publish_sweep(directory, console=False)
+        try:
+            write_sweep_report(directory)
+        except Exception as err:  # noqa: BLE001 - the figures are written: said, not lost
+            print(f"trainbed: {directory}: sweep report not written: {one_line(err)}", file=sys.stderr)
+            continue
+        written += 1
         print(Path(directory) / "report.html")
-    return 0
+    return 0 if written == len(args.dir) else 1
 
 
 def _kinds_listing(simulated: bool = False) -> str:
@@ -292,9 +300,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         print(f"trainbed: stopped: {err or 'interrupted'}", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader went away (``--list | head``): not an error of ours
+    except BrokenPipeError:
+        if not _reader_gone():  # a pipe of the command's own (a co-location worker's): its error
+            raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush cannot fail
         return 141  # as a shell reports a command ended by SIGPIPE
+
+
+def _reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader went away (``--list | head``)."""
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 if __name__ == "__main__":

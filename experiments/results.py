@@ -4,8 +4,8 @@
 cells ran: ``cell``, ``part`` (None in a sweep without parts), every field any
 cell overrides under its dotted spec name (``scheduler.name``, ``seed``,
 ``topology.host_mbps``: the cell's own value, the base spec's where the cell does
-not set it), ``scheduler`` (``scheduler.name``'s value, as ``results.csv`` names it,
-where the cells set it), then the cell's ``summary.json`` with nested fields flattened with dots
+not set it), ``scheduler`` (the cell spec's ``scheduler.name``, as ``results.csv`` names it;
+absent where the spec has none), then the cell's ``summary.json`` with nested fields flattened with dots
 (``fidelity.trustworthy``, ``per_model_avg_sct_s.vgg19``); lists stay lists. A
 summary field whose name is already a column (``seed``) is left out. A cell not run
 yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
@@ -100,8 +100,9 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
         row = {"cell": cell.get("id"), "part": cell.get("part")}
         row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
                     for key in fields})
-        if "scheduler.name" in row:
-            row["scheduler"] = row["scheduler.name"]
+        scheduler = cell["overrides"].get("scheduler.name", lookup(record.get("base_spec"), "scheduler.name"))
+        if scheduler is not None:  # as results.csv names it, from the cell's spec
+            row["scheduler"] = scheduler
         summary = read_summary(directory / "cells" / str(cell.get("id")))
         if summary is None:
             row["completed"] = False

@@ -173,3 +173,15 @@ def test_a_simulated_fabric_may_be_faster_than_this_box_can_emulate():
     with pytest.raises(SpecError, match="topology.host_mbps: 10000 Mbit/s cannot be emulated"):
         cojob_spec.validate(raw)
     assert simulated.validate(raw)["topology"]["host_mbps"] == 10000
+
+
+def test_a_simulation_has_a_run_directory_of_its_own_name_without_raw(tmp_path, monkeypatch):
+    """Where no --out says, ``results/<stamp>-simulate-<name>``; no raw/: the simulator
+    keeps no raw logs (an emulated run's are there)."""
+    import re
+
+    from experiments.runner import simulate_any_spec
+    monkeypatch.setenv("TRAINBED_RESULTS", str(tmp_path))
+    run = simulate_any_spec(read_spec("experiments/specs/grouper-smoke.yaml"))
+    assert run.parent == tmp_path and re.fullmatch(r"\d{8}-\d{6}-simulate-grouper-smoke", run.name)
+    assert not (run / "raw").exists() and json.loads((run / "summary.json").read_text())["wall_s"] > 0

@@ -86,6 +86,7 @@ def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spe
     spec, out = tmp_path / "tiny.yaml", tmp_path / "run"
     spec.write_text(yaml.safe_dump({**TINY, "name": "tiny"}))
     assert trainbed(["colocate", str(spec), "--out", str(out), "--force"]) == 0
+    assert f"if stopped, trainbed colocate {spec} --device cpu --out {out} continues it" in capsys.readouterr().out
     first = json.loads((out / "summary.json").read_text())
     calls = []
     monkeypatch.setattr(Executor, "run", lambda self, method, plan: calls.append(method))
@@ -98,4 +99,11 @@ def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spe
     assert capsys.readouterr().err.startswith(f"trainbed: error: --out: {out} holds a run of another spec")
     with pytest.raises(SpecError, match=r"^--out: .* holds a co-location run \(spec.yaml\); choose a new directory$"):
         run_colocate_file(spec, out=out)
+    # measured with other threads (another machine of the same CPU): refused, not mixed
+    spec.write_text(yaml.safe_dump({**TINY, "name": "tiny"}))
+    environment = json.loads((out / "environment.json").read_text())
+    environment["device"]["threads"] += 1
+    (out / "environment.json").write_text(json.dumps(environment))
+    assert trainbed(["colocate", str(spec), "--out", str(out), "--force"]) == 2
+    assert capsys.readouterr().err.startswith(f"trainbed: error: --device: {out} was measured on {{'type': 'cpu'")
     assert calls == []

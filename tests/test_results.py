@@ -67,3 +67,11 @@ def test_a_directory_without_a_sweep_record_is_one_line(tmp_path):
     (tmp_path / "sweep.yaml").write_text("name: x\n")
     with pytest.raises(SpecError, match=r"^DIR: .*sweep.yaml: not a sweep record \(no cells\)$"):
         load_sweep(tmp_path)
+
+
+def test_a_row_not_run_has_its_scheduler_from_the_base_spec(tmp_path):
+    path = write(tmp_path, {"seeds": [1, 2]})  # no schedulers: every cell runs the base spec's
+    sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=FakeRunner(), only=["seed-1"])
+    rows = load_sweep(tmp_path / "out")
+    assert [(r["cell"], r["completed"], r["scheduler"]) for r in rows] == [("seed-1", True, "fs"),
+                                                                         ("seed-2", False, "fs")]

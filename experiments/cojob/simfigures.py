@@ -167,7 +167,7 @@ def load(results_dir: str | Path) -> SimSweep:
     scale = lookup(record["base_spec"], "workload.iterations_scale")
     if not cells:
         raise SpecError("dir", f"{results_dir}: {no_cell_left(left_out)}")
-    not_run = len(ran_on.keys() - {row["cell"] for row in rows})
+    not_run = len({cell for cell, backend in ran_on.items() if backend == "simulated"} - {row["cell"] for row in rows})
     return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0, not_run)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -44,12 +45,15 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
-                      overrides: dict | None = None, resume: bool = False, force: bool = False) -> Path:
-    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force)
+                      overrides: dict | None = None, resume: bool = False, force: bool = False,
+                      continue_with: Callable[[Path], str] | None = None) -> Path:
+    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force, continue_with)
 
 
-def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False) -> Path:
-    """Run a resolved spec (``resume``: continue the run in ``out``, see above); returns the run directory."""
+def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False,
+                 continue_with: Callable[[Path], str] | None = None) -> Path:
+    """Run a resolved spec (``resume``: continue the run in ``out``, see above); returns the run directory.
+    ``continue_with(run)``: the caller's command that would continue the run, said as it starts."""
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
     tasks = build_tasks(spec)
@@ -65,7 +69,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
     run = _open_run(spec, dev, out, resume, force)
     env = read_json(run / "environment.json")
     print(f"run directory: {run} ({len(tasks)} tasks, {len(spec['methods'])} methods x {spec['repeats']} repeats "
-          f"on {dev.type}; if stopped, trainbed colocate SPEC --out {run} continues it)", flush=True)
+          f"on {dev.type}{f'; if stopped, {continue_with(run)} continues it' if continue_with else ''})", flush=True)
 
     base = {"name": spec["name"], "kind": spec["kind"], "device": env["device"], "primary": spec["primary"],
             "allocatable_bytes": allocatable, "workers": spec["workers"], "tasks": len(tasks),
@@ -121,8 +125,9 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
     env = read_json(run / "environment.json")
     now = git_state()
     check_same_code(str(run), env, now, force)
-    if env["device"]["name"] != describe_device(dev)["name"]:
-        raise SpecError("--device", f"{run} was measured on {env['device']['name']}, not on this device")
+    here = describe_device(dev)
+    if env["device"] != here:  # a CPU's threads, a GPU's memory and CUDA too: they change the timings
+        raise SpecError("--device", f"{run} was measured on {env['device']}, not on this device ({here})")
     env["resumes"] = [*env.get("resumes", []), {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
     write_json(run / "environment.json", env)
     return run

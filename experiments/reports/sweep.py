@@ -58,27 +58,28 @@ class SweepData:
                 continue
         return None
 
-    def pooled(self) -> str:
-        """What ``compared``'s means pool besides seeds: the grid's fields ('' without a grid)."""
-        grid = (self.record.get("grid") or {}) if isinstance(self.record.get("grid"), dict) else {}
-        return f", pooled over {', '.join(grid)}" if grid else ""
-
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
         """Per scheduler (per part and scheduler in a sweep of parts: they differ in more
-        than the scheduler), the mean of the kind's compared metric over its completed cells."""
+        than the scheduler), the mean of the kind's compared metric over its completed
+        cells, and the grid fields whose values those cells pool (besides the seed)."""
         metric = COMPARED.get(self.kind() or "")
         if metric is None or not any(row.get("scheduler") for row in self.rows):
             return None
         column, _, unit = metric
-        by: dict[str, list[float]] = {}
+        grid = list(self.record.get("grid") or {}) if isinstance(self.record.get("grid"), dict) else []
+        by: dict[str, list[dict]] = {}
         for row in self.rows:
             if row.get("completed") == "true" and row.get(column):
                 group = f"{row['part']} / {row['scheduler']}" if row.get("part") else row["scheduler"]
-                by.setdefault(group, []).append(float(row[column]))
+                by.setdefault(group, []).append(row)
         if not by:
             return None
-        rows = [[scheduler, num(statistics.fmean(values), unit), str(len(values)),
-                 num(statistics.stdev(values), unit) if len(values) > 1 else "n/a"] for scheduler, values in by.items()]
+        rows = []
+        for group, cells in by.items():
+            values = [float(row[column]) for row in cells]
+            pooled = [field for field in grid if len({row.get(field) for row in cells}) > 1]
+            rows.append([group, num(statistics.fmean(values), unit), str(len(values)),
+                         num(statistics.stdev(values), unit) if len(values) > 1 else "n/a", ", ".join(pooled)])
         return metric, rows
 
 
@@ -98,8 +99,8 @@ def render_sweep(sweep: SweepData) -> str:
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
-        parts.append(html.section(f"{label} by scheduler (completed cells{sweep.pooled()})",
-                                  html.table(["scheduler", f"mean {label}", "cells", "standard deviation"], rows)))
+        parts.append(html.section(f"{label} by scheduler (completed cells)", html.table(
+            ["scheduler", f"mean {label}", "cells", "standard deviation", "pooled over"], rows)))
     if sweep.problems:
         parts.append(html.section("Untrustworthy or failed cells", html.table(
             ["cell", "reasons"], [[cell, "; ".join(reasons)] for cell, reasons in sweep.problems.items()],
@@ -146,8 +147,9 @@ def sweep_summary(sweep_dir: str | Path) -> str:
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
-        lines.append(f"  {label} by scheduler{sweep.pooled()}: " + ", ".join(
-            f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''})" for r in rows))
+        lines.append(f"  {label} by scheduler: " + ", ".join(
+            f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''}{f', pooled over {r[4]}' if r[4] else ''})"
+            for r in rows))
     for cell, reasons in sweep.problems.items():
         lines.append(f"  {cell}: " + "; ".join(reasons))
     report = sweep.path / REPORT
