@@ -105,5 +105,7 @@ def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spe
     environment["device"]["threads"] += 1
     (out / "environment.json").write_text(json.dumps(environment))
     assert trainbed(["colocate", str(spec), "--out", str(out), "--force"]) == 2
-    assert capsys.readouterr().err.startswith(f"trainbed: error: --device: {out} was measured on {{'type': 'cpu'")
+    threads = environment["device"]["threads"]
+    assert capsys.readouterr().err == (f"trainbed: error: --device: {out} was measured on another device "
+                                       f"(threads {threads} there, {threads - 1} here)\n")
     assert calls == []

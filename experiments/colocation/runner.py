@@ -125,9 +125,11 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
     env = read_json(run / "environment.json")
     now = git_state()
     check_same_code(str(run), env, now, force)
-    here = describe_device(dev)
-    if env["device"] != here:  # a CPU's threads, a GPU's memory and CUDA too: they change the timings
-        raise SpecError("--device", f"{run} was measured on {env['device']}, not on this device ({here})")
+    there, here = env["device"], describe_device(dev)
+    if there != here:  # a CPU's threads, a GPU's memory and CUDA too: they change the timings
+        differ = "; ".join(f"{key} {there.get(key)!r} there, {here.get(key)!r} here"
+                           for key in sorted(there.keys() | here.keys()) if there.get(key) != here.get(key))
+        raise SpecError("--device", f"{run} was measured on another device ({differ})")
     env["resumes"] = [*env.get("resumes", []), {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
     write_json(run / "environment.json", env)
     return run
