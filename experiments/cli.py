@@ -8,7 +8,7 @@ import select
 import sys
 from pathlib import Path
 
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
 from experiments.validation import count_flag, errors_only, writable_dir
 
 
@@ -122,27 +122,28 @@ def _colocate(args) -> int:
 
 
 def _sweep(args) -> int:
-    from experiments.sweep import cells_to_run, dry_run, list_lines, load, refuse_invalid, run_sweep_file, select
+    from experiments.sweep import cells_to_run, dry_run, list_lines, load, refuse_invalid, run_sweep, select
+    sweep = load(args.sweep)
     if args.list:
-        for line in list_lines(select(load(args.sweep), args.only)):
+        for line in list_lines(select(sweep, args.only)):
             print(line)
         return 0
     if args.dry_run:
-        invalid = dry_run(load(args.sweep), args.out, args.only, args.force)
+        invalid = dry_run(sweep, args.out, args.only, args.force)
         if invalid:
             print(f"{len(invalid)} cells have an invalid spec: {', '.join(invalid)}")
         return 1 if invalid else 0
     executor = contextlib.nullcontext()  # None: the cells run here, one after another
     if args.cluster or args.local is not None:  # the cells checked before a cluster is reached or started
-        refuse_invalid(cells_to_run(load(args.sweep), Path(args.out) if args.out is not None else None, args.only))
+        refuse_invalid(cells_to_run(sweep, Path(args.out) if args.out is not None else None, args.only))
     if args.cluster:
         from experiments.cluster import connect
         executor = connect(args.cluster)
     elif args.local is not None:
         from experiments.cluster import local
-        executor = local(args.local, load(args.sweep).backends)
+        executor = local(args.local, sweep.backends)
     with executor as running:
-        result = run_sweep_file(args.sweep, out=args.out, only=args.only, force=args.force, executor=running)
+        result = run_sweep(sweep, args.out, only=args.only, force=args.force, executor=running)
     if result.failed:
         print(f"{len(result.failed)} of {len(result.rows)} cells did not complete: {', '.join(result.failed)} "
               f"(run again with --out {result.directory} to retry only those)")
@@ -178,7 +179,6 @@ def _figures(args) -> int:
         paths = grouper_figures(args.dir[0], solo_runs=args.solo)
     for path in paths:
         print(path)
-    from experiments.errors import one_line
     from experiments.reports import write_sweep_report
     written = 0
     for directory in args.dir:  # the sweep's report shows the figures now beside it

@@ -34,6 +34,8 @@ import yaml
 from experiments.errors import SpecError
 
 ROOT = ""
+_PLAIN_KEY = re.compile(r"[\w-]+")
+MAX_KEY_SHOWN = 80
 _errors_only = contextvars.ContextVar("errors_only", default=False)
 
 
@@ -53,8 +55,6 @@ def errors_only():
 def for_errors_only() -> bool:
     """Inside ``errors_only()``."""
     return _errors_only.get()
-_PLAIN_KEY = re.compile(r"[\w-]+")
-MAX_KEY_SHOWN = 80
 
 
 def shown_path(path) -> str:

@@ -111,9 +111,10 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
     Without ``resume``, an ``out`` holding a run is refused: its measured parts would
     be kept, unchecked, under this spec."""
     run = Path(out) if out is not None else None
-    if not resume and run is not None and (run / "spec.yaml").exists():
+    holds_run = run is not None and (run / "spec.yaml").exists()
+    if holds_run and not resume:
         raise SpecError("--out", f"{run} holds a co-location run (spec.yaml); choose a new directory")
-    if not (resume and run is not None and (run / "spec.yaml").exists()):
+    if not holds_run:
         run = new_run_dir("colocate", spec["name"], out)
         write_spec(run, spec)
         env = environment()
