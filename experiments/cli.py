@@ -158,27 +158,39 @@ def _worker(args) -> int:
 
 
 def _figures(args) -> int:
-    if args.paper != "dgtp" and (len(args.dir) > 1 or args.out):
-        raise SpecError("dir", f"{args.paper} takes one sweep directory (and no --out)")
+    if args.paper != "dgtp" and len(args.dir) > 1:
+        raise SpecError("dir", f"{args.paper} takes one sweep directory")
+    out = Path(args.out) if args.out is not None else None
     if args.paper == "dgtp":
         from experiments.gnn.figures import dgtp_figures, table3_across
         if args.solo:
             raise SpecError("--solo", "dgtp takes no solo runs")
-        if len(args.dir) > 1 and not args.out:
+        if len(args.dir) > 1 and out is None:
             raise SpecError("--out", "is required with several sweep directories: where Table III across them goes")
-        paths = [path for directory in args.dir for path in dgtp_figures(directory)]
-        if args.out:
-            paths += table3_across(args.dir, args.out)
+        if out is None:
+            paths = dgtp_figures(args.dir[0])
+        elif len(args.dir) == 1:
+            paths = dgtp_figures(args.dir[0], out) + table3_across(args.dir, out)
+        else:  # each sweep's figures in a folder of its name, Table III across them beside
+            names = [Path(d).resolve().name for d in args.dir]
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if twice:
+                raise SpecError("dir", f"two sweep directories named {twice[0]}: their figures would share "
+                                       f"{out / twice[0]}")
+            paths = [p for d, n in zip(args.dir, names) for p in dgtp_figures(d, out / n)]
+            paths += table3_across(args.dir, out)
     elif args.paper == "grouper-sim":
         from experiments.cojob.simfigures import grouper_sim_figures
         if args.solo:
             raise SpecError("--solo", "grouper-sim takes its solo runs from the sweep (its cells of one cojob alone)")
-        paths = grouper_sim_figures(args.dir[0])
+        paths = grouper_sim_figures(args.dir[0], out)
     else:
         from experiments.cojob.figures import grouper_figures
-        paths = grouper_figures(args.dir[0], solo_runs=args.solo)
+        paths = grouper_figures(args.dir[0], solo_runs=args.solo, out_dir=out)
     for path in paths:
         print(path)
+    if out is not None:  # the sweeps are left as they were: their reports too
+        return 0
     from experiments.reports import write_sweep_report
     written = 0
     for directory in args.dir:  # the sweep's report shows the figures now beside it
@@ -266,8 +278,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18; "
                               "dgtp: DGTP's Table III and Figs. 6-8")
     figures.add_argument("dir", nargs="+", help="sweep directory (holds results.csv); dgtp: one or more")
-    figures.add_argument("--out", type=_out_dir, metavar="DIR", help="dgtp: write Table III across the sweeps here "
-                                                      "(table-3-all.{csv,md}); required with several")
+    figures.add_argument("--out", type=_out_dir, metavar="DIR",
+                         help="write the figures here, leaving the sweep directories as they are (default: into the "
+                              "sweep directory, its report rewritten to show them); dgtp: with it, Table III across "
+                              "the sweeps too (table-3-all.{csv,md}), each sweep's figures in DIR/<its name> when "
+                              "several (then required)")
     figures.add_argument("--solo", action="extend", nargs="+", default=[], metavar="RUN_DIR",
                          help="a run of cojobs alone (events.jsonl, workload.json) for stage slowdown; repeatable")
     figures.set_defaults(func=_figures)

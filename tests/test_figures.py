@@ -127,10 +127,15 @@ def test_bad_inputs_are_one_line_errors(tmp_path, sweep_dir):
         figures.grouper_figures(sweep_dir, solo_runs=[tmp_path / "nothing"])
 
 
-def test_cli_figures(sweep_dir, capsys):
+def test_cli_figures(sweep_dir, tmp_path, capsys):
     from experiments.cli import main
+    assert main(["figures", "grouper", str(sweep_dir), "--out", str(tmp_path / "drawn")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert str(tmp_path / "drawn" / "figure-11.md") in printed and "report.html" not in " ".join(printed)
+    assert not list(sweep_dir.glob("figure-*"))  # --out leaves the sweep as it was
     assert main(["figures", "grouper", str(sweep_dir)]) == 0
     assert str(sweep_dir / "figure-11.md") in capsys.readouterr().out
+    assert (sweep_dir / "figure-11.csv").read_bytes() == (tmp_path / "drawn" / "figure-11.csv").read_bytes()
 
 
 def test_a_sweep_with_no_usable_cell_or_of_another_kind_is_refused(sweep_dir):

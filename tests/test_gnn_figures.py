@@ -102,8 +102,10 @@ def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_paper
     rows = _rows(out / "table-3-all.csv")
     assert [(r["sync"], r["graph"], float(r["paper"])) for r in rows] == [
         ("ps", "ogbn-products", 0.28), ("allreduce", "ogbn-products", 0.26)]
-    for row, sweep in zip(rows, (drawn, ring)):  # each row is its sweep's own gains table
-        gains = {r["comparison"]: r for r in _rows(Path(sweep) / "table-3-gains.csv")}
+    assert not list(ring.glob("table-3*")) and not (ring / "report.html").exists()  # the sweeps left as they were
+    for row, sweep in zip(rows, (drawn, ring)):  # each row is its sweep's own gains table, drawn into OUT/<name>
+        assert (out / sweep.name / "figure-6.png").exists()
+        gains = {r["comparison"]: r for r in _rows(out / sweep.name / "table-3-gains.csv")}
         assert float(row["dgtp_reduction"]) == pytest.approx(
             float(gains["DGTP (ETP + OES) vs DistDGL + FIFO"]["time_to_accuracy_reduction"]))
         assert float(row["placement_reduction"]) == pytest.approx(
@@ -113,4 +115,8 @@ def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_paper
     assert "| ps | ogbn-products | heterogeneous NICs |" in (out / "table-3-all.md").read_text()
     assert main(["figures", "dgtp", str(drawn), str(ring)]) == 2  # several sweeps need --out
     assert "--out" in capsys.readouterr().err
+    twin = tmp_path / "twin" / ring.name
+    shutil.copytree(ring, twin)
+    assert main(["figures", "dgtp", str(ring), str(twin), "--out", str(tmp_path / "twins")]) == 2
+    assert "two sweep directories named ring" in capsys.readouterr().err
     assert main(["figures", "grouper", str(drawn), str(ring)]) == 2

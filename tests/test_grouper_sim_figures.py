@@ -181,6 +181,11 @@ def test_the_smoke_sweep_and_figures_run_end_to_end(tmp_path, capsys):
     assert "24.1%" in (out / "figure-15.md").read_text() and "+12.0%" in (out / "figure-17.md").read_text()
     assert "14.2%" in (out / "figure-18.md").read_text()
     assert (out / "figure-14.png").stat().st_size > 10_000
+    kept = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main(["figures", "grouper-sim", str(out), "--out", str(tmp_path / "drawn")]) == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == kept  # the sweep left as it was
+    assert (tmp_path / "drawn" / "figure-14.csv").read_bytes() == kept["figure-14.csv"]
+    assert not (tmp_path / "drawn" / "report.html").exists()
 
 
 def test_figures_of_a_directory_without_a_sweep_are_one_line(tmp_path, capsys):

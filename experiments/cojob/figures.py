@@ -1,7 +1,7 @@
 """The Grouper paper's testbed figures (TNSM 2020, §V-B, Figs. 10-12) from a sweep directory.
 
 ``grouper_figures(DIR)`` reads ``DIR/results.csv`` (``trainbed sweep``) and each
-used cell's run directory, and writes into DIR, data first: ``figure-N.csv``, then
+used cell's run directory, and writes into DIR (or ``out_dir``), data first: ``figure-N.csv``, then
 ``figure-N.md`` (the measured values beside the paper's), then ``figure-N.png``.
 
 - Fig. 10: stage slowdown, its CDF per scheduler (``figure-10-cdf.csv``) and its
@@ -458,9 +458,12 @@ def figure12_plot(rows, path: Path) -> None:
     plt.close(fig)
 
 
-def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = ()) -> list[Path]:
-    """Write Figs. 10-12 (CSV, Markdown, PNG) into ``results_dir``; returns the paths written."""
+def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = (),
+                    out_dir: str | Path | None = None) -> list[Path]:
+    """Write Figs. 10-12 (CSV, Markdown, PNG) into ``out_dir`` (default ``results_dir``);
+    returns the paths written."""
     results_dir = Path(results_dir)
+    target = Path(out_dir) if out_dir is not None else results_dir
     solo = solo_calibration(solo_runs) if solo_runs else None
     cells, left_out = load_results(results_dir, solo)
     if solo:
@@ -472,10 +475,11 @@ def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = (
         solo_note = ("No solo calibration: stage slowdown needs runs of each cojob alone "
                      "(`trainbed figures grouper DIR --solo RUN_DIR`).")
     written = []
+    target.mkdir(parents=True, exist_ok=True)
 
     def out(name: str) -> Path:
-        written.append(results_dir / name)
-        return results_dir / name
+        written.append(target / name)
+        return target / name
 
     if solo:
         write_csv(out("solo-sct.csv"), [{"model": m, "stage": k, "solo_sct_s": s} for (m, k), s in solo.items()],

@@ -2,7 +2,7 @@
 
 ``grouper_sim_figures(DIR)`` reads ``DIR/results.csv`` and ``DIR/sweep.yaml`` of a
 sweep with ``backend: simulated`` (``experiments/sweeps/grouper-sim-figures.yaml``)
-and each used cell's run directory, and writes into DIR ``figure-14..18.csv`` (data),
+and each used cell's run directory, and writes into DIR (or ``out_dir``) ``figure-14..18.csv`` (data),
 ``.md`` (ours beside the paper's) and ``.png``, plus ``figure-17-cdf.csv``.
 
 Which cells a figure uses follows from the data, not from part names: every row of
@@ -449,15 +449,18 @@ def figure17_plot(rows: Sequence[dict], points: Sequence[dict], path: Path) -> N
 NORMALISED_COLUMNS = ("metric", "scheduler", "seeds", "mean_s", "normalised_to_fs", "grouper_reduction_pct")
 
 
-def grouper_sim_figures(results_dir: str | Path) -> list[Path]:
-    """Write Figs. 14-18 (CSV, Markdown, PNG) into ``results_dir``; returns the paths written."""
+def grouper_sim_figures(results_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Write Figs. 14-18 (CSV, Markdown, PNG) into ``out_dir`` (default ``results_dir``);
+    returns the paths written."""
     results_dir = Path(results_dir)
+    target = Path(out_dir) if out_dir is not None else results_dir
     sweep = load(results_dir)
     written = []
+    target.mkdir(parents=True, exist_ok=True)
 
     def out(name: str) -> Path:
-        written.append(results_dir / name)
-        return results_dir / name
+        written.append(target / name)
+        return target / name
 
     designs = (FS, "baraat", "sincronia", GROUPER)
     for number, field, column, schedulers, title, xlabel in (

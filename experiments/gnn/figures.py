@@ -3,7 +3,7 @@ directory of gnn cells (``experiments/sweeps/gnn-dgtp.yaml``, ``gnn-dgtp-allredu
 ``gnn-dgtp-reddit.yaml``, ``gnn-dgtp-mixed.yaml``).
 
 ``dgtp_figures(DIR)`` reads ``DIR/results.csv`` and each used cell's run directory
-and writes into DIR, data first:
+and writes into DIR (or ``out_dir``), data first:
 
 - ``table-3.csv`` / ``table-3.md``: per placement x policy, the time to the target
   validation accuracy (mean and spread over seeds), the mean iteration time and the
@@ -258,9 +258,11 @@ def _paper(reduction: float | None) -> str:
     return "" if reduction is None else f"-{100 * reduction:.0f}%"
 
 
-def dgtp_figures(directory: str | Path) -> list[Path]:
-    root = Path(directory)
-    cells, left_out = load_cells(root)
+def dgtp_figures(directory: str | Path, out_dir: str | Path | None = None) -> list[Path]:
+    """Table III (or Fig. 8's table) and Figs. 6-7 of the sweep in ``directory`` (module
+    doc), written into ``out_dir`` (default ``directory``); returns the paths written."""
+    cells, left_out = load_cells(directory)
+    root = Path(out_dir) if out_dir is not None else Path(directory)
     searched = _searched(cells)
     on_mixed = mixed(cells)
     rows, gain_rows = table3_rows(cells), gains(cells, searched, on_mixed)
@@ -277,6 +279,7 @@ def dgtp_figures(directory: str | Path) -> list[Path]:
     table, progress, title = (("figure-8-table", "figure-8", "Fig. 8 (mixed testbed)") if on_mixed
                               else ("table-3", "figure-6", "Table III"))
     paths = [root / f"{table}.csv", root / f"{table}-gains.csv", root / f"{table}.md"]
+    root.mkdir(parents=True, exist_ok=True)
     store.write_csv(paths[0], rows, list(rows[0]))
     store.write_csv(paths[1], gain_rows, list(gain_rows[0]))
     paths[2].write_text(table3_markdown(rows, gain_rows, left_out, title))
