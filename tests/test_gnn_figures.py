@@ -66,6 +66,9 @@ def test_figure_6_is_worker_0s_evaluations_and_figure_7_every_hosts_bytes(drawn)
                      if (r["placement"], r["scheduler"]) == cell.key)
     reported = sum(int(r["bytes"]) for r in store.read_csv(cell.run_dir / "flows.csv") if r["duration_s"])
     assert with_bytes == pytest.approx(2 * reported, rel=1e-3)
+    kept = _rows(SWEEP / "figure-7.csv")  # as drawn when the sweep was recorded
+    assert [(r["host"], r["t_s"]) for r in load] == [(r["host"], r["t_s"]) for r in kept]
+    assert [float(r["mbps"]) for r in load] == pytest.approx([float(r["mbps"]) for r in kept], abs=2e-3)
     for name in ("figure-6.png", "figure-7.png"):
         assert (drawn / name).stat().st_size > 10_000
 

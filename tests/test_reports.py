@@ -35,6 +35,8 @@ SWEEP = MEASURED / "grouper-2026-11-23b" / "tb-fix"
 RUNS = {  # name: (recorded run directory, kind, trustworthy, figures in its report)
     "timetable": (RECORDED / "timetable-priority", "timetable", True, 2),  # goodput.png, CPU
     "gnn": (RECORDED / "gnn-untrustworthy", "gnn", False, 3),  # bandwidth, loss/accuracy, CPU
+    # kept gzipped (flows.csv.gz), its last transfers unfinished: bandwidth, loss/accuracy
+    "gnn-kept": (MEASURED / "gnn-dgtp-reddit-2026-11-24" / "cells" / "sched-default_seed-1", "gnn", True, 2),
     "cojob": (SWEEP / "cells" / "sched-fs_seed-1", "cojob", True, 2),  # no spec.yaml, events.jsonl.gz
     "colocation": (MEASURED / "colocate-h100-2026-11-23" / "infer-gcn-low", "colocation", None, 1),
     "colocation-interrupted": (MEASURED / "colocate-h100-2026-11-23" / "train-gat-interrupted", "colocation",

@@ -51,6 +51,7 @@ import matplotlib
 
 from experiments import store
 from experiments.errors import SpecError
+from experiments.gnn.metrics import host_mbps
 from experiments.reports.markdown import markdown_table
 from experiments.validation import read_yaml
 
@@ -201,22 +202,11 @@ def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
 
 def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
     """host -> Mbit/s it sent plus received in each ``bin_s`` bin since the first transfer."""
-    rows = [r for r in store.read_csv(cell.run_dir / "flows.csv") if r["duration_s"] not in ("", None)]
-    start = min(float(r["start_t"]) for r in rows)
-    end = max(float(r["start_t"]) + float(r["duration_s"]) for r in rows)
-    bins = int((end - start) / bin_s) + 1
-    load: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
-    for r in rows:
-        a, d, nbytes = float(r["start_t"]) - start, max(float(r["duration_s"]), 1e-9), int(r["bytes"])
-        for host in (r["src"], r["dst"]):
-            series = load[host]
-            k = int(a / bin_s)
-            t = a
-            while t < a + d and k < bins:
-                edge = min((k + 1) * bin_s, a + d)
-                series[k] += nbytes * (edge - t) / d
-                t, k = edge, k + 1
-    return {host: [b * 8 / 1e6 / bin_s for b in load[host]] for host in sorted(load)}
+    rows = store.read_csv(cell.run_dir / "flows.csv")
+    sent, received = host_mbps(rows, min(float(r["start_t"]) for r in rows), bin_s)
+    bins = len(next(iter(sent.values())))
+    return {host: [s + r for s, r in zip(sent.get(host, [0.0] * bins), received.get(host, [0.0] * bins))]
+            for host in sorted(sent.keys() | received.keys())}
 
 
 def _fmt(value, kind: str = "s") -> str:

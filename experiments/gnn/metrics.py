@@ -16,7 +16,8 @@ namespaces share the box).
   applied) and apply time, p50/p99 at the nearest rank (each one some decision's).
 - The profile (``profile``): what the placement search and the job's model read.
 
-``write_flows`` writes the flows as ``flows.csv``, for either backend.
+``write_flows`` writes the flows as ``flows.csv``, for either backend; ``host_mbps``
+reads it back as each host's Mbit/s over time (the run's report and Fig. 7).
 """
 from __future__ import annotations
 
@@ -181,6 +182,25 @@ def epochs(iterations: int | None, workload: dict, train_nodes: int) -> float | 
 
 FLOW_FIELDS = ["flow", "src", "dst", "src_task", "dst_task", "phase", "iteration", "bytes", "start_t", "duration_s",
                "achieved_mbps", "target_mbps"]
+
+
+def host_mbps(rows: list[dict], t0: float, bin_s: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """(sent, received): host -> Mbit/s of transfer payload in each ``bin_s`` bin from
+    ``t0``, from ``flows.csv`` rows, each transfer's bytes spread evenly over its
+    duration. A transfer still on the wire when the run ended (no duration: the
+    training reached its target) has no known rate and is left out."""
+    spans = [(float(r["start_t"]) - t0, max(float(r["duration_s"]), 1e-9), int(r["bytes"]), r["src"], r["dst"])
+             for r in rows if r["duration_s"] not in ("", None)]
+    bins = int(max((a + d for a, d, *_ in spans), default=0.0) / bin_s) + 1
+    sent: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
+    received: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
+    for a, d, nbytes, src, dst in spans:
+        for k in range(max(int(a / bin_s), 0), min(int((a + d) / bin_s), bins - 1) + 1):
+            share = (min(a + d, (k + 1) * bin_s) - max(a, k * bin_s)) / d
+            if share > 0:
+                sent[src][k] += share * nbytes * 8 / 1e6 / bin_s
+                received[dst][k] += share * nbytes * 8 / 1e6 / bin_s
+    return dict(sent), dict(received)
 
 
 def write_flows(path: Path, rows: list[dict]) -> None:

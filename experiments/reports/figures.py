@@ -6,7 +6,6 @@ run lacks the data (a partial run, a kind without that file).
 """
 from __future__ import annotations
 
-import csv
 import io
 from collections import defaultdict
 
@@ -16,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from experiments.gnn.metrics import host_mbps  # noqa: E402
 from experiments.reports.rundata import RunData  # noqa: E402
 
 Figure = tuple[str, bytes]
@@ -31,17 +31,9 @@ def _png(fig) -> bytes:
     return out.getvalue()
 
 
-def _csv(data: RunData, relative: str) -> list[dict]:
-    path = data.path / relative
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def cpu_idle(data: RunData) -> list[Figure]:
     """The CPU's idle share over the run against the spec's floor: where fidelity was lost."""
-    rows = _csv(data, "cpu.csv")
+    rows = data.read_csv("cpu.csv")
     if not rows:
         return []
     fig, ax = plt.subplots(figsize=(9, 2.8))
@@ -61,7 +53,7 @@ def cpu_idle(data: RunData) -> list[Figure]:
 def queue_occupancy(data: RunData) -> list[Figure]:
     """Backlog over time of the busiest queues, from the queue sampler's file."""
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r in _csv(data, QUEUE_OCCUPANCY):
+    for r in data.read_csv(QUEUE_OCCUPANCY):
         series[f"{r['port']} q{r['queue']}"].append((float(r["time_s"]), float(r["backlog_bytes"]) / 1e3))
     busiest = sorted((s for s in series.items() if any(v for _, v in s[1])), key=lambda s: -max(v for _, v in s[1]))
     if not busiest:
@@ -161,25 +153,15 @@ def _gnn_t0(events: list[dict], fallback: float) -> float:
 
 def gnn_bandwidth(data: RunData) -> list[Figure]:
     """Bytes each host sent and received per time bin, every transfer spread evenly
-    over its life (flows.csv)."""
-    flows = _csv(data, "flows.csv")
+    over its life (flows.csv; ``gnn.metrics.host_mbps``)."""
+    flows = [f for f in data.read_csv("flows.csv") if f["duration_s"]]
     if not flows:
         return []
-    spans = [(float(f["start_t"]), max(float(f["duration_s"]), 1e-6), int(f["bytes"]), f["src"], f["dst"])
-             for f in flows]
-    t0 = _gnn_t0(data.read_jsonl("events.jsonl"), min(s[0] for s in spans))
-    end = max(start + duration for start, duration, *_ in spans) - t0
+    t0 = _gnn_t0(data.read_jsonl("events.jsonl"), min(float(f["start_t"]) for f in flows))
+    end = max(float(f["start_t"]) + float(f["duration_s"]) for f in flows) - t0
     step = max(end / 120, 0.05)
-    bins = int(end / step) + 1
-    sent: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
-    received: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
-    for start, duration, size, src, dst in spans:
-        a, b = start - t0, start - t0 + duration
-        for i in range(max(int(a / step), 0), min(int(b / step), bins - 1) + 1):
-            share = (min(b, (i + 1) * step) - max(a, i * step)) / duration
-            if share > 0:
-                sent[src][i] += share * size * 8 / 1e6 / step
-                received[dst][i] += share * size * 8 / 1e6 / step
+    sent, received = host_mbps(flows, t0, step)
+    bins = len(next(iter(sent.values())))
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True)
     times = [(i + 0.5) * step for i in range(bins)]
     for ax, per_host, title in ((axes[0], sent, "sent"), (axes[1], received, "received")):
@@ -275,7 +257,7 @@ def host_bandwidth(data: RunData) -> list[Figure]:
     """Per host, the Mbit/s it sent into and took from the fabric between samples
     (raw/host_bytes.csv, the programs kind's)."""
     by_host: dict[str, list[tuple[float, int, int]]] = defaultdict(list)
-    for r in _csv(data, "raw/host_bytes.csv"):
+    for r in data.read_csv("raw/host_bytes.csv"):
         by_host[r["host"]].append((float(r["time_s"]), int(r["sent_bytes"]), int(r["received_bytes"])))
     if not any(len(points) > 1 for points in by_host.values()):
         return []

@@ -39,6 +39,11 @@ class RunData:
         path = self.path / relative
         return store.read_json(path) if store.kept(path) else None
 
+    def read_csv(self, relative: str) -> list[dict]:
+        """A CSV file of the run, or its ``.gz`` (recorded runs keep ``flows.csv`` compressed); [] where absent."""
+        path = self.path / relative
+        return store.read_csv(path) if store.kept(path) else []
+
     def read_jsonl(self, relative: str) -> list:
         """A JSON-lines file, or its ``.gz`` (recorded runs keep events compressed); [] where absent."""
         return store.read_jsonl(self.path / relative, missing_ok=True)
