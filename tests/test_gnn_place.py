@@ -300,6 +300,28 @@ def test_an_etp_placement_resolves_at_validation(spec, profile, monkeypatch):
     assert (short["steps"], short["seed"]) == (40, 0)
 
 
+def test_a_resolved_placement_is_run_again_as_it_is_not_searched_again(spec, monkeypatch):
+    """A run's spec.yaml holds its placement resolved: validated again, its tasks are the
+    placement (checked as an explicit one), the search's record kept, nothing searched."""
+    placement = {"kind": "etp", "profile": str(PROFILE), "steps": 30, "seed": 4}
+    resolved = gnn_spec.validate(raw_spec(placement))
+    monkeypatch.setattr(search, "searched", lambda *args, **kwargs: pytest.fail("searched again"))
+    assert gnn_spec.validate(resolved) == resolved
+    assert gnn_spec.validate(spec) == spec  # distdgl's, resolved
+    moved = copy.deepcopy(resolved)
+    tasks = moved["workload"]["placement"]["tasks"]
+    tasks["worker0"] = "tbh9"
+    with pytest.raises(SpecError, match=r"^workload\.placement\.tasks\.worker0: "):
+        gnn_spec.validate(moved)
+    tasks["worker0"], tasks["store0"] = resolved["workload"]["placement"]["tasks"]["worker0"], "tbh2"
+    with pytest.raises(SpecError, match=r"^workload\.placement\.tasks\.store0: stores are fixed \(store0 on tbh1\)"):
+        gnn_spec.validate(moved)
+    extra = copy.deepcopy(spec)
+    extra["workload"]["placement"]["steps"] = 3  # a search's field on distdgl's placement
+    with pytest.raises(SpecError, match=r"^workload\.placement\.steps: unknown field"):
+        gnn_spec.validate(extra)
+
+
 def test_an_etp_placement_checked_for_errors_only_is_ifs_and_searches_nothing(spec, profile, monkeypatch):
     """A sweep checks its cells with ``errors_only``: ETP's steps, which start from
     IFS's placement, are left to the run; an infeasible job is still refused."""

@@ -85,6 +85,12 @@ def test_every_rank_is_told_who_it_is_and_where_every_program_listens():
      r"^workload.policy_changes\[0\].remove: drops the policy"),
     (lambda w: w.update(analysis={"allreduce": {"program": "push"}}),
      r"^workload.analysis.allreduce.program: an all-reduce needs a program on two hosts"),
+    # a resolved spec's fields (a run's spec.yaml) are checked, not taken on trust
+    (lambda w: w["programs"][1].update(port_base=20000), r"^workload.programs\[1\].port_base: is the program's place"),
+    (lambda w: w["policies"][0].update(flows=[{"src": "tbh2", "dst": "tbh1"}]),
+     r"^workload.policies\[0\].flows: names the flows one by one; leave out"),
+    (lambda w: w["policies"].append({"flows": [{"src": "tbh3", "dst": "tbh3"}], "queue": 2}),
+     r"^workload.policies\[1\].flows\[0\].dst: must differ from src"),
 ])
 def test_bad_programs_specs_are_one_line_naming_the_field(change, message):
     raw = _raw()

@@ -30,6 +30,25 @@ def test_demo_spec_resolves_with_defaults():
     assert len(platform_spec.fabric_of(spec).hosts) == 6
 
 
+@pytest.mark.parametrize("path", sorted((REPO / "experiments" / "specs").glob("*.yaml")), ids=lambda p: p.stem)
+def test_a_resolved_spec_validates_to_itself(path):
+    """A run's spec.yaml (the spec resolved) runs again as it is: validating a resolved
+    spec changes nothing, for every shipped spec (checked for errors only, as a sweep
+    checks its cells: an ETP search is left out, tested in test_gnn_place)."""
+    from experiments.runner import validate_any
+    from experiments.validation import errors_only
+    raw, checked = read_yaml(path), 0
+    with errors_only():
+        for simulated in (False, True):
+            try:
+                resolved = validate_any(raw, simulated=simulated)
+            except SpecError:  # e.g. a simulator-scale spec on the emulator, or a kind without a simulator
+                continue
+            assert validate_any(copy.deepcopy(resolved), simulated=simulated) == resolved
+            checked += 1
+    assert checked
+
+
 def test_the_timetable_is_a_workload_kind_spelled_or_implied():
     from experiments.runner import KINDS, kind_of, validate_any
     spelled = dict(demo(), workload={"kind": "timetable"})

@@ -77,6 +77,7 @@ from experiments.validation import (
     integer,
     items,
     mapping,
+    relocate,
     number,
     shown_path,
 )
@@ -220,8 +221,13 @@ SEARCH_FIELDS = {"etp": {"kind", "profile", "steps", "seed", "pick", "verify_bes
 PICKS = ("makespan", "cost")  # how ETP judges its candidates: the model's makespan (the paper's), or Eq. 27
 
 
+SEARCH_RECORD = {"cost", "makespan_s", "candidates", "search_s"}  # what an ETP search adds to the resolved spec
+
+
 def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
-    if isinstance(raw, dict) and "kind" in raw:  # no task is named kind
+    if isinstance(raw, dict) and "kind" in raw and "tasks" in raw:  # no task is named kind or tasks
+        return _resolved_placement(raw, hosts, workload)
+    if isinstance(raw, dict) and "kind" in raw:
         return _searched_placement(raw, hosts, workload, common)
     if isinstance(raw, dict):
         kind = "explicit"
@@ -237,6 +243,28 @@ def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
                                 workload["samplers_per_worker"], workload["ps"],
                                 explicit=raw if kind == "explicit" else None, nic_mbps=nic_mbps)
     return {"kind": kind, "tasks": tasks}
+
+
+def _resolved_placement(raw: dict, hosts: list[str], workload: dict) -> dict:
+    """A resolved spec's placement (a run's ``spec.yaml``: ``{kind, tasks}``, a search's
+    record beside): its tasks are the placement, checked as an explicit one and not
+    searched again, so that a run's spec runs the same placement again."""
+    kind = choice("workload.placement.kind", raw["kind"], tuple(placement_mod.KINDS) + tuple(SEARCH_FIELDS))
+    allowed = {"kind", "tasks"} | (SEARCH_FIELDS.get(kind, set()) | (SEARCH_RECORD if kind == "etp" else set()))
+    section = mapping("workload.placement", raw, allowed=allowed)
+    tasks = mapping("workload.placement.tasks", section["tasks"])
+    explicit = {t: h for t, h in tasks.items() if not str(t).startswith("store")}
+    try:
+        placed = placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
+                                     workload["workers"], workload["samplers_per_worker"], workload["ps"],
+                                     explicit=explicit)
+    except SpecError as err:
+        raise relocate(err, "workload.placement", "workload.placement.tasks") from None
+    for task, host in tasks.items():
+        if str(task).startswith("store") and placed.get(task) != host:
+            raise SpecError(at("workload.placement.tasks", str(task)),
+                            f"stores are fixed ({task} on {placed.get(task, 'no host')}), got {describe(host)}")
+    return {**section, "tasks": placed}
 
 
 def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:

@@ -51,6 +51,7 @@ from experiments.validation import (
     at,
     boolean,
     choice,
+    describe,
     host_name,
     integer,
     items,
@@ -103,7 +104,11 @@ def _command(path: str, value) -> str:
 def _programs(raw, fab: fabric_mod.Fabric, time_limit: float) -> list[dict]:
     programs, names = [], set()
     for where, entry in items("workload.programs", raw, non_empty=True):
-        entry = mapping(where, entry, allowed=PROGRAM_FIELDS, required=("name", "hosts", "command"))
+        # port_base is the resolved spec's (a run's spec.yaml): its place in the list decides it
+        entry = mapping(where, entry, allowed=PROGRAM_FIELDS | {"port_base"}, required=("name", "hosts", "command"))
+        if "port_base" in entry and entry["port_base"] != port_base(len(programs)):
+            raise SpecError(at(where, "port_base"), f"is the program's place in the list: "
+                                                    f"{port_base(len(programs))}, got {describe(entry['port_base'])}")
         name = word(at(where, "name"), entry["name"])
         if name in names or env_name(name) in {env_name(n) for n in names}:
             raise SpecError(at(where, "name"), f"duplicate program name {name!r}")
@@ -194,12 +199,13 @@ def _fields(where: str, entry: dict, matches: list[dict], fab: fabric_mod.Fabric
 def _policies(raw, programs: dict[str, dict], fab: fabric_mod.Fabric) -> list[dict]:
     policies, names, owner = [], set(), {}
     for where, entry in items("workload.policies", raw, optional=True):
-        entry = mapping(where, entry, allowed={"name", *MATCH_FIELDS, *POLICY_FIELDS})
+        entry = mapping(where, entry, allowed={"name", "flows", *MATCH_FIELDS, *POLICY_FIELDS})
         name = word(at(where, "name"), entry.get("name", f"policy-{len(policies)}"))
         if name in names:
             raise SpecError(at(where, "name"), f"duplicate policy name {name!r}")
         names.add(name)
-        matches = _matches(where, entry, programs, fab)
+        matches = _resolved_matches(where, entry, programs, fab) if "flows" in entry else \
+            _matches(where, entry, programs, fab)
         fields = _fields(where, entry, matches, fab)
         if not fields:
             raise SpecError(where, "sets neither queue, host_queue nor rate_mbps")
@@ -210,6 +216,20 @@ def _policies(raw, programs: dict[str, dict], fab: fabric_mod.Fabric) -> list[di
             owner[key] = name
         policies.append({"name": name, "flows": matches, **fields})
     return policies
+
+
+def _resolved_matches(where: str, entry: dict, programs: dict[str, dict], fab: fabric_mod.Fabric) -> list[dict]:
+    """A resolved spec's policy (a run's spec.yaml) names its flows one by one (``flows``),
+    each checked as a policy naming one flow."""
+    if any(key in entry for key in MATCH_FIELDS):
+        raise SpecError(at(where, "flows"), "names the flows one by one; leave out program, src, dst, proto and ports")
+    matches = []
+    for flow_where, flow in items(at(where, "flows"), entry["flows"], non_empty=True):
+        flow = mapping(flow_where, flow, allowed={"src", "dst", "proto", "src_port", "dst_port"})
+        matches += _matches(flow_where, flow, programs, fab)
+    if len(matches) > MAX_PORTS_PER_POLICY:
+        raise SpecError(at(where, "flows"), f"names {len(matches)} flows: at most {MAX_PORTS_PER_POLICY}")
+    return matches
 
 
 def _shown_match(match: dict) -> str:
