@@ -9,7 +9,8 @@ absent where the spec has none), then the cell's ``summary.json`` with nested fi
 (``fidelity.trustworthy``, ``per_model_avg_sct_s.vgg19``); lists stay lists. A
 summary field whose name is already a column (``seed``) is left out. A cell not run
 yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
-``as_frame=True`` returns the same rows as a pandas DataFrame.
+``as_frame=True`` returns the same rows as a pandas DataFrame. ``load_summary(RUN)``
+is one run directory's summary.
 """
 from __future__ import annotations
 
@@ -45,10 +46,25 @@ def lookup(data, dotted: str):
     return data
 
 
-def read_summary(run_dir: Path) -> dict | None:
+def load_summary(run_dir: str | Path) -> dict:
+    """A run directory's ``summary.json`` (what ``run_any_spec`` and ``simulate_any_spec``
+    return a run directory for); a missing or garbled one is a one-line SpecError."""
+    path = Path(run_dir) / "summary.json"
+    try:
+        summary = store.read_json(path)
+    except FileNotFoundError:
+        raise SpecError(str(run_dir), "not a run directory: no summary.json") from None
+    except OSError as err:
+        raise SpecError(str(path), err.strerror or str(err)) from None
+    if not isinstance(summary, dict):
+        raise SpecError(str(path), "not a run's summary (a JSON mapping)")
+    return summary
+
+
+def read_summary(run_dir: str | Path) -> dict | None:
     """A run directory's ``summary.json``; None when missing or unreadable."""
     try:
-        summary = store.read_json(run_dir / "summary.json")
+        summary = store.read_json(Path(run_dir) / "summary.json")
     except (OSError, ValueError):  # ValueError: the store's SpecError for a garbled file
         return None
     return summary if isinstance(summary, dict) else None

@@ -3,7 +3,7 @@
 A sweep file::
 
     name: grouper-testbed
-    spec: specs/grouper-testbed.yaml       # the base spec, relative to this file
+    spec: specs/grouper-testbed.yaml       # the base spec, relative to this file (or the spec itself)
     backend: emulated                      # or simulated: every cell on the kind's simulator
     schedulers: [fs, baraat, sincronia, grouper]   # each sets the spec's scheduler.name
     seeds: [1, 2, 3]                       # each sets the spec's seed
@@ -127,7 +127,7 @@ class Part:
 class Sweep:
     name: str
     description: str
-    spec_path: Path
+    spec_path: Path | None  # None: the base spec was given in the sweep itself
     base_spec: dict
     grid: dict
     schedulers: list | None  # None: the base spec's own scheduler
@@ -146,7 +146,8 @@ class Sweep:
         """What ``DIR/sweep.yaml`` keeps: the sweep, its base spec and every cell, in run order."""
         parts = {"parts": [part.resolved() for part in self.parts]} if self.parts else {}
         order = {"order": {"shuffle": self.shuffle}} if self.shuffle is not None else {}
-        return {"name": self.name, "description": self.description, "spec": str(self.spec_path),
+        return {"name": self.name, "description": self.description,
+                "spec": str(self.spec_path) if self.spec_path else None,
                 "backend": self.backend,
                 "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid, "report": self.report,
                 **parts, **order, "base_spec": self.base_spec,
@@ -165,13 +166,23 @@ class SweepResult:
         return [row["cell"] for row in self.rows if row["completed"] is not True]
 
 
-def _spec_path(sweep_path: Path, value) -> Path:
-    """The base spec's path, relative to the sweep file unless absolute."""
-    path = sweep_path.parent / string("spec", value, what="a path to the base spec")
+def _base_spec(sweep_path: Path | None, value) -> tuple[Path | None, dict]:
+    """(its path, the base spec): a path relative to the sweep file (to the current
+    directory without one) unless absolute, or the base spec itself, a mapping."""
+    if isinstance(value, dict):
+        return None, copy.deepcopy(value)
+    if not isinstance(value, str):
+        raise error("spec", f"must be a path to the base spec, or the base spec itself (a mapping), "
+                            f"got {describe(value)}")
+    path = (sweep_path.parent if sweep_path else Path()) / string("spec", value, what="a path to the base spec")
     try:
-        return path.resolve()
+        path = path.resolve()
     except (OSError, RuntimeError, ValueError):  # a name too long, a loop, a NUL: read_yaml names it
-        return path
+        pass
+    base = read_yaml(path, "spec", "base spec")
+    if not isinstance(base, dict):
+        raise error("spec", f"{shown_path(path)} must hold a mapping, got {describe(base)}")
+    return path, base
 
 
 def _scalar(path: str, value):
@@ -210,18 +221,16 @@ def _grid(raw, path: str = "grid") -> dict:
     return grid
 
 
-def parse(raw, sweep_path: Path) -> Sweep:
-    """A parsed sweep file, checked field by field, with its base spec loaded and
-    every cell's spec built (so a bad override stops the sweep before any cell runs)."""
+def parse(raw, sweep_path: Path | None = None) -> Sweep:
+    """A parsed sweep (a sweep file's contents, read from ``sweep_path``, or a dict of a
+    script's), checked field by field, with its base spec loaded and every cell's spec
+    built (so a bad override stops the sweep before any cell runs)."""
     if not isinstance(raw, dict):
         raise error("sweep", f"must be a mapping, got {describe(raw)}")
     sweep = mapping("", raw, allowed=SWEEP_FIELDS, required=("name", "spec"))
     name = word("name", sweep["name"])
     description = string("description", sweep.get("description", ""), non_empty=False)
-    spec_path = _spec_path(sweep_path, sweep["spec"])
-    base = read_yaml(spec_path, "spec", "base spec")
-    if not isinstance(base, dict):
-        raise error("spec", f"{shown_path(spec_path)} must hold a mapping, got {describe(base)}")
+    spec_path, base = _base_spec(sweep_path, sweep["spec"])
     if sweep.get("schedulers") is not None and is_colocation(base):
         raise error("schedulers", "a co-location spec has no scheduler: its methods are compared within each cell")
     schedulers = _schedulers("schedulers", sweep.get("schedulers"))
@@ -665,11 +674,11 @@ def refuse_invalid(cells: list[Cell]) -> None:
         try:
             check_cell(cell)
         except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
-            invalid.append(cell.id)
+            invalid.append((cell.id, one_line(err)))
             print(f"{cell.id}: INVALID: {one_line(err)}", file=sys.stderr, flush=True)
-    if invalid:
+    if invalid:  # the first cell's reason in the error too: a script that catches it keeps one
         raise SpecError("sweep", f"{len(invalid)} of {len(cells)} cells to run have an invalid spec (above), so none "
-                                 f"ran: {', '.join(invalid[:3])}{', ...' if len(invalid) > 3 else ''}")
+                                 f"ran; the first, {invalid[0][0]}: {invalid[0][1]}")
 
 
 def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = False,
@@ -709,7 +718,9 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
     return invalid
 
 
-def run_sweep_file(path: str | Path, out: str | None = None, run_cell: RunCell | None = None, only=(),
-                   force: bool = False, executor: Executor | None = None) -> SweepResult:
-    """Load, check and run a sweep file into ``out`` (default: a new results directory)."""
-    return run_sweep(load(path), out, run_cell, only, force, executor)
+def run_any_sweep(sweep: str | Path | dict, out: str | None = None, run_cell: RunCell | None = None, only=(),
+                  force: bool = False, executor: Executor | None = None) -> SweepResult:
+    """Check and run a sweep into ``out`` (default: a new results directory): a sweep
+    file's path, or a sweep as a dict (a script's; its ``spec`` a path relative to the
+    current directory, or the base spec itself)."""
+    return run_sweep(parse(sweep) if isinstance(sweep, dict) else load(sweep), out, run_cell, only, force, executor)

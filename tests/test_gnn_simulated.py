@@ -356,7 +356,7 @@ def test_a_simulated_sweep_of_a_gnn_spec(tmp_path):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"name": "gnn-model", "spec": str(spec_path), "backend": "simulated",
                                      "schedulers": ["default", "oes"], "seeds": [1]}))
-    result = sweep_mod.run_sweep_file(sweep, out=str(tmp_path / "out"))
+    result = sweep_mod.run_any_sweep(sweep, out=str(tmp_path / "out"))
     assert result.failed == [] and len(result.rows) == 2
     assert all(float(row["iteration_s_median"]) > 0 for row in result.rows)
 

@@ -6,12 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.schedulers.baselines import baraat, fair_share, sincronia
+from controller.schedulers.baselines import baraat, sincronia
 from controller.schedulers.fluid import completion_times, mean_completion, stage_completion_times
 from controller.schedulers.grouper import (
     Stage,
     local_priorities,
-    one_queue,
     order_of,
     pda,
     pda_steps,
@@ -21,7 +20,6 @@ from controller.schedulers.grouper import (
     to_queues,
 )
 from experiments.cojob.bench import pda_timings
-from topologies.queues import CONTROL_QUEUE, LOWEST_QUEUE
 
 # Fig. 3: two cojobs on one bottleneck link of one unit per time step. The caption
 # gives each job's data per stage: job 1 (cojob A) 1 then 2, job 2 (A) 1 and is
@@ -191,16 +189,6 @@ def test_ranks_past_the_last_queue_share_the_lowest_and_queue_0_is_never_used():
             to_queues(local, queues=bad)
 
 
-def test_fair_share_uses_one_queue_everywhere():
-    machines = stage_machines(FIG3_STAGES + [Stage("C1", "C", 1, {"tbh2/out": 1, "tbh3/in": 1})])
-    queues = one_queue(machines)
-    assert queues == {"tbh1": {"A1": 7, "A2": 7, "B1": 7, "B2": 7}, "tbh2": {"C1": 7}, "tbh3": {"C1": 7}}
-    assert LOWEST_QUEUE == 7
-    with pytest.raises(ValueError):
-        one_queue(machines, queue=CONTROL_QUEUE)
-    assert fair_share(FIG3_STAGES) == ["A1", "A2", "B1", "B2"]
-
-
 def test_local_priorities_needs_every_stage_in_the_order():
     with pytest.raises(ValueError):
         local_priorities(["a"], {"a": ["m"], "b": ["m"]})
@@ -287,7 +275,7 @@ def part_way_instances(draw, max_stages: int):
 @given(instances(max_stages=12, weighted=True))
 def test_every_order_lists_each_stage_once_and_keeps_precedence(stages):
     ids = sorted(s.stage_id for s in stages)
-    for order in (pda(stages), baraat(stages), sincronia(stages), fair_share(stages)):
+    for order in (pda(stages), baraat(stages), sincronia(stages)):
         assert sorted(order) == ids
         assert keeps_precedence(order, stages)
 

@@ -115,7 +115,7 @@ def test_a_sweep_in_parts_writes_a_part_column_and_every_varied_field(tmp_path):
     from tests.test_sweep import FakeRunner
     path = write_sweep(tmp_path, {"seeds": [1], "parts": [{"name": "a", "grid": {"topology.host_mbps": [50]}},
                                                          {"name": "b", "grid": {"scheduler.period_s": [3]}}]})
-    sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=FakeRunner())
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner())
     with open(tmp_path / "out" / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0])[:6] == ["cell", "part", "scheduler", "seed", "topology.host_mbps", "scheduler.period_s"]

@@ -21,7 +21,7 @@ def test_one_row_per_cell_with_its_overrides_part_and_flattened_summary(tmp_path
         {"name": "a", "schedulers": ["fs", "grouper"]},
         {"name": "b", "schedulers": ["fs"], "grid": {"topology.host_mbps": [50]}}]})
     out = tmp_path / "out"
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}), only=["*seed-1*"])
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}), only=["*seed-1*"])
     rows = load_sweep(out)
     assert [(r["cell"], r["part"]) for r in rows] == [
         ("sched-fs_seed-1", "a"), ("sched-grouper_seed-1", "a"), ("sched-fs_seed-2", "a"),
@@ -43,7 +43,7 @@ def test_a_simulated_sweep_loads_as_a_frame(tmp_path):
     pytest.importorskip("pandas")
     smoke = yaml.safe_load(Path("experiments/specs/grouper-smoke.yaml").read_text())
     path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "grouper"], "seeds": [1]}, smoke)
-    sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"))
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"))
     frame = load_sweep(tmp_path / "out", as_frame=True)
     assert list(frame["cell"]) == ["sched-fs_seed-1", "sched-grouper_seed-1"]
     assert frame["completed"].all() and (frame["backend"] == "simulated").all()
@@ -53,7 +53,7 @@ def test_a_simulated_sweep_loads_as_a_frame(tmp_path):
 
 
 def test_without_pandas_as_frame_is_one_line(tmp_path, monkeypatch):
-    sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=str(tmp_path / "out"), run_cell=FakeRunner())
+    sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(tmp_path / "out"), run_cell=FakeRunner())
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match=r"^as_frame: needs pandas, which is not importable here .*; without "
                                           r"as_frame the rows are a list of dicts$"):
@@ -71,7 +71,21 @@ def test_a_directory_without_a_sweep_record_is_one_line(tmp_path):
 
 def test_a_row_not_run_has_its_scheduler_from_the_base_spec(tmp_path):
     path = write(tmp_path, {"seeds": [1, 2]})  # no schedulers: every cell runs the base spec's
-    sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=FakeRunner(), only=["seed-1"])
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner(), only=["seed-1"])
     rows = load_sweep(tmp_path / "out")
     assert [(r["cell"], r["completed"], r["scheduler"]) for r in rows] == [("seed-1", True, "fs"),
                                                                          ("seed-2", False, "fs")]
+
+
+def test_load_summary_is_one_runs_summary_or_one_line(tmp_path):
+    from experiments.results import load_summary
+    run = Path(__file__).resolve().parents[1] / "measurements/programs-2026-11-24/same-queue"
+    assert load_summary(str(run))["trustworthy"] is True
+    with pytest.raises(SpecError, match=r": not a run directory: no summary.json$"):
+        load_summary(tmp_path)
+    (tmp_path / "summary.json").write_text("[1, 2]")
+    with pytest.raises(SpecError, match=r"summary.json: not a run's summary \(a JSON mapping\)$"):
+        load_summary(tmp_path)
+    (tmp_path / "summary.json").write_text("{")
+    with pytest.raises(SpecError, match=r"summary.json: not JSON"):
+        load_summary(tmp_path)

@@ -68,7 +68,7 @@ def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
 def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2],
                             "grid": {"topology.host_mbps": [50]}, "report": ["fidelity.trustworthy"]})
-    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=FakeRunner(fail={"grouper"}))
+    result = sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner(fail={"grouper"}))
     out = tmp_path / "out"
     rows = read_csv(out / "results.csv")
     assert list(rows[0])[:12] == ["cell", "scheduler", "seed", "topology.host_mbps", "completed", "trustworthy",
@@ -101,9 +101,9 @@ def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
 def test_resume_keeps_completed_cells_and_reruns_the_others_into_fresh_directories(tmp_path, capsys):
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]})
     out = str(tmp_path / "out")
-    sweep_mod.run_sweep_file(path, out=out, run_cell=FakeRunner(fail={"grouper"}))
+    sweep_mod.run_any_sweep(path, out=out, run_cell=FakeRunner(fail={"grouper"}))
     again = FakeRunner()
-    result = sweep_mod.run_sweep_file(path, out=out, run_cell=again)
+    result = sweep_mod.run_any_sweep(path, out=out, run_cell=again)
     assert again.calls == ["sched-grouper_seed-1"]
     assert result.failed == []
     assert (tmp_path / "out" / "failed" / "sched-grouper_seed-1-1" / "summary.json").exists()
@@ -113,17 +113,17 @@ def test_resume_keeps_completed_cells_and_reruns_the_others_into_fresh_directori
 
 def test_a_runner_that_writes_no_summary_is_a_failed_cell(tmp_path):
     path = write(tmp_path, {"seeds": [1]})
-    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=lambda spec, out: out)
+    result = sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=lambda spec, out: out)
     assert result.rows[0]["error"] == "the runner wrote no summary.json" and result.failed == ["seed-1"]
     assert result.rows[0]["scheduler"] == "fs"  # the base spec's own
 
 
 def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     out = str(tmp_path / "out")
-    sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=out, run_cell=FakeRunner())
+    sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=out, run_cell=FakeRunner())
     other = write(tmp_path, {"seeds": [1]}, base={**BASE, "seed": 5})
     with pytest.raises(SpecError, match=r"^--out: .* holds a sweep of a different base spec; choose a new directory$"):
-        sweep_mod.run_sweep_file(other, out=out, run_cell=FakeRunner())
+        sweep_mod.run_any_sweep(other, out=out, run_cell=FakeRunner())
 
 
 @pytest.mark.parametrize("sweep, message", [
@@ -184,17 +184,18 @@ def test_a_sweep_with_an_invalid_cell_runs_none_and_writes_nothing(tmp_path, mon
     assert main(["sweep", str(path), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("sched-nope_seed-1: INVALID: SpecError: scheduler.name: ")
-    assert "\ntrainbed: error: sweep: 1 of 3 cells to run have an invalid spec (above), so none ran: " \
-           "sched-nope_seed-1\n" in err
+    assert "\ntrainbed: error: sweep: 1 of 3 cells to run have an invalid spec (above), so none ran; the first, " \
+           "sched-nope_seed-1: SpecError: scheduler.name: " in err
     assert ran.calls == [] and not (tmp_path / "out").exists()
     monkeypatch.setattr("experiments.cluster.local", lambda *args: pytest.fail("a cluster started"))
     assert main(["sweep", str(path), "--local", "2", "--out", str(tmp_path / "out")]) == 2
-    assert "so none ran: sched-nope_seed-1" in capsys.readouterr().err
+    assert "so none ran; the first, sched-nope_seed-1: " in capsys.readouterr().err
     (tmp_path / "g").mkdir()
     grid = write(tmp_path / "g", {"schedulers": ["fs"], "seeds": [1], "grid": {"workload.bogus": [1, 2]}}, smoke)
-    with pytest.raises(SpecError, match=r"^sweep: 2 of 2 cells to run have an invalid spec \(above\), so none ran: "
-                                        r"sched-fs_seed-1_workload.bogus-1, sched-fs_seed-1_workload.bogus-2$"):
-        sweep_mod.run_sweep_file(grid, out=str(tmp_path / "out"))
+    with pytest.raises(SpecError, match=r"^sweep: 2 of 2 cells to run have an invalid spec \(above\), so none ran; "
+                                        r"the first, sched-fs_seed-1_workload.bogus-1: SpecError: workload.bogus: "
+                                        r"unknown field \(allowed: "):
+        sweep_mod.run_any_sweep(grid, out=str(tmp_path / "out"))
     assert capsys.readouterr().err.count("INVALID: SpecError: workload.bogus: unknown field (allowed: ") == 2
     assert ran.calls == [] and not (tmp_path / "out").exists()
     # the valid cells run once the bad one is left out; "" is the current directory, as "."
@@ -221,7 +222,8 @@ def test_a_sweep_with_an_invalid_cell_runs_none_and_writes_nothing(tmp_path, mon
     ("specs", r"spec: .*/specs is a directory, not a base spec"),
     (".", r"spec: .* is a directory, not a base spec"),
     ("", r"spec: must be a path to the base spec \(string\), got ''"),
-    (["specs/base.yaml"], r"spec: must be a path to the base spec \(string\), got a list of 1 item"),
+    (["specs/base.yaml"], r"spec: must be a path to the base spec, or the base spec itself \(a mapping\), "
+                          r"got a list of 1 item"),
 ])
 def test_a_base_spec_path_that_is_no_spec_is_one_line(tmp_path, spec, message):
     with pytest.raises(SpecError, match="^" + message + "$") as err:
@@ -245,16 +247,16 @@ def test_a_sweep_directory_whose_record_is_not_a_sweep_is_refused(tmp_path):
     out.mkdir()
     (out / "sweep.yaml").write_text("- a list\n")
     with pytest.raises(SpecError, match=r"^--out: .* holds a sweep of a different base spec"):
-        sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
+        sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
     (out / "sweep.yaml").write_text("name: [\n")
     with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not valid YAML at line 2$"):
-        sweep_mod.run_sweep_file(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
+        sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
 
 
 def test_a_simulated_sweep_runs_every_cell_on_the_simulator(tmp_path):
     smoke = yaml.safe_load(open("experiments/specs/grouper-smoke.yaml"))
     path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "grouper"], "seeds": [1, 2]}, smoke)
-    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"))
+    result = sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"))
     assert result.failed == [] and len(result.rows) == 4
     by_cell = {row["cell"]: row for row in result.rows}
     for seed in (1, 2):  # the smoke workload is one where Grouper must beat fair share
@@ -262,6 +264,20 @@ def test_a_simulated_sweep_runs_every_cell_on_the_simulator(tmp_path):
     summary = json.loads((tmp_path / "out" / "cells" / "sched-grouper_seed-1" / "summary.json").read_text())
     assert summary["backend"] == "simulated" and summary["seed"] == 1
     assert yaml.safe_load((tmp_path / "out" / "sweep.yaml").read_text())["backend"] == "simulated"
+
+
+def test_a_script_sweeps_a_dict_its_base_spec_inline_or_a_path_from_the_current_directory(tmp_path, monkeypatch):
+    smoke = yaml.safe_load(open("experiments/specs/grouper-smoke.yaml"))
+    sweep = {"name": "scripted", "spec": smoke, "backend": "simulated", "schedulers": ["fs", "grouper"], "seeds": [1]}
+    result = sweep_mod.run_any_sweep(sweep, out=str(tmp_path / "inline"))
+    assert result.failed == [] and [row["cell"] for row in result.rows] == ["sched-fs_seed-1", "sched-grouper_seed-1"]
+    record = yaml.safe_load((tmp_path / "inline" / "sweep.yaml").read_text())
+    assert record["spec"] is None and record["base_spec"] == smoke and sweep["spec"] is smoke
+    # resumed from the same dict: nothing runs again; a path is read from the current directory
+    assert sweep_mod.run_any_sweep(sweep, out=str(tmp_path / "inline")).failed == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(smoke))
+    assert sweep_mod.parse({**sweep, "spec": "base.yaml"}).spec_path == tmp_path / "base.yaml"
 
 
 @pytest.mark.parametrize("backend, base, message", [
@@ -286,7 +302,7 @@ def test_a_sweep_mixes_emulated_and_simulated_parts(tmp_path, monkeypatch):
         {"name": "model", "backend": "simulated", "grid": {"topology.host_mbps": [60]}}]}, smoke)
     sweep = sweep_mod.load(path)
     assert sweep.backends == {"emulated", "simulated"}
-    result = sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"))
+    result = sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"))
     assert result.failed == []
     assert sorted(emulated.calls) == ["sched-fs_seed-1_topology.host_mbps-50",
                                       "sched-grouper_seed-1_topology.host_mbps-50"]

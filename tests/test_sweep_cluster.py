@@ -139,7 +139,7 @@ def cluster(tmp_path):
 def serial(tmp_path_factory):
     """The ``ONLY`` cells run one after another, as today: the reference."""
     out = tmp_path_factory.mktemp("serial") / "sweep"
-    sweep_mod.run_sweep_file(SWEEP, out=str(out), only=[ONLY])
+    sweep_mod.run_any_sweep(SWEEP, out=str(out), only=[ONLY])
     return out
 
 
@@ -200,7 +200,7 @@ def test_a_worker_killed_mid_cell_has_its_group_run_again_on_another(cluster, se
         dask.kill(worker)
         assert ends(cell_process), "the killed worker's cell process runs on"
     with dask.meanwhile(kill_the_holder), connect(dask.address) as executor:
-        result = sweep_mod.run_sweep_file(SWEEP, out=str(out), only=[SEED_1], executor=executor,
+        result = sweep_mod.run_any_sweep(SWEEP, out=str(out), only=[SEED_1], executor=executor,
                                           run_cell=held_then_simulated)
     assert result.failed == []
     assert rows(out) == {cell: row for cell, row in rows(serial).items() if "seed-1" in cell}
@@ -216,13 +216,13 @@ def test_a_group_whose_workers_die_twice_fails_with_the_reason_and_a_resume_fini
         for n in (1, 2):
             dask.kill(dask.held(n)[0])
     with dask.meanwhile(kill_both_holders), connect(dask.address) as executor:
-        result = sweep_mod.run_sweep_file(SWEEP, out=str(out), only=[SEED_1], executor=executor,
+        result = sweep_mod.run_any_sweep(SWEEP, out=str(out), only=[SEED_1], executor=executor,
                                           run_cell=held_then_simulated)
     assert len(result.failed) == 5
     assert all(row["error"].startswith("KilledWorker: the worker running it died, 2 times") for row in result.rows)
     dask.workers(1)
     with connect(dask.address) as executor:
-        result = sweep_mod.run_sweep_file(SWEEP, out=str(out), only=[SEED_1], executor=executor,
+        result = sweep_mod.run_any_sweep(SWEEP, out=str(out), only=[SEED_1], executor=executor,
                                           run_cell=held_then_simulated)
     assert result.failed == []
     assert rows(out) == {cell: row for cell, row in rows(serial).items() if "seed-1" in cell}
@@ -243,7 +243,7 @@ def test_a_scheduler_that_goes_away_leaves_the_landed_cells_and_a_resume_finishe
     with dask.meanwhile(kill_the_scheduler_once_seed_1_landed), \
             pytest.raises(RuntimeError, match=r"^--cluster: lost the Dask scheduler at .*run again with --out"), \
             connect(dask.address) as executor:
-        sweep_mod.run_sweep_file(SWEEP, out=str(out), only=[ONLY], executor=executor, run_cell=held_then_simulated)
+        sweep_mod.run_any_sweep(SWEEP, out=str(out), only=[ONLY], executor=executor, run_cell=held_then_simulated)
     assert ends(dask.held(1)[1]), "the held cell runs on without a scheduler"  # its worker stopped it
     landed = rows(out)
     assert sorted(landed) == sorted(cell for cell in rows(serial) if "seed-1" in cell)
@@ -337,7 +337,7 @@ def test_emulated_cells_run_on_the_fabric_worker_and_a_killed_one_leaves_no_fabr
         dask.workers(1, "--fabric")  # the group runs again there
     out = tmp_path / "out"
     with dask.meanwhile(kill_the_fabric_worker_mid_cell), connect(dask.address) as executor:
-        result = sweep_mod.run_sweep_file(sweep_file, out=str(out), executor=executor)
+        result = sweep_mod.run_any_sweep(sweep_file, out=str(out), executor=executor)
     assert result.failed == []
     for row in result.rows:
         cell = out / "cells" / row["cell"]
@@ -367,13 +367,13 @@ def test_a_mixed_sweep_sends_emulated_cells_to_the_fabric_worker_and_simulated_o
                  for address, worker in client.scheduler_info(n_workers=-1)["workers"].items()}
     out = tmp_path / "out"
     with connect(dask.address) as executor:
-        result = sweep_mod.run_sweep_file(sweep_file, out=str(out), executor=executor)
+        result = sweep_mod.run_any_sweep(sweep_file, out=str(out), executor=executor)
     assert result.failed == []
     ran_on = {row["cell"]: roles[environment(out, row["cell"])["worker"]] for row in result.rows}
     assert ran_on == {"sched-fs_seed-1": "fabric", "sched-fs_seed-1_scheduler.period_s-1.5": "cpu",
                       "sched-grouper_seed-1_scheduler.period_s-1.5": "cpu"}
     # The simulated cells give what the same cells give run here, one after another.
-    serial = sweep_mod.run_sweep_file(sweep_file, out=str(tmp_path / "serial"), only=["*period_s*"])
+    serial = sweep_mod.run_any_sweep(sweep_file, out=str(tmp_path / "serial"), only=["*period_s*"])
     for row in serial.rows:
         clustered = next(r for r in result.rows if r["cell"] == row["cell"])
         assert clustered["avg_sct_s"] == row["avg_sct_s"] and clustered["avg_jct_s"] == row["avg_jct_s"]

@@ -62,7 +62,7 @@ def test_every_run_directory_records_the_code(tmp_path, monkeypatch):
 def test_a_resume_under_another_commit_is_refused_without_force_and_recorded_with_it(tmp_path, monkeypatch, capsys):
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), tmp_path / "out"
     code(monkeypatch, A)
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
     record = yaml.safe_load((out / "sweep.yaml").read_text())
     assert (record["git_commit"], record["git_dirty"]) == (A, False) and "resumes" not in record
     code(monkeypatch, B)
@@ -70,10 +70,10 @@ def test_a_resume_under_another_commit_is_refused_without_force_and_recorded_wit
     with pytest.raises(SpecError, match=rf"^--out: {out} was started under commit aaaaaaaaaaaa \(clean\), this "
                                         r"checkout is commit bbbbbbbbbbbb \(clean\); pass --force to resume it under "
                                         r"this code, or choose a new --out$"):
-        sweep_mod.run_sweep_file(path, out=str(out), run_cell=runner)
+        sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner)
     assert runner.calls == [] and yaml.safe_load((out / "sweep.yaml").read_text()) == record
     capsys.readouterr()
-    result = sweep_mod.run_sweep_file(path, out=str(out), run_cell=runner, force=True)
+    result = sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner, force=True)
     assert runner.calls == ["sched-grouper_seed-1"] and result.failed == []
     warning = capsys.readouterr().err
     assert warning == (f"warning: {out} was started under commit aaaaaaaaaaaa (clean), this checkout is commit "
@@ -92,14 +92,14 @@ def test_a_resume_under_another_commit_is_refused_without_force_and_recorded_wit
 def test_which_changes_of_code_refuse_a_resume(tmp_path, monkeypatch, capsys, first, now, refused):
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), str(tmp_path / "out")
     code(monkeypatch, *first)
-    sweep_mod.run_sweep_file(path, out=out, run_cell=FakeRunner(fail={"grouper"}))
+    sweep_mod.run_any_sweep(path, out=out, run_cell=FakeRunner(fail={"grouper"}))
     code(monkeypatch, *now)
     capsys.readouterr()
     if refused:
         with pytest.raises(SpecError, match=r"^--out: .* \(clean\), this checkout is commit a{12} \(dirty\); pass "):
-            sweep_mod.run_sweep_file(path, out=out, run_cell=FakeRunner())
+            sweep_mod.run_any_sweep(path, out=out, run_cell=FakeRunner())
         return
-    sweep_mod.run_sweep_file(path, out=out, run_cell=FakeRunner())
+    sweep_mod.run_any_sweep(path, out=out, run_cell=FakeRunner())
     err = capsys.readouterr().err
     if None in (first[0], now[0]):
         assert err.startswith(f"warning: cannot tell whether {out} ran under this code: ") and err.count("\n") == 1
@@ -110,10 +110,10 @@ def test_which_changes_of_code_refuse_a_resume(tmp_path, monkeypatch, capsys, fi
 def test_a_resume_with_nothing_to_run_is_not_refused_and_not_recorded(tmp_path, monkeypatch):
     path, out = write(tmp_path, {"seeds": [1]}), tmp_path / "out"
     code(monkeypatch, A)
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner())
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner())
     code(monkeypatch, B, dirty=True)
     runner = FakeRunner()
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=runner)
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner)
     assert runner.calls == [] and "resumes" not in yaml.safe_load((out / "sweep.yaml").read_text())
 
 
@@ -152,7 +152,7 @@ def test_a_shuffled_order_moves_the_groups_of_one_comparison_not_the_cells(tmp_p
 def test_a_shuffled_sweep_runs_and_records_that_order(tmp_path):
     path = write(tmp_path, {**GRID, "order": {"shuffle": 3}})
     runner = FakeRunner()
-    sweep_mod.run_sweep_file(path, out=str(tmp_path / "out"), run_cell=runner)
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=runner)
     order = [c.id for c in sweep_mod.load(path).cells]
     record = yaml.safe_load((tmp_path / "out" / "sweep.yaml").read_text())
     assert runner.calls == order and [c["id"] for c in record["cells"]] == order
@@ -197,10 +197,10 @@ def test_list_prints_each_cell_and_its_overrides_and_runs_nothing(tmp_path, caps
 def test_only_runs_the_matching_cells_and_keeps_the_others_rows(tmp_path, capsys):
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2]}), tmp_path / "out"
     runner = FakeRunner()
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=runner, only=["*seed-1"])
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner, only=["*seed-1"])
     assert runner.calls == ["sched-fs_seed-1", "sched-grouper_seed-1"]
     assert capsys.readouterr().out.startswith(f"sweep directory: {out} (4 cells, 2 chosen by --only, 2 to run, ")
-    result = sweep_mod.run_sweep_file(path, out=str(out), run_cell=runner, only=["sched-grouper_*", "nothing"])
+    result = sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner, only=["sched-grouper_*", "nothing"])
     assert runner.calls[2:] == ["sched-grouper_seed-2"] and [r["cell"] for r in result.rows] == [
         "sched-grouper_seed-1", "sched-grouper_seed-2"]
     with open(out / "results.csv", newline="") as f:
@@ -218,7 +218,7 @@ def test_only_matching_no_cell_is_one_line_and_makes_no_directory(tmp_path, caps
 
 def test_the_eta_comes_from_the_cells_run_so_far_else_from_the_earlier_results(tmp_path, capsys):
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), tmp_path / "out"
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     for row in rows:
@@ -228,7 +228,7 @@ def test_the_eta_comes_from_the_cells_run_so_far_else_from_the_earlier_results(t
         writer.writeheader()
         writer.writerows(rows)
     capsys.readouterr()
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner())
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner())
     header, kept, _, ran = capsys.readouterr().out.splitlines()[:4]  # then the sweep's own summary
     assert header == f"sweep directory: {out} (2 cells, 1 to run, ETA 10 min)"
     assert kept.endswith("already done (avg_sct_s 11, trustworthy true); 1 to run, ETA 10 min")
@@ -262,7 +262,7 @@ def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
 
 def test_dry_run_of_a_directory_keeps_its_done_cells_and_estimates_from_them(tmp_path, capsys):
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), tmp_path / "out"
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     capsys.readouterr()
     assert sweep_mod.dry_run(sweep_mod.load(path), out, validate=lambda spec: spec) == []
@@ -283,7 +283,7 @@ def test_dry_run_of_an_emulated_sweep_bounds_the_time_by_the_time_limits(tmp_pat
 def test_dry_run_refuses_what_the_run_would(tmp_path, monkeypatch):
     path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), tmp_path / "out"
     code(monkeypatch, A)
-    sweep_mod.run_sweep_file(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner(fail={"grouper"}))
     code(monkeypatch, B)
     with pytest.raises(SpecError, match=r"^--out: .* pass --force"):
         sweep_mod.dry_run(sweep_mod.load(path), out, validate=lambda spec: spec)

@@ -1,10 +1,8 @@
 """The paper's baselines (§V-A) over the same ``Stage`` data, returning orders.
 
-- FS (per-flow fair share): no priorities. ``fair_share`` returns the stages in
-  (cojob, index) order only so that every scheduler has one output type; the
-  order carries no priority and must be mapped with ``grouper.one_queue`` (all
-  stages in one queue), never with ``to_queues``. The fluid evaluator's
-  ``order=None`` is the same policy.
+- FS (per-flow fair share): no priorities, so no order: the coordinator installs
+  nothing and every flow stays in the default queue, where TCP shares the ports.
+  The fluid evaluator's ``order=None`` is the same policy.
 - Baraat: FIFO, ``baraat``.
 - Sincronia: BSSI, ``sincronia``, over whatever coflows it is given. The paper's
   Sincronia (§I, §V-A) is agnostic to stages: each iteration of each job is one
@@ -12,19 +10,13 @@
   under the scheduler name ``sincronia``. Under ``sincronia-stage`` it passes
   cojob stages with their remaining volumes, information the paper's Sincronia
   never has: that variant is not the paper's.
-All three orders list each stage once and keep every cojob's chain in index order.
+Both orders list each stage once and keep every cojob's chain in index order.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from controller.schedulers.grouper import Stage, order_of, primal_dual_steps, validate
-
-
-def fair_share(stages: Sequence[Stage]) -> list[str]:
-    """FS: the stages in (cojob, index) order; no priority (map with ``one_queue``)."""
-    validate(stages)
-    return [s.stage_id for s in sorted(stages, key=lambda s: (s.cojob, s.index))]
 
 
 def baraat(stages: Sequence[Stage]) -> list[str]:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topologies.queues import CONTROL_QUEUE, LOWEST_QUEUE, SCHEDULER_QUEUES
+from topologies.queues import CONTROL_QUEUE, SCHEDULER_QUEUES
 
 
 @dataclass(frozen=True)
@@ -273,15 +273,3 @@ def to_queues(local: Mapping[str, Mapping[str, int]],
     _check_queues(queues)
     last = len(queues) - 1
     return {m: {sid: queues[min(rank, last)] for sid, rank in ranks.items()} for m, ranks in local.items()}
-
-
-def one_queue(machines_of_stage: Mapping[str, Iterable[str]],
-              queue: int = LOWEST_QUEUE) -> dict[str, dict[str, int]]:
-    """Fair share (FS): every stage on every machine in one queue, so the queue's
-    FIFO and TCP share it; the default is the queue unmarked traffic lands in."""
-    _check_queues((queue,))
-    out: dict[str, dict[str, int]] = defaultdict(dict)
-    for sid, machines in machines_of_stage.items():
-        for m in machines:
-            out[m][sid] = queue
-    return dict(sorted(out.items()))

@@ -42,7 +42,6 @@ over DistDGL + FIFO with the paper's beside, and the placement and OES shares.
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
