@@ -269,7 +269,8 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="the smaller half (3 and 6 hosts; no 60-host fabric)")
+    parser.add_argument("--quick", action="store_true", help="the smaller half (CI-sized): capacity at 6 hosts only, no smoke "
+                                                                 "emulations, no GNN training, no 60-host fabric")
     args = parser.parse_args(argv)
     rows: list[dict] = []
     out = store.results_root() / "bench"

@@ -10,7 +10,8 @@ gives the same numbers:
 - ``nearest``: the value at the nearest rank, ties to the even one: GNN OES's
   decision latency and apply time p50/p99.
 - ``lower`` / ``higher``: the value at the rank below / above: the simulator's flow
-  p90 / p50 (``higher`` at 50 is the upper median).
+  p90 / p50 and a gnn run's ``achieved_over_target_median`` (``higher`` at 50 is the
+  upper median).
 - ``exclusive``: ``statistics.quantiles``' default, rank (n + 1) q / 100 counted from
   1, linear between the closest ranks and beyond the first or last pair past the
   ends (the p99 of [1, 2] is 2.97): the benchmarks' p99 latencies.

@@ -1,6 +1,6 @@
 """The management channel between host programs and the run's driver: one schema.
 
-Host programs (job tasks, DGL tasks, agents) run in emulated hosts' namespaces but
+Host programs (cojob tasks, DGL tasks) run in emulated hosts' namespaces but
 talk to the driver over a unix socket of the run (``/run/trainbed/<run id>.events.sock``),
 never over the emulated data network: the namespaces share the machine's file
 system, not its routes. Each message is one JSON object on one line.
@@ -9,9 +9,11 @@ Host -> driver (events; every event carries ``kind``, ``t`` = time.time() when i
 happened, ``host`` and ``task``, the sender's task id, e.g. "c0j3/w1"):
 - ``hello``: a task is up; ``role`` ("worker", "ps", ...), ``job``, ``pid``.
 - ``flow_start`` / ``flow_end``: one transfer on the data network; ``flow`` (unique
-  id), ``job``, ``src``, ``dst`` (hosts), ``bytes``, ``phase`` ("push", "pull", ...),
-  ``iteration``, ``stage``. GNN tasks report the end from the receiver, with ``flow``
-  and ``bytes`` only (``hosts.gnn.wire``).
+  id), ``src``, ``dst`` (hosts), ``bytes``, ``phase`` ("push", "pull", ...),
+  ``iteration``, ``src_port`` and ``dst_port`` (the TCP connection's, in the flow's
+  direction: what a per-flow policy matches). Cojob tasks add ``job`` and ``stage``;
+  GNN tasks add ``src_task`` and ``dst_task`` on the start, and report the end from
+  the receiver, with ``flow`` and ``bytes`` only (``hosts.gnn.wire``).
 - ``iteration_end``: a worker finished an iteration; ``job``, ``iteration``, ``stage``
   (GNN workers: ``loss``, ``val_accuracy`` or null, ``compute_s``, ``sync_s``, ``wait_s``).
 - ``compute``: a task's execution in one iteration; ``iteration``, ``seconds``. GNN

@@ -35,13 +35,27 @@ def test_successive_halving_kills_the_worse_half_each_stage(seed):
     assert [small.survivors(k) for k in range(4)] == [plan.survivors(k) for k in range(4)]
 
 
-def test_remaining_iterations_offline_and_online():
+def test_remaining_stages_offline_and_online():
+    """What the coordinator ranks: offline, a job's load stops after its max_stage; online
+    (Grouper's), every live job is assumed to run all remaining stages. Each job on its
+    own hosts, so a job's iterations left are its port's bytes over one iteration's."""
+    from experiments.cojob.scheduling import remaining_stages
     plan = cj.plan_cojob(0, "alexnet", seed=3, stage_iterations=(5, 10, 20, 40))
-    offline = cj.remaining_iterations(plan, 1, assume_all_survive=False)
-    online = cj.remaining_iterations(plan, 1, assume_all_survive=True)
-    assert set(offline) == set(online) == {cj.job_key(0, j) for j in plan.survivors(1)}
-    assert set(online.values()) == {70}
-    assert sorted(offline.values()) == [10, 10, 30, 70]
+    placements = {job.key: cj.JobPlacement((f"w{job.index}",), (f"p{job.index}",)) for job in plan.jobs}
+    done = {cj.job_key(0, j): 2 for j in plan.survivors(1)}  # 2 iterations into stage 1
+
+    def iterations_left(offline: bool) -> dict[str, float]:
+        stages = remaining_stages(plan, placements, 1.0, 1, done, started_t=0.0, now=1.0, offline=offline)
+        assert [s.index for s in stages] == [1, 2, 3] and [s.arrival for s in stages] == [0.0, 1.0, 1.0]
+        out = {}
+        for key in done:
+            port = f"{placements[key].workers[0]}/out"
+            one = cj.stage_port_loads(placements[key], cj.partition_bytes(plan.profile.size_mb, 1), 1)[port]
+            out[key] = sum(s.loads.get(port, 0) for s in stages) / one
+        return out
+
+    assert set(iterations_left(offline=False).values()) == {68}
+    assert sorted(iterations_left(offline=True).values()) == [8, 8, 28, 68]
 
 
 def test_t90_on_a_hand_computed_curve():
@@ -103,7 +117,7 @@ def test_stage_port_loads_of_a_2_plus_2_job():
 def test_cojob_port_loads_sum_the_jobs_remaining_iterations():
     plan = cj.plan_cojob(0, "deepspeech2", seed=1, n_jobs=2, stage_iterations=(3, 5))
     placements = {job.key: cj.JobPlacement(("h1", "h2"), ("h3", "h4")) for job in plan.jobs}
-    remaining = cj.remaining_iterations(plan, 0, assume_all_survive=False)
+    remaining = {job.key: sum(plan.stage_iterations[:job.max_stage]) for job in plan.jobs}
     assert sorted(remaining.values()) == [3, 8]
     loads = cj.cojob_port_loads(plan, placements, remaining, bytes_scale=0.001)
     assert loads == {f"h{i}/{d}": 2 * 80_000 * 11 for i in range(1, 5) for d in ("out", "in")}

@@ -98,6 +98,7 @@ def test_controller_killed_mid_run_is_restarted_with_every_policy(tmp_path, priv
     assert summary["completed"] is True
     [outage] = summary["controller_outages"]
     assert outage["restarts"] == 1 and outage["end_s"] is not None and outage["end_s"] - outage["start_s"] < 10
+    assert outage["exit_code"] == -signal.SIGKILL
     assert len(seen["before"]) == 5 and seen["after"] == seen["before"]  # two policies + 3 default rules
     assert "recovered 2 policies" in (run / "controller.log").read_text()
     # The change due after the restart went through the new controller and shaped the flow.

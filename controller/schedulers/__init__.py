@@ -4,8 +4,11 @@
   (per-port remaining loads) and return a global order of stage ids, which
   ``grouper.local_priorities`` / ``grouper.to_queues`` turn into a queue per stage
   per machine.
+- ``fluid``: a fluid evaluator of stage orders on links (the Fig. 3 examples, tests).
 - ``oes``: per-flow rates for distributed GNN training (min of the ingress and
-  egress shares) and the per-pair pipelining of its Alg. 1.
+  egress shares) and the per-pair pipelining of its Alg. 1; ``coflow_rates``: the
+  DGTP paper's rate baselines (MRTF, OMCoflow).
+- ``placement``: DGTP's task placement (IFS, then ETP over Eq. 27's critical path).
 
 The drivers in ``experiments/`` build these inputs from the events of the running
 tasks and apply the decisions through the policy interface.

@@ -345,19 +345,6 @@ def plan_cojob(cojob_id: int, model: str | ModelProfile, seed: int, n_jobs: int 
     return CojobPlan(cojob_id, profile, stage_iterations, jobs, arrival)
 
 
-def remaining_iterations(plan: CojobPlan, stage_index: int, assume_all_survive: bool) -> dict[str, int]:
-    """Iterations each job running stage ``stage_index`` has from that stage's start
-    to its end of training. Offline, a job stops after its ``max_stage``; online
-    (``assume_all_survive``, as Grouper's coordinator does) every survivor is assumed
-    to run all remaining stages."""
-    remaining = {}
-    for job in plan.jobs:
-        if job.runs(stage_index):
-            last = len(plan.stage_iterations) if assume_all_survive else job.max_stage
-            remaining[job.key] = sum(plan.stage_iterations[stage_index:last])
-    return remaining
-
-
 def testbed_cojobs(cojobs_per_model: int = 1, seed: int = 0, models: Mapping[str, ModelProfile] = MODELS,
                    n_jobs: int = TESTBED_JOBS,
                    stage_iterations: Sequence[int] = TESTBED_STAGES) -> tuple[CojobPlan, ...]:
@@ -620,8 +607,8 @@ def stage_port_loads(placement: JobPlacement, bytes_per_partition: int, iteratio
 
 def cojob_port_loads(plan: CojobPlan, placements: Mapping[str, JobPlacement], iterations_by_job: Mapping[str, int],
                      bytes_scale: float = 1.0) -> dict[str, int]:
-    """Port loads of a cojob's jobs named in ``iterations_by_job`` (e.g. the output of
-    ``remaining_iterations``), each for its number of iterations."""
+    """Port loads of a cojob's jobs named in ``iterations_by_job``, each for its number
+    of iterations (``scheduling.remaining_stages``: a stage's iterations left per job)."""
     loads: dict[str, int] = {}
     for job in plan.jobs:
         if job.key in iterations_by_job:

@@ -34,6 +34,7 @@ from experiments.platform.fidelity import (
 )
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
+from experiments.stats import percentile
 
 MAX_READBACK_ERROR = 0.05  # a rate read back further than this from its target makes a run untrustworthy
 PROFILE_ITERATIONS = 50  # the first iterations a profiling run's profile.json holds
@@ -123,7 +124,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
             "reported_transfer_bytes": sum(f["bytes"] for f in transfers),
             "fabric_counted_bytes": counted, "transfers": len(transfers),
             "oes_rate_max_rel_error": rel_error, "rate_readbacks": state.get("readbacks", 0),
-            "achieved_over_target_median": round(sorted(ratios)[len(ratios) // 2], 3) if ratios else None,
+            "achieved_over_target_median": round(percentile(ratios, 50, "higher"), 3) if ratios else None,
             "rate_updates": metrics.rate_updates(decisions), "compute_s_per_iteration": metrics.compute_by_task(events),
             "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"), **fidelity}
 

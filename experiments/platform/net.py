@@ -103,7 +103,7 @@ class Emulation:
         self.children: list[subprocess.Popen] = []
         self.socket_path = ""
         self.lock = None
-        self.outages: list[dict] = []  # {"start", "end", "restarts"} in time.monotonic()
+        self.outages: list[dict] = []  # {"start", "end", "restarts", "exit_code"[, "error"]}, time.monotonic()
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._affinity = contextlib.ExitStack()
@@ -333,10 +333,12 @@ class Emulation:
         return [instance.cpu_seconds() for instance in self.ovs]
 
     def controller_outages(self, t0: float) -> list[dict]:
-        """Outages in run time (seconds after ``t0``, a time.monotonic())."""
+        """Outages in run time (seconds after ``t0``, a time.monotonic()), each with the
+        exit status the controller died with (negative: the signal that killed it)."""
         return [{"start_s": round(o["start"] - t0, 3),
                  "end_s": None if o["end"] is None else round(o["end"] - t0, 3),
-                 "restarts": o["restarts"], **({"error": o["error"]} if "error" in o else {})}
+                 "restarts": o["restarts"], "exit_code": o["exit_code"],
+                 **({"error": o["error"]} if "error" in o else {})}
                 for o in self.outages]
 
     # --- tear-down --------------------------------------------------------------------

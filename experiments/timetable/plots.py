@@ -20,12 +20,14 @@ def flow_goodput(series: dict[str, list], spec: dict, path: Path) -> None:
         label = name
         if "queue" in flow:
             label += f" (queue {flow['queue']})"
+        if "host_queue" in flow:
+            label += f" (host queue {flow['host_queue']})"
         if "rate_mbps" in flow:
             label += f" (limit {flow['rate_mbps']:g})"
         ax.plot([k + 1 for k in bins], list(bins.values()), marker=".", label=label)
     for change in spec["policy_changes"]:
         what = "remove" if change["remove"] else ", ".join(
-            f"{k}={change[k]:g}" for k in ("queue", "rate_mbps") if k in change)
+            f"{k}={change[k]:g}" for k in ("queue", "host_queue", "rate_mbps") if k in change)
         ax.axvline(change["at_s"], color="grey", linestyle=":")
         ax.annotate(f"{change['flow']}: {what}", (change["at_s"], ax.get_ylim()[1] * 0.95), fontsize=8,
                     rotation=90, va="top", ha="right")

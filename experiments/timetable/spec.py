@@ -102,13 +102,13 @@ def _policy_changes(raw, duration: float, flows: list[dict], fab: fabric_mod.Fab
             raise SpecError(at(where, "at_s"), f"{change['at_s']:g} s is after duration_s {duration:g}")
         if change["remove"]:
             if any(entry.get(key) is not None for key in POLICY_FIELDS):
-                raise SpecError(at(where, "remove"), "drops the flow's policy; leave out queue, rate_mbps and "
-                                                     "rate_mechanism")
+                raise SpecError(at(where, "remove"), "drops the flow's policy; leave out queue, host_queue, "
+                                                     "rate_mbps and rate_mechanism")
             changes.append(change)
             continue
         policy = _policy(where, entry, flow, fab)
         if not policy:
-            raise SpecError(where, "sets neither queue nor rate_mbps nor remove")
+            raise SpecError(where, "sets neither queue, host_queue, rate_mbps nor remove")
         changes.append({**change, **policy})
     return changes
 

@@ -16,7 +16,7 @@ host, allocator capped), so it starts on GO when the group ends; during a
 batch's last group the tasks that arrive are prepared as the policy would group
 them first. Without pipelining a group is handed out when the previous one ends.
 
-Baselines use no estimate and no budget (``BASELINES``):
+Baselines use no estimate and no budget (``policies.BASELINE_CONCURRENCY``: how many run at once):
 - default: one task at a time, each training task in a new process (the
   artifact launches a process per task), so its cold start is part of the
   makespan; inference requests go to a warm worker (a serving process);
