@@ -82,3 +82,10 @@ def test_the_kinds_reasons_alone_decide_when_the_cpu_and_controller_were_fine(tm
     fields = fidelity_fields(monitor(idle=0.9), FIDELITY_DEFAULTS, [], tmp_path, reasons)
     assert fields["fidelity"]["untrustworthy_reasons"] == list(reasons)
     assert fields["trustworthy"] is (not reasons)
+
+
+def test_a_policy_change_applied_more_than_a_second_late_is_a_reason():
+    from experiments.platform.fidelity import delayed_changes
+    changes = [{"flow": "low", "at_s": 10, "applied_s": 10.9}, {"flow": "high", "at_s": 12, "applied_s": 13.25}]
+    delayed, reasons = delayed_changes(changes, "flow")
+    assert delayed == changes[1:] and reasons == ["policy change of high due at 12 s applied at 13.2 s"]

@@ -88,11 +88,15 @@ def _is_number(value) -> bool:
 def pmc_errors(records: list[TaskRecord]) -> dict:
     """Relative error of the estimated peak against the peak measured with the task
     alone (``measure_peak``), over the tasks of the records."""
-    errors = [relative_error(r.estimate_bytes, r.measured_peak_bytes) for r in records if r.measured_peak_bytes]
-    return {
-        "pmc_max_relative_error": max(errors) if errors else None,
-        "pmc_mean_relative_error": float(np.mean(errors)) if errors else None,
-    }
+    return error_summary([relative_error(r.estimate_bytes, r.measured_peak_bytes)
+                          for r in records if r.measured_peak_bytes])
+
+
+def error_summary(errors: list[float]) -> dict:
+    """The PMC estimator's max and mean relative error (None for no errors): a run's, a
+    validation grid's."""
+    return {"pmc_max_relative_error": max(errors) if errors else None,
+            "pmc_mean_relative_error": float(np.mean(errors)) if errors else None}
 
 
 def _mean(values: np.ndarray) -> float | None:

@@ -13,14 +13,15 @@ what its text states (``papers``).
 from __future__ import annotations
 
 import argparse
-import csv
+import statistics
 import sys
 from pathlib import Path
 
 from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
 from experiments.reports.markdown import markdown_table
+from experiments.reports.rundata import num
 from experiments.stats import mean
-from experiments.store import read_json, write_csv
+from experiments.store import read_csv, read_json, write_csv
 from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
@@ -184,8 +185,7 @@ def _load(run: Path) -> str | None:
 
 
 def _runs_csv(run: Path) -> dict[tuple[str, str], dict]:
-    with open(run / "runs.csv", newline="") as fh:
-        return {(row["method"], row["repeat"]): row for row in csv.DictReader(fh)}
+    return {(row["method"], row["repeat"]): row for row in read_csv(run / "runs.csv")}
 
 
 def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:
@@ -195,10 +195,7 @@ def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:
     if not ratios:
         return "-"
     average = mean(ratios)
-    if len(ratios) == 1:
-        return _fmt(average)
-    sd = (sum((r - average) ** 2 for r in ratios) / (len(ratios) - 1)) ** 0.5
-    return f"{_fmt(average)} ± {_fmt(sd)}"
+    return _fmt(average) if len(ratios) == 1 else f"{_fmt(average)} ± {_fmt(statistics.stdev(ratios))}"
 
 
 def _fmt_spread(row: dict, key: str, divisor: float = 1) -> str:
@@ -207,11 +204,8 @@ def _fmt_spread(row: dict, key: str, divisor: float = 1) -> str:
 
 
 def _fmt(value) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
-    return str(value)
+    """A number as the run reports print it (``num``); "-" for none, as the paper's tables do."""
+    return "-" if value is None else num(value)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from experiments.colocation.metrics import error_summary
 from experiments.colocation.runner import describe_device, resolve_device
 from experiments.reports.markdown import markdown_table
 from experiments.store import environment, new_run_dir, point_latest, write_json
@@ -49,9 +50,8 @@ def run_validation(device: str, grid: str, out: str | Path | None = None) -> tup
     env["device"] = describe_device(dev)
     write_json(run / "environment.json", env)
     rows = validate_estimator(grid_tasks(grid), dev)
-    errors = [r["relative_error"] for r in rows]
-    summary = {"device": env["device"], "grid": grid, "cases": len(rows), "pmc_max_relative_error": max(errors),
-               "pmc_mean_relative_error": sum(errors) / len(errors)}
+    summary = {"device": env["device"], "grid": grid, "cases": len(rows),
+               **error_summary([r["relative_error"] for r in rows])}
     write_json(run / "validation.json", {"summary": summary, "rows": rows})
     (run / "validation.md").write_text(markdown(rows, summary))
     write_json(run / "summary.json", summary)  # last: a grid with a summary is complete

@@ -65,6 +65,18 @@ def read_switch_loss_share(raw: Path) -> float | None:
     return switch_loss_share(json.loads(balance.read_text()), json.loads(counters.read_text()))
 
 
+# A policy change applied later than this after it was due makes the run untrustworthy.
+POLICY_DELAY_TOLERANCE_S = 1.0
+
+
+def delayed_changes(changes: Sequence[dict], name: str) -> tuple[list[dict], list[str]]:
+    """The policy changes (``at_s`` due, ``applied_s``) applied too late, and a reason
+    for each naming the change by its field ``name`` (a flow's, a policy's)."""
+    delayed = [c for c in changes if c["applied_s"] - c["at_s"] > POLICY_DELAY_TOLERANCE_S]
+    return delayed, [f"policy change of {c[name]} due at {c['at_s']:g} s applied at {c['applied_s']:.1f} s"
+                     for c in delayed]
+
+
 def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Path,
                     reasons: Sequence[str] = ()) -> dict:
     """The summary fields that say whether a run can be trusted: the CPU shares

@@ -28,7 +28,7 @@ from pathlib import Path
 from experiments import store
 from experiments.errors import one_line
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, host_bytes
+from experiments.platform.fidelity import collect_fabric_counters, delayed_changes, fidelity_fields, host_bytes
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.programs import allreduce
@@ -37,8 +37,6 @@ from experiments.store import REPO_ROOT
 
 SAMPLE_S = 0.5
 STOP_GRACE_S = 5.0
-# A policy change applied later than this after it was due makes the run untrustworthy.
-POLICY_DELAY_TOLERANCE_S = 1.0
 
 
 class ProgramFailed(RuntimeError):
@@ -200,10 +198,7 @@ class ProgramsWorkload:
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
         spec = self.spec
-        reasons = []
-        delayed = [c for c in self.changes if c["applied_s"] - c["at_s"] > POLICY_DELAY_TOLERANCE_S]
-        reasons += [f"policy change of {c['policy']} due at {c['at_s']:g} s applied at {c['applied_s']:.1f} s"
-                    for c in delayed]
+        _, reasons = delayed_changes(self.changes, "policy")
         failed = [p.record() for p in self.processes if p.exit_code not in (None, 0) and not p.stopped]
         reasons += [f"program {r['program']}[{r['rank']}] on {r['host']} exited {r['exit_code']}" for r in failed]
         summary = {"failed_programs": failed, "policy_changes": self.changes,

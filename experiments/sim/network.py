@@ -65,9 +65,10 @@ Invariants:
 Cost: a change costs one refill of its component at the next query: O(port pairs)
 for one queue, O(groups x hops) with priorities, in plain Python (measured against a
 numpy version of the rounds, see ``_fill``); the clock and the next end are numpy
-vector operations over groups. ``bench_network`` measures a churn. On the Grouper
-trace (20 ports, ~2,400 flows in ~90 groups under FS, ~120 under Grouper) a one-queue
-filling takes ~40 us and a priority one ~130 us: most of a simulation's time.
+vector operations over groups. ``bench_network`` measures a churn (``make bench``'s
+``sim_network_churn_*`` rows). On the Grouper trace (20 ports, ~2,400 flows in ~90
+groups under FS, ~120 under Grouper) a one-queue filling takes ~40 us and a priority
+one ~130 us: most of a simulation's time.
 """
 from __future__ import annotations
 

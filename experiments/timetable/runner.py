@@ -15,7 +15,7 @@ from experiments import store
 from experiments.errors import one_line
 from experiments.platform import spec as platform_spec
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, read_switch_loss_share
+from experiments.platform.fidelity import collect_fabric_counters, delayed_changes, read_switch_loss_share
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.timetable import metrics, plots
@@ -24,8 +24,6 @@ from hosts import traffic
 
 INTERVAL_S = 0.5
 GRACE_S = 5.0
-# A policy change applied later than this after it was due counts as delayed.
-POLICY_DELAY_TOLERANCE_S = 1.0
 # After the high flow ends, the low flow's recovery is measured over this window.
 RECOVERY_WINDOW_S = 5.0
 
@@ -226,10 +224,8 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
     reasons = summary["fidelity"]["untrustworthy_reasons"]
     reasons += [f"flow {name} failed: {fail['error']}" for name, fail in failures.items()]
     summary["controller_outages"] = outages
-    delayed = [c for c in played.get("changes", []) if c["applied_s"] - c["at_s"] > POLICY_DELAY_TOLERANCE_S]
-    summary["policy_changes_delayed"] = delayed
-    reasons += [f"policy change of {c['flow']} due at {c['at_s']:g} s applied at {c['applied_s']:.1f} s"
-                for c in delayed]
+    summary["policy_changes_delayed"], late = delayed_changes(played.get("changes", []), "flow")
+    reasons += late
     for outage in outages:
         touched = [name for name, window in windows.items() if _overlaps(window, (outage["start_s"], outage["end_s"]))]
         if touched or outage["end_s"] is None:
