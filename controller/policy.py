@@ -266,16 +266,6 @@ class PolicyTable:
     def commit(self, by_key: dict) -> None:
         self.by_key = by_key
 
-    def set(self, policy: FlowPolicy) -> tuple[int, list]:
-        (pid,), ops, by_key = self.plan([("set", policy)])
-        self.commit(by_key)
-        return pid, ops
-
-    def remove(self, policy_id: int) -> list:
-        _ids, ops, by_key = self.plan([("remove", policy_id)])
-        self.commit(by_key)
-        return ops
-
     def switch_state(self, dpid: int) -> list:
         """Ops that (re)install every current policy's meter and rule on one switch."""
         ops: list = []

@@ -5,9 +5,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from experiments.platform.net import alive
+from experiments.platform.records import proc_stat
 
 CPU_LOST = "the box took"  # how experiments.platform.cpu.cpu_reasons starts its steal/throttling reason
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting to be reaped counts as gone)."""
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
 
 
 def cpu_was_taken(summary: dict) -> str | None:

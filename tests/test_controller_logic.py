@@ -10,6 +10,19 @@ from topologies import queues
 from topologies.fabric import leaf_spine, star
 
 
+def set_policy(table: PolicyTable, policy: FlowPolicy) -> tuple[int, list]:
+    """One change planned and committed, as the app does a batch of one."""
+    (pid,), ops, by_key = table.plan([("set", policy)])
+    table.commit(by_key)
+    return pid, ops
+
+
+def remove_policy(table: PolicyTable, policy_id: int) -> list:
+    _ids, ops, by_key = table.plan([("remove", policy_id)])
+    table.commit(by_key)
+    return ops
+
+
 def _walk(fabric, rules, groups, src, dst):
     """Follow forwarding rules hop by hop; every select-group bucket is explored."""
     by_dpid = {s.dpid: s for s in fabric.switches}
@@ -63,7 +76,7 @@ def test_star_forwards_directly_and_arp_goes_to_controller():
 def test_policy_table_marks_and_meters_at_the_ingress_leaf():
     f = leaf_spine(2, 3, 2)
     table = PolicyTable(f)
-    pid, ops = table.set(FlowPolicy("tbh3", "tbh1", "tcp", dst_port=5201, queue=2, rate_mbps=40,
+    pid, ops = set_policy(table, FlowPolicy("tbh3", "tbh1", "tcp", dst_port=5201, queue=2, rate_mbps=40,
                                     rate_mechanism="meter"))
     assert [op[0] for op in ops] == ["meter_set", "rule_set"]
     meter, rule = ops[0][1], ops[1][1]
@@ -73,34 +86,34 @@ def test_policy_table_marks_and_meters_at_the_ingress_leaf():
                           "tcp_dst": 5201}
     assert rule.actions == (("set_dscp", queues.DSCP_OF_QUEUE[2]),)
     # more specific policies outrank host-pair ones
-    _, pair_ops = table.set(FlowPolicy("tbh3", "tbh1", queue=5))
+    _, pair_ops = set_policy(table, FlowPolicy("tbh3", "tbh1", queue=5))
     assert pair_ops[0][1].priority < rule.priority
 
 
 def test_update_keeps_the_id_and_cleans_what_the_new_policy_drops():
     f = leaf_spine(1, 2, 1)
     table = PolicyTable(f)
-    pid, _ = table.set(FlowPolicy("tbh1", "tbh2", rate_mbps=10, rate_mechanism="meter"))
-    pid2, ops = table.set(FlowPolicy("tbh1", "tbh2", rate_mbps=20, rate_mechanism="host"))
+    pid, _ = set_policy(table, FlowPolicy("tbh1", "tbh2", rate_mbps=10, rate_mechanism="meter"))
+    pid2, ops = set_policy(table, FlowPolicy("tbh1", "tbh2", rate_mbps=20, rate_mechanism="host"))
     assert pid2 == pid
     assert [op[0] for op in ops] == ["rule_set", "meter_del", "host_tc"]
     assert ops[1][1].meter_id == pid and ops[2][1] == "tbh1"
     assert any("rate 20mbit ceil 20mbit" in c for c in ops[2][2])
-    _, ops = table.set(FlowPolicy("tbh1", "tbh2", queue=3))
+    _, ops = set_policy(table, FlowPolicy("tbh1", "tbh2", queue=3))
     assert [op[0] for op in ops] == ["rule_set", "host_tc"] and "del" in ops[1][2][0]
-    remove = table.remove(pid)
+    remove = remove_policy(table, pid)
     assert [op[0] for op in remove] == ["rule_del"]
     assert table.listing() == []
     with pytest.raises(PolicyError, match="^policy.id: no policy with id"):
-        table.remove(pid)
+        remove_policy(table, pid)
 
 
 def test_ids_are_reused_after_removal():
     table = PolicyTable(leaf_spine(1, 2, 2))
-    a, _ = table.set(FlowPolicy("tbh1", "tbh3", queue=1))
-    b, _ = table.set(FlowPolicy("tbh2", "tbh3", queue=1))
-    table.remove(a)
-    c, _ = table.set(FlowPolicy("tbh1", "tbh4", queue=1))
+    a, _ = set_policy(table, FlowPolicy("tbh1", "tbh3", queue=1))
+    b, _ = set_policy(table, FlowPolicy("tbh2", "tbh3", queue=1))
+    remove_policy(table, a)
+    c, _ = set_policy(table, FlowPolicy("tbh1", "tbh4", queue=1))
     assert (a, b, c) == (1, 2, 1)
 
 
@@ -120,7 +133,7 @@ def test_ids_are_reused_after_removal():
 def test_invalid_policies_are_named(fields, message):
     table = PolicyTable(leaf_spine(1, 2, 1))
     with pytest.raises(PolicyError) as err:
-        table.set(FlowPolicy(**fields))
+        set_policy(table, FlowPolicy(**fields))
     assert str(err.value).startswith(message)
     assert table.listing() == []
 
@@ -132,32 +145,32 @@ def test_policy_from_dict_rejects_unknown_fields():
 
 def test_sender_queue_is_one_filter_on_the_senders_nic_and_changes_kind_cleanly():
     table = PolicyTable(leaf_spine())
-    pid, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=1))
+    pid, ops = set_policy(table, FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=1))
     assert [op[0] for op in ops] == ["rule_set", "host_tc"]
     assert ops[0][1].actions == (("set_dscp", queues.DSCP_OF_QUEUE[2]),)  # the receiver's queue, in the switches
     [filter_cmd] = ops[1][2]
     assert ops[1][1] == "tbh1" and f"prio {queues.HOST_FLOW_PREF_BASE + pid} u32" in filter_cmd
     assert "match ip sport 40000 0xffff" in filter_cmd and filter_cmd.endswith(f"flowid {queues.queue_classid(1)}")
     assert queues.HOST_FLOW_PREF_BASE + queues.MAX_POLICY_SLOTS < queues.DSCP_FILTER_PREF
-    _, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=3))
+    _, ops = set_policy(table, FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=3))
     assert [op[0] for op in ops] == ["host_tc", "host_tc"]  # old filter deleted, new one added; rule unchanged
     assert "filter del" in ops[0][2][0] and ops[1][2][0].endswith(f"flowid {queues.queue_classid(3)}")
-    _, ops = table.set(FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, rate_mbps=5))
+    _, ops = set_policy(table, FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, rate_mbps=5))
     assert [op[0] for op in ops] == ["host_tc", "host_tc"] and "del" in ops[0][2][0]
     with pytest.raises(PolicyError, match="^policy.host_queue: a flow's sender NIC class"):
-        table.set(FlowPolicy("tbh1", "tbh3", host_queue=1, rate_mbps=5))
+        set_policy(table, FlowPolicy("tbh1", "tbh3", host_queue=1, rate_mbps=5))
 
 
 def test_a_rate_only_change_is_one_class_command_and_no_switch_op():
     table = PolicyTable(leaf_spine())
     flow = dict(src="tbh1", dst="tbh3", proto="tcp", src_port=40000, dst_port=20000, rate_mechanism="host")
-    pid, first = table.set(FlowPolicy(**flow, rate_mbps=50.0))
+    pid, first = set_policy(table, FlowPolicy(**flow, rate_mbps=50.0))
     assert [op[0] for op in first] == ["rule_set", "host_tc"] and len(first[1][2]) == 3  # class, queue, filter
-    same_pid, ops = table.set(FlowPolicy(**flow, rate_mbps=12.5))
+    same_pid, ops = set_policy(table, FlowPolicy(**flow, rate_mbps=12.5))
     assert same_pid == pid
     [(kind, host, [cmd])] = ops
     assert (kind, host) == ("host_tc", "tbh1")
     assert f"classid 1:{queues.HOST_FLOW_MINOR_BASE + pid:x} htb rate 12.5mbit ceil 12.5mbit" in cmd
     # Switching to a meter rebuilds: the rule now points at the meter, the host class goes.
-    _, ops = table.set(FlowPolicy(**{**flow, "rate_mechanism": "meter"}, rate_mbps=12.5))
+    _, ops = set_policy(table, FlowPolicy(**{**flow, "rate_mechanism": "meter"}, rate_mbps=12.5))
     assert [op[0] for op in ops] == ["meter_set", "rule_set", "host_tc"]

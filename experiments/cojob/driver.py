@@ -34,7 +34,7 @@ from experiments.cojob import workload as cojob_mod
 from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
 from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
-from experiments.platform.policysync import PolicySync, flow_match
+from experiments.platform.policysync import PolicySync
 from hosts.messages import command
 
 PS_PORT_BASE = 20000
@@ -106,13 +106,6 @@ class CojobDriver(Driver):
         ps = (placement.ps[key.ps], self.ps_port(job, key.ps))
         (src, sport), (dst, dport) = (worker, ps) if key.phase == cojob_mod.PUSH else (ps, worker)
         return (src, dst, "tcp", sport, dport)
-
-    def flows_of(self, job: JobState) -> list[dict]:
-        """Every network flow of a job (5-tuple and hosts); same-host pairs cross no port."""
-        placement = self.workload.placements[job.plan.key]
-        return [flow_match(self.flow_tuple(FlowKey(job.plan.key, w, p, phase)))
-                for w, w_host in enumerate(placement.workers) for p, p_host in enumerate(placement.ps)
-                if w_host != p_host for phase in (cojob_mod.PUSH, cojob_mod.PULL)]
 
     # --- the coordinator's actions -------------------------------------------------
     def carry_out(self, actions: list) -> None:

@@ -78,15 +78,6 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting to be reaped counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 class Emulation:
     def __init__(self, fabric: Fabric, run_dir: str | Path, run_id: str | None = None,
                  options: EmulationOptions | None = None):

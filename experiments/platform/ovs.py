@@ -26,6 +26,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from experiments.platform.records import proc_stat
+
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DAEMONS = ("ovs-vswitchd", "ovsdb-server")  # stop order
 VSWITCHD_NICE = -10
@@ -113,11 +115,10 @@ class PrivateOVS:
     def cpu_seconds(self) -> float:
         """CPU time used so far by this instance's ovs-vswitchd (all its threads)."""
         pid = self.pids().get("ovs-vswitchd")
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, TypeError):
+        fields = proc_stat(pid) if pid is not None else None
+        if fields is None:
             return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     def pids(self) -> dict[str, int]:
         return _pidfile_pids(self.base)

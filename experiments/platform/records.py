@@ -26,13 +26,19 @@ def state_dir() -> Path:
     return path
 
 
-def proc_start_time(pid: int) -> int | None:
-    """The kernel's start time of ``pid`` (clock ticks since boot), or None if gone."""
+def proc_stat(pid) -> list[str] | None:
+    """``/proc/PID/stat``'s fields after the command name (which may hold spaces and
+    parentheses), from the state on: proc(5)'s field n is index n - 3; None if gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def proc_start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None if gone."""
+    fields = proc_stat(pid)
+    return None if fields is None else int(fields[19])
 
 
 def netns_inode(pid: int) -> int | None:
