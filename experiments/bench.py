@@ -26,6 +26,7 @@ from experiments.cojob import bench as bench_grouper
 from experiments.gnn import bench as bench_gnn
 from experiments.gnn import searchbench as bench_search
 from experiments.platform import cpu
+from experiments.platform.fidelity import queue_drops
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.runner import run_any_spec
 from experiments.stats import percentile
@@ -100,13 +101,10 @@ def what_packets_did(em: Emulation, fabric) -> dict:
     ports' queues counted; ``retransmitted_share``, the hosts' TCP segments sent again
     over all sent; ``segments_per_drop``, retransmitted segments per queue drop (1 when
     a queue drops single wire packets, dozens when it drops super-packets)."""
-    links = json.loads(subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True, text=True,
-                                      check=True).stdout)
-    tx = {link["ifname"]: link.get("stats64", {}).get("tx", {}) for link in links}
-    ports = [intf for _sw, intf, _mbps in fabric.switch_ports()]
-    sent_packets = sum(tx.get(p, {}).get("packets", 0) for p in ports)
-    sent_bytes = sum(tx.get(p, {}).get("bytes", 0) for p in ports)
-    drops = sum(q["dropped"] for port in em.port_counters().values() for q in port.values())
+    balance = em.switch_packet_balance().values()
+    sent_packets = sum(s["transmitted"] for s in balance)
+    sent_bytes = sum(s["transmitted_bytes"] for s in balance)
+    drops = queue_drops(em.port_counters())
     out_segs = retrans = 0
     for h in fabric.hosts:
         snmp = subprocess.run(netns_cmd(em.host(h.name).pid, ["cat", "/proc/net/snmp"]), capture_output=True,

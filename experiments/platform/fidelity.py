@@ -52,8 +52,12 @@ def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -
     ports' queue counters (``Emulation.port_counters``)."""
     received = sum(s["received"] for s in balance.values())
     transmitted = sum(s["transmitted"] for s in balance.values())
-    queue_drops = sum(q["dropped"] for port in port_counters.values() for q in port.values())
-    return max(received - transmitted - queue_drops, 0) / received if received else None
+    return max(received - transmitted - queue_drops(port_counters), 0) / received if received else None
+
+
+def queue_drops(port_counters: dict) -> int:
+    """Packets the switch ports' queues dropped (``Emulation.port_counters``)."""
+    return sum(q["dropped"] for port in port_counters.values() for q in port.values())
 
 
 def read_switch_loss_share(raw: Path) -> float | None:

@@ -296,18 +296,20 @@ class Emulation:
         return out
 
     def switch_packet_balance(self) -> dict[str, dict[str, int]]:
-        """Per switch: packets its ports received and transmitted (the kernel's counters
-        of the switch-side interfaces). Once traffic has stopped the difference is what
-        the userspace switch lost between reading a packet and sending it on, which no
-        queue counter shows (an ARP flood counts more out than in)."""
+        """Per switch: packets its ports received and transmitted, and the bytes they
+        transmitted (the kernel's counters of the switch-side interfaces). Once traffic
+        has stopped the packets' difference is what the userspace switch lost between
+        reading a packet and sending it on, which no queue counter shows (an ARP flood
+        counts more out than in)."""
         links = json.loads(subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True, text=True,
                                           check=True).stdout)
         stats = {link["ifname"]: link.get("stats64", {}) for link in links}
         out: dict[str, dict[str, int]] = {}
         for switch, intf, _mbps in self.fabric.switch_ports():
-            counters = out.setdefault(switch, {"received": 0, "transmitted": 0})
+            counters = out.setdefault(switch, {"received": 0, "transmitted": 0, "transmitted_bytes": 0})
             counters["received"] += stats.get(intf, {}).get("rx", {}).get("packets", 0)
             counters["transmitted"] += stats.get(intf, {}).get("tx", {}).get("packets", 0)
+            counters["transmitted_bytes"] += stats.get(intf, {}).get("tx", {}).get("bytes", 0)
         return out
 
     def ovs_reports(self) -> dict[str, dict[str, str]]:
