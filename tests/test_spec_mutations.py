@@ -642,11 +642,12 @@ def test_a_failed_tcpdump_is_reported_at_stop(tmp_path):
     stops_cleanly = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *_: sys.exit(0)); "
                      "print('ready', flush=True); time.sleep(30)")
     capture = Capture({"hosts": ["tbh1", "tbh2"], "queue_interval_s": None}, tmp_path)
-    capture.packets = [subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"]),  # e.g. a bad filter
-                       subprocess.Popen([sys.executable, "-c", stops_cleanly], stdout=subprocess.PIPE, text=True)]
-    assert capture.packets[1].stdout.readline() == "ready\n"
-    capture.packets[0].wait()  # exited before the run's end
+    capture.packets = {"tbh1": subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"]),  # a bad filter
+                       "tbh2": subprocess.Popen([sys.executable, "-c", stops_cleanly], stdout=subprocess.PIPE,
+                                                text=True)}
+    assert capture.packets["tbh2"].stdout.readline() == "ready\n"
+    capture.packets["tbh1"].wait()  # exited before the run's end
     capture.stop()
-    capture.packets[1].stdout.close()
+    capture.packets["tbh2"].stdout.close()
     assert capture.fields == {"capture_errors": ["tbh1: tcpdump exited with 1"]}
-    assert [proc.returncode for proc in capture.packets] == [1, 0]
+    assert [proc.returncode for proc in capture.packets.values()] == [1, 0]

@@ -113,9 +113,9 @@ def _compile_problem(text: str) -> str | None:
 
 
 def start_packet_captures(em, raw: Path, hosts, snap_bytes: int, packets: int, bpf: str,
-                          prefix: str = "capture") -> list[subprocess.Popen]:
+                          prefix: str = "capture") -> dict[str, subprocess.Popen]:
     """One tcpdump per host of what it receives, into ``raw/<prefix>-<host>.pcap``."""
-    procs = []
+    procs = {}
     for host in hosts:
         cmd = ["tcpdump", "-i", host_interface(host), "-Q", "in", "-n", "-s", str(snap_bytes), "-U",
                "-w", str(raw / f"{prefix}-{host}.pcap")]
@@ -123,24 +123,26 @@ def start_packet_captures(em, raw: Path, hosts, snap_bytes: int, packets: int, b
             cmd[1:1] = ["-c", str(packets)]
         if bpf:
             cmd += ["--", bpf]  # a filter is never read as an option
-        procs.append(em.popen(host, cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs[host] = em.popen(host, cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return procs
 
 
-def stop_packet_captures(procs: list[subprocess.Popen]) -> list[int]:
-    """Stop every tcpdump; their exit codes, in order (0: its pcap is whole; tcpdump
-    exits 0 on SIGINT and on reaching its packet count)."""
-    for proc in procs:
+def stop_packet_captures(procs: dict[str, subprocess.Popen]) -> list[str]:
+    """Stop every tcpdump; one line per host whose tcpdump failed (its pcap missing or
+    cut short; tcpdump exits 0 on SIGINT and on reaching its packet count)."""
+    for proc in procs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)  # tcpdump flushes its file on SIGINT
-    codes = []
-    for proc in procs:
+    failed = []
+    for host, proc in procs.items():
         try:
-            codes.append(proc.wait(timeout=5))
+            code = proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
-            codes.append(proc.wait())
-    return codes
+            code = proc.wait()
+        if code != 0:
+            failed.append(f"{host}: tcpdump exited with {code}")
+    return failed
 
 
 class QueueSampler(threading.Thread):
@@ -200,7 +202,7 @@ class Capture:
 
     def __init__(self, options: dict | None, raw: Path):
         self.options, self.raw = options, raw
-        self.packets: list[subprocess.Popen] = []
+        self.packets: dict[str, subprocess.Popen] = {}
         self.sampler: QueueSampler | None = None
         self.fields: dict = {}
 
@@ -217,9 +219,7 @@ class Capture:
     def stop(self) -> None:
         """Stop capturing; a tcpdump that failed (a pcap missing or cut short) is
         reported in ``fields`` as ``capture_errors``."""
-        codes = stop_packet_captures(self.packets)
-        failed = [f"{host}: tcpdump exited with {code}"
-                  for host, code in zip(self.options["hosts"] if self.options else [], codes) if code != 0]
+        failed = stop_packet_captures(self.packets)
         if self.sampler is not None:
             self.fields = self.sampler.stop()
             self.sampler = None
