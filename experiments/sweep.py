@@ -703,7 +703,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
             continue
         if cell.backend == "emulated":
             limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
-        print(f"[{n}/{len(chosen)}] {cell.id}: would run", flush=True)
+        print(f"[{n}/{len(chosen)}] {cell.id}: would run ({cell.backend})", flush=True)
     earlier = durations(directory) if directory else {}
     estimate = _estimate(len(pending) - len(invalid), [], earlier)
     if estimate:

@@ -252,7 +252,7 @@ def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
                             "grid": {"workload.jobs": [2, 0]}}, smoke)
     assert main(["sweep", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == "[1/4] sched-fs_seed-1_workload.jobs-2: would run"
+    assert out[0] == "[1/4] sched-fs_seed-1_workload.jobs-2: would run (simulated)"
     assert out[2].startswith("[3/4] sched-fs_seed-1_workload.jobs-0: INVALID: SpecError: workload.jobs: ")
     assert out[4] == ("2 of 4 cells would run, 2 invalid, 0 already done; estimated time unknown (no earlier cell "
                       "durations: --out DIR of an earlier run has them)")
@@ -267,7 +267,7 @@ def test_dry_run_of_a_directory_keeps_its_done_cells_and_estimates_from_them(tmp
     capsys.readouterr()
     assert sweep_mod.dry_run(sweep_mod.load(path), out, validate=lambda spec: spec) == []
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:2] == ["[1/2] sched-fs_seed-1: already done", "[2/2] sched-grouper_seed-1: would run"]
+    assert lines[:2] == ["[1/2] sched-fs_seed-1: already done", "[2/2] sched-grouper_seed-1: would run (emulated)"]
     assert lines[2].startswith(f"1 of 2 cells would run, 1 already done; estimated 0 s (at the mean of 2 cells in "
                                f"{out / 'results.csv'})")
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
