@@ -42,7 +42,7 @@ def new_run_dir(kind: str, name: str, out: str | os.PathLike | None = None) -> P
     if out is not None:
         run = Path(out)
         if (run / "summary.json").exists():
-            raise FileExistsError(f"--out {run}: already holds a run (summary.json); choose a new directory")
+            raise SpecError("out", f"{run}: already holds a run (summary.json); choose a new directory")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         run = results_root() / f"{stamp}-{kind}-{name}"

@@ -89,3 +89,10 @@ def test_load_summary_is_one_runs_summary_or_one_line(tmp_path):
     (tmp_path / "summary.json").write_text("{")
     with pytest.raises(SpecError, match=r"summary.json: not JSON"):
         load_summary(tmp_path)
+
+
+def test_a_run_into_a_directory_holding_a_run_is_one_line(tmp_path):
+    from experiments.store import new_run_dir
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(SpecError, match=r"^out: .*: already holds a run \(summary.json\); choose a new directory$"):
+        new_run_dir("run", "x", tmp_path)

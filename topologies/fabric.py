@@ -269,6 +269,12 @@ def _check_names(fab: Fabric) -> None:
 BUILDERS = {"leaf_spine": leaf_spine, "star": star}
 
 
+def defaults(kind: str) -> dict:
+    """A builder's parameters with their defaults (a spec's topology resolved: the
+    fabric it ran on, whatever the defaults become)."""
+    return {name: p.default for name, p in inspect.signature(BUILDERS[kind]).parameters.items()}
+
+
 def build(kind: str, **params) -> Fabric:
     """Build a fabric by kind name from spec parameters (unknown keys are errors)."""
     if not isinstance(kind, str) or kind not in BUILDERS:

@@ -45,9 +45,11 @@ def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
         raise SpecError("topology.kind", f"is required (one of {', '.join(fabric_mod.BUILDERS)})")
     params = {key: value for key, value in topo.items() if key != "kind"}
     try:
-        return {"kind": topo["kind"], **params}, fabric_mod.build(topo["kind"], **params)
+        fab = fabric_mod.build(topo["kind"], **params)
     except fabric_mod.TopologyError as err:
         raise relocate(err, "topology", "topology") from None
+    resolved = {**fabric_mod.defaults(topo["kind"]), **params}  # defaults filled in, as every section's
+    return {"kind": topo["kind"], **{k: v for k, v in resolved.items() if v is not None}}, fab
 
 
 def validate_common(spec: dict) -> dict:
