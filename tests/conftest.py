@@ -17,6 +17,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_state(tmp_path_factory):
+    """Module- and session-scoped fixtures keep their records and results in the
+    session's directories too: no test run touches the checkout's results/latest."""
+    root = tmp_path_factory.mktemp("session")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINBED_STATE", str(root / "state"))
+        patch.setenv("TRAINBED_RESULTS", str(root / "results"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def private_state(tmp_path, monkeypatch):
     """Each test keeps its run records and results in its own directories."""
