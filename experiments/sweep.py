@@ -73,6 +73,7 @@ import yaml
 from experiments import store
 from experiments.errors import SpecError, one_line
 from experiments.reports import publish_sweep
+from experiments.reports.run import without_console_summary
 from experiments.results import csv_value, durations, lookup, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import (
@@ -393,8 +394,10 @@ def run_with_runner(spec: dict, out_dir: Path) -> Path:
 
 
 def simulate_with_runner(spec: dict, out_dir: Path) -> Path:
-    """The cell runner of ``backend: simulated``: the kind's simulator."""
-    return simulate_any_spec(spec, out=str(out_dir))
+    """The cell runner of ``backend: simulated``: the kind's simulator, its console
+    summary left to the sweep's progress line (a simulated cell takes seconds)."""
+    with without_console_summary():
+        return simulate_any_spec(spec, out=str(out_dir))
 
 
 def backend_runner(cell: Cell) -> RunCell:

@@ -253,10 +253,13 @@ def test_a_sweep_directory_whose_record_is_not_a_sweep_is_refused(tmp_path):
         sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
 
 
-def test_a_simulated_sweep_runs_every_cell_on_the_simulator(tmp_path):
+def test_a_simulated_sweep_runs_every_cell_on_the_simulator(tmp_path, capsys):
     smoke = yaml.safe_load(open("experiments/specs/grouper-smoke.yaml"))
     path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "grouper"], "seeds": [1, 2]}, smoke)
     result = sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"))
+    printed = capsys.readouterr().out  # a cell's progress line, not its run's console summary
+    assert printed.count(": done in ") == 4 and "trustworthy: yes (simulated" not in printed
+    assert (tmp_path / "out" / "cells" / "sched-fs_seed-1" / "report.html").exists()
     assert result.failed == [] and len(result.rows) == 4
     by_cell = {row["cell"]: row for row in result.rows}
     for seed in (1, 2):  # the smoke workload is one where Grouper must beat fair share

@@ -1,6 +1,8 @@
 """A run's ``report.html`` and its console summary, both read from the run directory."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 from pathlib import Path
 
@@ -10,6 +12,19 @@ from experiments.reports.rundata import RunData, headline, load, num, tables, ve
 from experiments.validation import shown_path
 
 REPORT = "report.html"
+_CONSOLE_SUMMARY = contextvars.ContextVar("console_summary", default=True)
+
+
+@contextlib.contextmanager
+def without_console_summary():
+    """Runs that end without printing their summary (a sweep's simulated cells, seconds
+    each: the sweep's progress line says what each did); their report.html and
+    summary.json are written as ever."""
+    token = _CONSOLE_SUMMARY.set(False)
+    try:
+        yield
+    finally:
+        _CONSOLE_SUMMARY.reset(token)
 
 
 def where(path: Path) -> str:
@@ -111,6 +126,8 @@ def publish_run(run: str | Path) -> None:
         write_run_report(run)
     except Exception as err:  # noqa: BLE001 - the run's end must not fail over its report
         print(f"trainbed: report not written: {one_line(err)}")
+    if not _CONSOLE_SUMMARY.get():
+        return
     try:
         print(run_summary(run), flush=True)
     except Exception as err:  # noqa: BLE001 - as above
