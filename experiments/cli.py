@@ -161,6 +161,12 @@ def _figures(args) -> int:
     if args.paper != "dgtp" and len(args.dir) > 1:
         raise SpecError("dir", f"{args.paper} takes one sweep directory")
     out = Path(args.out) if args.out is not None else None
+    if out is not None:  # --out leaves the sweeps as they are: it may not be one of them, nor hold one's figures
+        sweeps = {Path(d).resolve() for d in args.dir}
+        targets = [out] + ([out / Path(d).resolve().name for d in args.dir] if len(args.dir) > 1 else [])
+        if any(t.resolve() in sweeps for t in targets):
+            raise SpecError("--out", f"{out}: would write into a sweep directory; leave --out out to draw into "
+                                     f"the sweep, or choose another directory")
     if args.paper == "dgtp":
         from experiments.gnn.figures import dgtp_figures, table3_across
         if args.solo:

@@ -59,6 +59,7 @@ import copy
 import fnmatch
 import itertools
 import math
+import os
 import random
 import re
 import sys
@@ -171,7 +172,13 @@ def _base_spec(sweep_path: Path | None, value) -> tuple[Path | None, dict]:
     """(its path, the base spec): a path relative to the sweep file (to the current
     directory without one) unless absolute, or the base spec itself, a mapping."""
     if isinstance(value, dict):
+        try:  # what sweep.yaml will keep: refused now, not after the sweep's directory is made
+            yaml.safe_dump(value)
+        except yaml.YAMLError as err:
+            raise error("spec", f"the base spec holds a value YAML cannot keep ({one_line(err)})") from None
         return None, copy.deepcopy(value)
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if not isinstance(value, str):
         raise error("spec", f"must be a path to the base spec, or the base spec itself (a mapping), "
                             f"got {describe(value)}")
@@ -721,9 +728,10 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
     return invalid
 
 
-def run_any_sweep(sweep: str | Path | dict, out: str | None = None, run_cell: RunCell | None = None, only=(),
-                  force: bool = False, executor: Executor | None = None) -> SweepResult:
+def run_any_sweep(sweep: str | Path | dict, out: str | None = None, *, only=(), force: bool = False,
+                  executor: Executor | None = None, run_cell: RunCell | None = None) -> SweepResult:
     """Check and run a sweep into ``out`` (default: a new results directory): a sweep
     file's path, or a sweep as a dict (a script's; its ``spec`` a path relative to the
-    current directory, or the base spec itself)."""
+    current directory, or the base spec itself). ``run_cell(spec, cell directory)``
+    replaces the cells' runner (their kinds' checks are then its own)."""
     return run_sweep(parse(sweep) if isinstance(sweep, dict) else load(sweep), out, run_cell, only, force, executor)

@@ -133,6 +133,8 @@ def test_cli_figures(sweep_dir, tmp_path, capsys):
     printed = capsys.readouterr().out.split()
     assert str(tmp_path / "drawn" / "figure-11.md") in printed and "report.html" not in " ".join(printed)
     assert not list(sweep_dir.glob("figure-*"))  # --out leaves the sweep as it was
+    assert main(["figures", "grouper", str(sweep_dir), "--out", str(sweep_dir)]) == 2  # --out is not the sweep
+    assert "would write into a sweep directory" in capsys.readouterr().err and not list(sweep_dir.glob("figure-*"))
     assert main(["figures", "grouper", str(sweep_dir)]) == 0
     assert str(sweep_dir / "figure-11.md") in capsys.readouterr().out
     assert (sweep_dir / "figure-11.csv").read_bytes() == (tmp_path / "drawn" / "figure-11.csv").read_bytes()

@@ -122,4 +122,8 @@ def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_paper
     shutil.copytree(ring, twin)
     assert main(["figures", "dgtp", str(ring), str(twin), "--out", str(tmp_path / "twins")]) == 2
     assert "two sweep directories named ring" in capsys.readouterr().err
+    one = tmp_path / "one"  # one sweep: its figures and Table III across it, straight into OUT
+    assert main(["figures", "dgtp", str(ring), "--out", str(one)]) == 0
+    assert {"table-3.csv", "table-3-gains.csv", "figure-6.png", "table-3-all.csv"} <= {p.name for p in one.iterdir()}
+    assert not list(ring.glob("table-3*")) and not list(ring.glob("figure-*"))
     assert main(["figures", "grouper", str(drawn), str(ring)]) == 2

@@ -305,7 +305,14 @@ def test_a_resolved_placement_is_run_again_as_it_is_not_searched_again(spec, mon
     placement (checked as an explicit one), the search's record kept, nothing searched."""
     placement = {"kind": "etp", "profile": str(PROFILE), "steps": 30, "seed": 4}
     resolved = gnn_spec.validate(raw_spec(placement))
+    section = resolved["workload"]["placement"]
+    # the run's start writes the trace of the search that resolved its spec here; of one
+    # resolved in another process (its spec.yaml), none
+    assert search.remembered(resolved, section).placement == section["tasks"]
+    monkeypatch.setattr(search, "_found", {})
+    assert search.remembered(resolved, section) is None
     monkeypatch.setattr(search, "searched", lambda *args, **kwargs: pytest.fail("searched again"))
+    monkeypatch.setattr(search, "etp_placement", lambda *args, **kwargs: pytest.fail("searched again"))
     assert gnn_spec.validate(resolved) == resolved
     assert gnn_spec.validate(spec) == spec  # distdgl's, resolved
     moved = copy.deepcopy(resolved)
@@ -320,6 +327,14 @@ def test_a_resolved_placement_is_run_again_as_it_is_not_searched_again(spec, mon
     extra["workload"]["placement"]["steps"] = 3  # a search's field on distdgl's placement
     with pytest.raises(SpecError, match=r"^workload\.placement\.steps: unknown field"):
         gnn_spec.validate(extra)
+    for change, message in ((lambda p: p.pop("profile"), r"^workload\.placement\.profile: is required"),
+                            (lambda p: p.update(steps="many"), r"^workload\.placement\.steps: "),
+                            (lambda p: p.update(pick="best"), r"^workload\.placement\.pick: must be one of"),
+                            (lambda p: p.update(makespan_s=-1), r"^workload\.placement\.makespan_s: ")):
+        bad = copy.deepcopy(resolved)
+        change(bad["workload"]["placement"])
+        with pytest.raises(SpecError, match=message):
+            gnn_spec.validate(bad)
 
 
 def test_an_etp_placement_checked_for_errors_only_is_ifs_and_searches_nothing(spec, profile, monkeypatch):

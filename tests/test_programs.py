@@ -194,3 +194,15 @@ class htb {queue_classid(7)} parent 1:1 prio 7 rate 2Mbit ceil 100Mbit burst 160
  backlog 0b 0p requeues 0
 """
     assert queue_backlogs(text) == {3: 1514, 5: 12 * 1024, 7: 0}
+
+
+def test_a_resolved_spec_of_a_program_on_many_hosts_validates_to_itself():
+    """A program policy on 9 hosts names 72 flows: its resolved form (flows one by one)
+    is taken as the program form is, with no cap of its own."""
+    raw = {"name": "p9", "topology": {"kind": "star", "hosts": 9, "host_mbps": 50}, "time_limit_s": 60,
+           "workload": {"kind": "programs",
+                        "programs": [{"name": "a", "hosts": [f"tbh{i}" for i in range(1, 10)], "command": "true"}],
+                        "policies": [{"name": "all", "program": "a", "queue": 2}]}}
+    resolved = validate(raw)
+    assert len(resolved["workload"]["policies"][0]["flows"]) == 72
+    assert validate(copy.deepcopy(resolved)) == resolved

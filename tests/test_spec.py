@@ -28,6 +28,10 @@ def test_demo_spec_resolves_with_defaults():
     assert spec["policy_changes"][0]["rate_mbps"] == 40.0
     assert spec["fidelity"] == platform_spec.FIDELITY_DEFAULTS
     assert len(platform_spec.fabric_of(spec).hosts) == 6
+    # the topology as the fabric was built: every parameter, the builder's defaults filled in
+    bare = spec_mod.validate(dict(demo(), topology={"kind": "leaf_spine", "host_mbps": 50}))
+    assert bare["topology"] == {"kind": "leaf_spine", "spines": 2, "leaves": 3, "hosts_per_leaf": 2,
+                                "host_mbps": 50, "fabric_mbps": 100.0}
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "experiments" / "specs").glob("*.yaml")), ids=lambda p: p.stem)

@@ -1,5 +1,6 @@
 import csv
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -276,11 +277,21 @@ def test_a_script_sweeps_a_dict_its_base_spec_inline_or_a_path_from_the_current_
     assert result.failed == [] and [row["cell"] for row in result.rows] == ["sched-fs_seed-1", "sched-grouper_seed-1"]
     record = yaml.safe_load((tmp_path / "inline" / "sweep.yaml").read_text())
     assert record["spec"] is None and record["base_spec"] == smoke and sweep["spec"] is smoke
-    # resumed from the same dict: nothing runs again; a path is read from the current directory
-    assert sweep_mod.run_any_sweep(sweep, out=str(tmp_path / "inline")).failed == []
+    # resumed from the same dict: nothing runs again; another base spec is refused
+    again = FakeRunner()
+    assert sweep_mod.run_any_sweep(sweep, out=str(tmp_path / "inline"), run_cell=again).failed == []
+    assert again.calls == []
+    with pytest.raises(SpecError, match="base spec"):
+        sweep_mod.run_any_sweep({**sweep, "spec": {**smoke, "seed": 99}}, out=str(tmp_path / "inline"), run_cell=again)
+    # a path (a str or a Path) is read from the current directory
     monkeypatch.chdir(tmp_path)
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(smoke))
-    assert sweep_mod.parse({**sweep, "spec": "base.yaml"}).spec_path == tmp_path / "base.yaml"
+    for path in ("base.yaml", Path("base.yaml")):
+        assert sweep_mod.parse({**sweep, "spec": path}).spec_path == tmp_path / "base.yaml"
+    # a value sweep.yaml could not keep is refused before anything is made
+    with pytest.raises(SpecError, match=r"^spec: the base spec holds a value YAML cannot keep"):
+        sweep_mod.run_any_sweep({**sweep, "spec": {**smoke, "seed": object()}}, out=str(tmp_path / "bad"))
+    assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.parametrize("backend, base, message", [

@@ -202,7 +202,9 @@ def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
 def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
     """host -> Mbit/s it sent plus received in each ``bin_s`` bin since the first transfer."""
     rows = store.read_csv(cell.run_dir / "flows.csv")
-    sent, received = host_mbps(rows, min(float(r["start_t"]) for r in rows), bin_s)
+    sent, received = host_mbps(rows, min(float(r["start_t"]) for r in rows), bin_s) if rows else ({}, {})
+    if not sent:
+        raise SpecError("dir", f"{cell.run_dir / 'flows.csv'}: no finished transfer to draw Fig. 7 from")
     bins = len(next(iter(sent.values())))
     return {host: [s + r for s, r in zip(sent.get(host, [0.0] * bins), received.get(host, [0.0] * bins))]
             for host in sorted(sent.keys() | received.keys())}

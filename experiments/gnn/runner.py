@@ -57,9 +57,13 @@ class GnnWorkload:
 
     def start(self, em: Emulation, events_path: str) -> None:
         placement = self.spec["workload"]["placement"]
-        if placement["kind"] == "etp":  # the search that resolved the spec, remembered: its step trace
+        if placement["kind"] == "etp" and "steps" in placement:  # searched, not checked for errors only
             from experiments.gnn import search  # pylint: disable=import-outside-toplevel  # reads the model
-            search.write_trace(self.run_dir / "placement_trace.csv", search.searched(self.spec, placement))
+            found = search.remembered(self.spec, placement)
+            if found is not None:  # the search that resolved the spec here: its step trace
+                search.write_trace(self.run_dir / "placement_trace.csv", found)
+            else:
+                self.progress("placement: as the spec records it (searched by an earlier run: no step trace)")
         self.bytes_before = host_bytes_into_fabric(em)
         self.driver = GnnDriver(em, self.spec, self.run_dir, events_path, progress=self.progress)
 

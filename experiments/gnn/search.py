@@ -222,6 +222,16 @@ def _ids(spec: Mapping) -> list[str]:
 _found: dict[str, Search] = {}  # a search's key -> its result: a spec resolved here runs it once per process
 
 
+def _key(spec: Mapping, profile: str | Path, *settings) -> str:
+    """A search of a profile file, as ``_found`` keeps it: the file (and its stamp: a
+    rewritten profile is another search), the settings and the job."""
+    job = {k: spec[k] for k in ("topology", "scheduler", "emulation")}
+    workload = {k: v for k, v in spec["workload"].items() if k != "placement"}
+    path = Path(profile).resolve()
+    stamp = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None
+    return json.dumps([str(path), stamp, *settings, job, workload], sort_keys=True, default=str)
+
+
 def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int, verify: bool = True,
                   simulated_cost: bool = False, verify_best: int = 0,
                   progress: Callable[[str], None] | None = None, window: int = WINDOW) -> Search:
@@ -241,12 +251,7 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
         raise ValueError("verify_best: needs the candidates judged by the model (verify)")
     key = None
     if not isinstance(profile, Profile):
-        job = {k: spec[k] for k in ("topology", "scheduler", "emulation")}
-        workload = {k: v for k, v in spec["workload"].items() if k != "placement"}
-        path = Path(profile).resolve()
-        stamp = (path.stat().st_mtime_ns, path.stat().st_size) if path.is_file() else None  # a rewritten profile
-        key = json.dumps([str(path), stamp, steps, seed, verify, simulated_cost, verify_best, window, job, workload],
-                         sort_keys=True, default=str)
+        key = _key(spec, profile, steps, seed, verify, simulated_cost, verify_best, window)
         if key in _found:
             return _found[key]
     profile = _profile(profile)
@@ -328,6 +333,14 @@ def searched(spec: Mapping, section: Mapping) -> Search:
     return etp_placement(spec, section["profile"], section["steps"], section["seed"],
                          verify=section.get("pick", "makespan") == "makespan",
                          verify_best=section.get("verify_best", 0))
+
+
+def remembered(spec: Mapping, section: Mapping) -> Search | None:
+    """The search ``searched(spec, section)`` ran in this process, or None: a spec
+    resolved elsewhere (a run's spec.yaml) is not searched again for its trace."""
+    return _found.get(_key(spec, section["profile"], section["steps"], section["seed"],
+                           section.get("pick", "makespan") == "makespan", False, section.get("verify_best", 0),
+                           WINDOW))
 
 
 def with_placement(spec: Mapping, tasks: Mapping[str, str], kind: str = "etp") -> dict:

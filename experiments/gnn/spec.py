@@ -77,9 +77,10 @@ from experiments.validation import (
     integer,
     items,
     mapping,
-    relocate,
     number,
+    relocate,
     shown_path,
+    string,
 )
 from hosts.gnn.graphs import SHAPES, DatasetShape
 
@@ -251,7 +252,14 @@ def _resolved_placement(raw: dict, hosts: list[str], workload: dict) -> dict:
     searched again, so that a run's spec runs the same placement again."""
     kind = choice("workload.placement.kind", raw["kind"], tuple(placement_mod.KINDS) + tuple(SEARCH_FIELDS))
     allowed = {"kind", "tasks"} | (SEARCH_FIELDS.get(kind, set()) | (SEARCH_RECORD if kind == "etp" else set()))
-    section = mapping("workload.placement", raw, allowed=allowed)
+    section = mapping("workload.placement", raw, allowed=allowed,
+                      required=("kind", "tasks", "profile") if kind in SEARCH_FIELDS else ("kind", "tasks"))
+    if kind in SEARCH_FIELDS:  # the search's record, checked as the search checks it (the profile is not read)
+        string("workload.placement.profile", section["profile"])
+        _search_settings(section)
+        for key in SEARCH_RECORD & set(section):
+            if section[key] is not None:
+                number(at("workload.placement", key), section[key], minimum=0)
     tasks = mapping("workload.placement.tasks", section["tasks"])
     explicit = {t: h for t, h in tasks.items() if not str(t).startswith("store")}
     try:
@@ -267,6 +275,18 @@ def _resolved_placement(raw: dict, hosts: list[str], workload: dict) -> dict:
     return {**section, "tasks": placed}
 
 
+def _search_settings(section: dict) -> tuple[int, int, str, int]:
+    """A search's steps, seed, pick and verify_best, defaults where not given."""
+    from experiments.gnn.search import DEFAULT_STEPS  # pylint: disable=import-outside-toplevel  # reads the model
+    steps = integer("workload.placement.steps", section.get("steps", DEFAULT_STEPS), minimum=0, maximum=1_000_000)
+    seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
+    pick = choice("workload.placement.pick", section.get("pick", PICKS[0]), PICKS)
+    verify_best = integer("workload.placement.verify_best", section.get("verify_best", 0), minimum=0)
+    if verify_best and pick != "makespan":
+        raise SpecError("workload.placement.verify_best", "needs pick: makespan (the model judges the candidates)")
+    return steps, seed, pick, verify_best
+
+
 def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:
     """``{kind: etp, profile, steps, seed, pick, verify_best}`` (DGTP's search: IFS then
     ETP, candidates judged by simulated makespan or by cost) or ``{kind: ifs, profile}`` (IFS alone) on the
@@ -279,13 +299,7 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
     kind = choice("workload.placement.kind", raw["kind"], tuple(SEARCH_FIELDS))
     section = mapping("workload.placement", raw, allowed=SEARCH_FIELDS[kind], required=("kind", "profile"))
     profile = existing_file("workload.placement.profile", section["profile"], base=REPO_ROOT)
-    steps = integer("workload.placement.steps", section.get("steps", search.DEFAULT_STEPS), minimum=0,
-                    maximum=1_000_000)
-    seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
-    pick = choice("workload.placement.pick", section.get("pick", PICKS[0]), PICKS)
-    verify_best = integer("workload.placement.verify_best", section.get("verify_best", 0), minimum=0)
-    if verify_best and pick != "makespan":
-        raise SpecError("workload.placement.verify_best", "needs pick: makespan (the model judges the candidates)")
+    steps, seed, pick, verify_best = _search_settings(section)
     job = {**common, "workload": workload}
     try:
         # ETP starts from IFS's placement, so IFS meets the job's and the profile's errors but
