@@ -1,4 +1,5 @@
-"""``trainbed`` command line: run emulated experiments, simulate them, sweep, draw figures, clean up, co-locate GNN tasks."""
+"""``trainbed`` command line: run emulated experiments, simulate them, sweep, draw figures, list the results, clean
+up, co-locate GNN tasks."""
 from __future__ import annotations
 
 import argparse
@@ -103,6 +104,20 @@ def _count(flag: str, value: str, least: int | None) -> int:
     if number is None or (least is not None and number < least):
         raise SpecError(flag, f"must be an integer{'' if least is None else f' >= {least}'}, got {value!r}")
     return number
+
+
+def _results(args) -> int:
+    from experiments import store
+    from experiments.reports.listing import as_csv, as_text, entries
+    root = Path(args.dir) if args.dir is not None else store.results_root()
+    if args.dir is not None and not root.is_dir():
+        raise SpecError("dir", f"{root}: no such directory")
+    rows = entries(root)[:args.last] if root.is_dir() else []  # no results/ yet: nothing run here
+    if args.csv:
+        sys.stdout.write(as_csv(rows))
+    else:
+        print(as_text(rows) if rows else f"{root}: no run or sweep directory")
+    return 0
 
 
 def _clean(args) -> int:
@@ -243,6 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "candidates that take minutes each)")
     place.add_argument("--out", type=_out_file, help="write the placement, predicted iteration time and search time as JSON")
     place.set_defaults(func=_place)
+    results = sub.add_parser("results", help="the results store at a glance: its runs and sweeps, newest first")
+    results.add_argument("dir", nargs="?", help="a directory of run and sweep directories (default: results/)")
+    results.add_argument("--last", type=count_flag, metavar="N", help="only the N newest")
+    results.add_argument("--csv", action="store_true", help="as CSV (directory, type, what, completed, "
+                                                             "trustworthy, headline)")
+    results.set_defaults(func=_results)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
     clean.set_defaults(func=_clean)
     colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")

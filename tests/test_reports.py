@@ -3,8 +3,10 @@ of every kind, a simulated run, and in a real headless browser (Debian's Chromiu
 from __future__ import annotations
 
 import base64
+import io
 import csv
 import json
+import os
 import re
 import shutil
 import struct
@@ -303,3 +305,37 @@ def test_reports_render_in_a_real_browser(tmp_path):
         assert probe["broken"] == [], page
         assert probe["errors"] == [], page
         assert console == [], page
+
+
+def test_trainbed_results_lists_the_store_newest_first_with_each_verdict(tmp_path, capsys, monkeypatch):
+    root = tmp_path / "results"
+    root.mkdir()
+    for name in ("timetable", "gnn", "programs", "colocation"):
+        copy(RUNS[name][0], root)
+    shutil.copytree(SWEEP, root / "tb-fix", ignore=shutil.ignore_patterns("figure-*"))
+    (root / "garbled").mkdir()
+    (root / "garbled" / "summary.json").write_text("{")
+    (root / "bench").mkdir()  # neither a run nor a sweep: left out
+    (root / "latest").symlink_to("garbled")
+    made = ["timetable-priority", "gnn-untrustworthy", "lower-queue", "infer-gcn-low", "tb-fix", "garbled"]
+    for n, name in enumerate(made):  # in this order: the newest is the last
+        marker = root / name / ("results.csv" if name == "tb-fix" else "summary.json")
+        os.utime(marker, (1_000_000 + n, 1_000_000 + n))
+    monkeypatch.setenv("TRAINBED_RESULTS", str(root))
+    assert main(["results", "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["directory"] for r in rows] == ["garbled", "tb-fix", "infer-gcn-low", "lower-queue",
+                                              "gnn-untrustworthy", "timetable-priority"]
+    by = {r["directory"]: r for r in rows}
+    assert by["garbled"]["headline"].startswith("unreadable: ") and "not JSON" in by["garbled"]["headline"]
+    assert (by["tb-fix"]["type"], by["tb-fix"]["what"]) == ("sweep", "sweep of cojob · emulated")
+    assert by["tb-fix"]["completed"].endswith("cells")
+    assert (by["gnn-untrustworthy"]["completed"], by["gnn-untrustworthy"]["trustworthy"]) == ("yes", "no")
+    assert by["timetable-priority"]["headline"].startswith("high's share while both ran 98.0%")
+    assert by["lower-queue"]["headline"] == "all-reduce over the ring's ideal 1.07"
+    assert by["infer-gcn-low"]["trustworthy"] == "-"  # co-location records no fidelity verdict
+    assert main(["results", str(root), "--last", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["directory", "type", "what", "completed", "trustworthy", "headline"]
+    assert [line.split()[0] for line in lines[1:]] == ["garbled", "tb-fix"]
+    assert main(["results", str(tmp_path / "none")]) == 2
