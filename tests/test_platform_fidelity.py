@@ -75,6 +75,9 @@ def test_reasons_come_from_the_cpu_then_every_outage_then_the_kind(tmp_path):
                            "an installed rate is 9.0% off its OES target"]
     assert fields["trustworthy"] is False and fields["fidelity"]["trustworthy"] is False
     assert fields["controller_outages"] == outages and fields["switch_loss_share"] is None  # nothing collected
+    # a kind that judges its outages itself (the timetable: by the windows each touched)
+    judged = fidelity_fields(monitor(idle=0.9), FIDELITY_DEFAULTS, outages, tmp_path, outage_reasons=[])
+    assert judged["trustworthy"] is True and judged["controller_outages"] == outages
 
 
 @pytest.mark.parametrize("reasons", [["a kind's reason"], ()])

@@ -82,20 +82,23 @@ def delayed_changes(changes: Sequence[dict], name: str) -> tuple[list[dict], lis
 
 
 def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Path,
-                    reasons: Sequence[str] = ()) -> dict:
+                    reasons: Sequence[str] = (), outage_reasons: Sequence[str] | None = None) -> dict:
     """The summary fields that say whether a run can be trusted: the CPU shares
     (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` (from ``raw``),
     ``fidelity`` (the CPU shares, ``untrustworthy_reasons``, ``trustworthy``) and
     ``trustworthy``.
 
     The reasons, in order: the CPU's against the spec's fidelity ``limits``
-    (``cpu.reasons``), one per controller outage (no policy could change while it
-    lasted), then the kind's own ``reasons``. The run is trustworthy exactly when
-    there is none; the switch loss share is reported, not judged.
+    (``cpu.reasons``), the controller outages', then the kind's own ``reasons``. An
+    outage is a reason (no policy could change while it lasted) unless the kind judges
+    them itself (``outage_reasons``: the timetable, by the measured windows each
+    touched). The run is trustworthy exactly when there is no reason; the switch loss
+    share is reported, not judged.
     """
     cpu_shares = cpu.summary()
-    untrustworthy = cpu.reasons(limits) + [f"controller outage at {o['start_s']:.1f} s" for o in outages]
-    untrustworthy += reasons
+    if outage_reasons is None:
+        outage_reasons = [f"controller outage at {o['start_s']:.1f} s" for o in outages]
+    untrustworthy = cpu.reasons(limits) + list(outage_reasons) + list(reasons)
     return {**cpu_shares, "controller_outages": outages, "switch_loss_share": read_switch_loss_share(raw),
             "fidelity": {**cpu_shares, "untrustworthy_reasons": untrustworthy, "trustworthy": not untrustworthy},
             "trustworthy": not untrustworthy}

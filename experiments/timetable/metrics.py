@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import statistics
 
-from experiments.platform.cpu import cpu_reasons
 from topologies.fabric import host_interface
 
 SETTLE_S = 1.0
@@ -114,11 +113,8 @@ def link_goodput(per_host: dict) -> dict[str, float]:
     return {host_interface(host): min(r.values()) for host, r in per_host.items()}
 
 
-def fidelity(cpu: dict, link_ratios: dict[str, float], limits: dict) -> dict:
-    """Whether the box kept up: the CPU was there (``cpu``: a ``CpuMonitor.summary()``)
-    and every saturated link delivered near its rate; ``limits``: a spec's fidelity."""
-    reasons = cpu_reasons(cpu, limits)
-    for link, ratio in sorted(link_ratios.items()):
-        if ratio < limits["min_link_goodput_ratio"]:
-            reasons.append(f"link {link} goodput {ratio:.2f} of its rate < {limits['min_link_goodput_ratio']:.2f}")
-    return {**cpu, "link_goodput_ratios": link_ratios, "trustworthy": not reasons, "untrustworthy_reasons": reasons}
+def link_reasons(link_ratios: dict[str, float], limits: dict) -> list[str]:
+    """Why the run cannot be trusted as far as its links go: a saturated link that
+    delivered less than the spec's fidelity ``limits`` allow (the box did not keep up)."""
+    return [f"link {link} goodput {ratio:.2f} of its rate < {limits['min_link_goodput_ratio']:.2f}"
+            for link, ratio in sorted(link_ratios.items()) if ratio < limits["min_link_goodput_ratio"]]

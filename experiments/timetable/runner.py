@@ -15,7 +15,7 @@ from experiments import store
 from experiments.errors import one_line
 from experiments.platform import spec as platform_spec
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, delayed_changes, read_switch_loss_share
+from experiments.platform.fidelity import collect_fabric_counters, delayed_changes, fidelity_fields
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.timetable import metrics, plots
@@ -121,7 +121,7 @@ class TimetableWorkload:
         return {"collect_errors": self.played["collect_errors"]} if self.played.get("collect_errors") else {}
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
-        return analyse(self.spec, self.run_dir, self.played, cpu.summary(), outages)
+        return analyse(self.spec, self.run_dir, self.played, cpu, outages)
 
 
 def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
@@ -151,7 +151,7 @@ def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
     return a[0] < (b[1] if b[1] is not None else float("inf")) and b[0] < a[1]
 
 
-def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict]) -> dict:
+def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:
     """Raw data in the run directory -> summary dict (and flows.csv, tcp.csv, goodput.png).
 
     A failed flow is a result: it is listed under ``failed_flows`` (and makes the
@@ -219,22 +219,18 @@ def analyse(spec: dict, run: Path, played: dict, cpu: dict, outages: list[dict])
             (p["rate_mechanism"] for p in played.get("policies", []) if p["dst_port"] == played["ports"][flow["name"]]),
             None)
     summary["link_goodput_ratio"] = min(ratios.values()) if ratios else None
-    summary["fidelity"] = metrics.fidelity(cpu, ratios, spec["fidelity"])
-    summary["fidelity"]["host_link_goodput"] = per_host
-    reasons = summary["fidelity"]["untrustworthy_reasons"]
+    reasons = metrics.link_reasons(ratios, spec["fidelity"])
     reasons += [f"flow {name} failed: {fail['error']}" for name, fail in failures.items()]
-    summary["controller_outages"] = outages
     summary["policy_changes_delayed"], late = delayed_changes(played.get("changes", []), "flow")
     reasons += late
+    judged = []  # an outage counts only where it touched a measured window (or never ended)
     for outage in outages:
         touched = [name for name, window in windows.items() if _overlaps(window, (outage["start_s"], outage["end_s"]))]
         if touched or outage["end_s"] is None:
-            reasons.append(f"controller outage {outage['start_s']:.1f}-{outage['end_s'] or 'end'} s touched "
-                           f"{', '.join(touched) or 'the rest of the run'}")
-    summary["fidelity"]["trustworthy"] = not reasons
-    summary["trustworthy"] = not reasons
-    summary.update(cpu)
-    summary["switch_loss_share"] = read_switch_loss_share(run / "raw")
+            judged.append(f"controller outage {outage['start_s']:.1f}-{outage['end_s'] or 'end'} s touched "
+                          f"{', '.join(touched) or 'the rest of the run'}")
+    summary.update(fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", reasons, outage_reasons=judged))
+    summary["fidelity"].update(link_goodput_ratios=ratios, host_link_goodput=per_host)
     plots.flow_goodput(series, spec, run / "goodput.png")
     return summary
 
