@@ -111,7 +111,7 @@ def _results(args) -> int:
     from experiments.reports.listing import as_csv, as_text, entries
     root = Path(args.dir) if args.dir is not None else store.results_root()
     if args.dir is not None and not root.is_dir():
-        raise SpecError("dir", f"{root}: no such directory")
+        raise SpecError("dir", f"{root}: {'not a directory' if root.exists() else 'no such directory'}")
     rows = entries(root)[:args.last] if root.is_dir() else []  # no results/ yet: nothing run here
     if args.csv:
         sys.stdout.write(as_csv(rows))
@@ -259,10 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--out", type=_out_file, help="write the placement, predicted iteration time and search time as JSON")
     place.set_defaults(func=_place)
     results = sub.add_parser("results", help="the results store at a glance: its runs and sweeps, newest first")
-    results.add_argument("dir", nargs="?", help="a directory of run and sweep directories (default: results/)")
+    results.add_argument("dir", nargs="?", help="a directory of run and sweep directories (default: the results "
+                                                "store, results/ or $TRAINBED_RESULTS)")
     results.add_argument("--last", type=count_flag, metavar="N", help="only the N newest")
-    results.add_argument("--csv", action="store_true", help="as CSV (directory, type, what, completed, "
-                                                             "trustworthy, headline)")
+    results.add_argument("--csv", action="store_true", help="as CSV (directory, type, kind, backend, cells, "
+                                                             "completed, trustworthy, headline)")
     results.set_defaults(func=_results)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
     clean.set_defaults(func=_clean)

@@ -17,6 +17,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+import yaml
 
 from experiments.cli import main
 from experiments.platform.run import RunError, finish_run
@@ -315,27 +316,48 @@ def test_trainbed_results_lists_the_store_newest_first_with_each_verdict(tmp_pat
     shutil.copytree(SWEEP, root / "tb-fix", ignore=shutil.ignore_patterns("figure-*"))
     (root / "garbled").mkdir()
     (root / "garbled" / "summary.json").write_text("{")
+    (root / "running").mkdir()  # a run under way (or killed): its spec, no summary yet
+    shutil.copy(RUNS["timetable"][0] / "spec.yaml", root / "running" / "spec.yaml")
+    (root / "starting").mkdir()  # a sweep before its first cell lands: its record, no results.csv
+    shutil.copy(SWEEP / "sweep.yaml", root / "starting" / "sweep.yaml")
     (root / "bench").mkdir()  # neither a run nor a sweep: left out
     (root / "latest").symlink_to("garbled")
-    made = ["timetable-priority", "gnn-untrustworthy", "lower-queue", "infer-gcn-low", "tb-fix", "garbled"]
+    made = ["timetable-priority", "gnn-untrustworthy", "lower-queue", "infer-gcn-low", "tb-fix", "garbled",
+            "running", "starting"]
     for n, name in enumerate(made):  # in this order: the newest is the last
-        marker = root / name / ("results.csv" if name == "tb-fix" else "summary.json")
+        marker = root / name / {"tb-fix": "results.csv", "running": ".", "starting": "sweep.yaml"}.get(
+            name, "summary.json")
         os.utime(marker, (1_000_000 + n, 1_000_000 + n))
     monkeypatch.setenv("TRAINBED_RESULTS", str(root))
     assert main(["results", "--csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert [r["directory"] for r in rows] == ["garbled", "tb-fix", "infer-gcn-low", "lower-queue",
-                                              "gnn-untrustworthy", "timetable-priority"]
+    assert [r["directory"] for r in rows] == made[::-1]
     by = {r["directory"]: r for r in rows}
     assert by["garbled"]["headline"].startswith("unreadable: ") and "not JSON" in by["garbled"]["headline"]
-    assert (by["tb-fix"]["type"], by["tb-fix"]["what"]) == ("sweep", "sweep of cojob · emulated")
-    assert by["tb-fix"]["completed"].endswith("cells")
-    assert (by["gnn-untrustworthy"]["completed"], by["gnn-untrustworthy"]["trustworthy"]) == ("yes", "no")
+    cells = str(len(yaml.safe_load((SWEEP / "sweep.yaml").read_text())["cells"]))
+    kept = list(csv.DictReader(open(SWEEP / "results.csv")))
+    assert [by["tb-fix"][k] for k in ("type", "kind", "backend", "cells", "completed", "trustworthy")] == [
+        "sweep", "cojob", "emulated", cells, str(sum(r["completed"] == "true" for r in kept)),
+        str(sum(r["trustworthy"] == "true" for r in kept))]
+    assert [by["starting"][k] for k in ("kind", "cells", "completed")] == ["cojob", cells, "0"]
+    assert [by["running"][k] for k in ("type", "kind", "completed", "trustworthy")] == [
+        "run", "timetable", "running or killed", ""]
+    gnn = by["gnn-untrustworthy"]  # a run not trusted says why, not its figures
+    assert (gnn["completed"], gnn["trustworthy"], gnn["headline"]) == ("yes", "no", verdict(
+        load(root / "gnn-untrustworthy")).reasons[0])
     assert by["timetable-priority"]["headline"].startswith("high's share while both ran 98.0%")
     assert by["lower-queue"]["headline"] == "all-reduce over the ring's ideal 1.07"
     assert by["infer-gcn-low"]["trustworthy"] == "-"  # co-location records no fidelity verdict
-    assert main(["results", str(root), "--last", "2"]) == 0
+    assert main(["results", str(root), "--last", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["directory", "type", "what", "completed", "trustworthy", "headline"]
-    assert [line.split()[0] for line in lines[1:]] == ["garbled", "tb-fix"]
+    assert lines[0].split() == ["directory", "what", "completed", "trustworthy", "headline"]
+    assert [line.split()[0] for line in lines[1:]] == ["starting", "running", "garbled"]
+    assert lines[1].split()[1:6] == ["sweep", "of", "cojob", "·", "emulated"] and f"0/{cells} cells" in lines[1]
+    # a directory that cannot be looked into is a row saying why, the others listed as ever
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))
+                        if self.parent.name == "lower-queue" else real_exists(self))
+    assert main(["results", "--csv"]) == 0
+    rows = {r["directory"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert rows["lower-queue"]["headline"].startswith("unreadable: ") and len(rows) == len(made)
     assert main(["results", str(tmp_path / "none")]) == 2

@@ -1,12 +1,15 @@
 """``trainbed results [DIR]``: the results store at a glance, one row per run or sweep
-directory directly under DIR (default ``results/``), newest first.
+directory directly under DIR (default: the results store, ``results/`` or
+``TRAINBED_RESULTS``), the last written first.
 
-A row is data first (``entries``: dicts; ``--csv`` prints them) and a line second:
-its directory, what it is (a run's kind and backend; a sweep's cells' kind), its
-verdict (a run: completed and trustworthy, from its summary; a sweep: how many of its
-cells completed and are trustworthy, from results.csv) and a run's key figures from its
-headline (``KEY_FIGURES``), a sweep's name. A directory that is neither (``bench/``, ``cache/``) is left out; one whose
-files cannot be read is listed with why.
+A row is data first (``entries``: dicts of ``FIELDS``; ``--csv`` prints them) and a
+line second (``as_text``): its directory, what it is (a run's kind and backend; a
+sweep's, from its base spec), its verdict (a run: completed and trustworthy, from its
+summary, ``running or killed`` while it has none; a sweep: how many of its cells
+completed and are trustworthy, from results.csv) and a line: why a run did not complete
+or is not trusted, else its key figures (``KEY_FIGURES``); a sweep's name. A directory
+that is neither (``bench/``, ``cache/``) is left out, as is ``latest`` (a link to a row
+of its own); one whose files cannot be read is a row saying why.
 """
 from __future__ import annotations
 
@@ -15,14 +18,18 @@ import io
 from pathlib import Path
 
 from experiments.errors import one_line
+from experiments.kinds import kind_of
 from experiments.reports.rundata import headline, load, verdict
 from experiments.reports.sweep import RESULTS, SweepData
+from experiments.validation import read_yaml
 
-FIELDS = ("directory", "type", "what", "completed", "trustworthy", "headline")
+FIELDS = ("directory", "type", "kind", "backend", "cells", "completed", "trustworthy", "headline")
 # The headline rows (by how their label ends) a run's row shows, per kind; else its first.
 KEY_FIGURES = {"timetable": ("high's share while both ran", "rate limit achieved"), "cojob": ("scheduler", "avg SCT"),
                "gnn": ("time to target accuracy", "iteration time"), "programs": ("all-reduce over the ring's ideal",),
                "colocation": ("(primary) makespan",)}
+SWEEP_MARKERS = ("sweep.yaml", RESULTS)
+RUN_MARKERS = ("summary.json", "spec.yaml")  # a run writes its spec first, its summary last
 
 
 def _key_figures(kind: str, rows: list[tuple[str, str]]) -> str:
@@ -31,53 +38,84 @@ def _key_figures(kind: str, rows: list[tuple[str, str]]) -> str:
     return "; ".join(f"{label} {value}" for label, value in chosen)
 
 
+def _spec_kind(spec) -> str:
+    try:
+        return kind_of(spec).name
+    except Exception:  # noqa: BLE001 - a spec of no known kind is listed, not refused
+        return "unknown"
+
+
 def _run(path: Path) -> dict:
+    if not (path / "summary.json").exists():  # still running, or killed before its end
+        spec = read_yaml(path / "spec.yaml", "spec.yaml", "run spec")
+        return {"kind": _spec_kind(spec), "completed": "running or killed"}
     data = load(path)
-    trusted = verdict(data).trustworthy
-    return {"type": "run", "what": f"{data.kind} · {data.backend}",
-            "completed": "yes" if data.summary.get("completed") else "no",
-            "trustworthy": {True: "yes", False: "no", None: "-"}[trusted],
-            "headline": _key_figures(data.kind, headline(data))}
+    judged = verdict(data)
+    completed = bool(data.summary.get("completed"))
+    why = judged.reasons[0] if judged.reasons and (not completed or judged.trustworthy is False) else None
+    return {"kind": data.kind, "backend": data.backend, "completed": "yes" if completed else "no",
+            "trustworthy": {True: "yes", False: "no", None: "-"}[judged.trustworthy],
+            "headline": why or _key_figures(data.kind, headline(data))}
 
 
 def _sweep(path: Path) -> dict:
-    sweep = SweepData(path)
-    cells = len(sweep.record.get("cells") or []) or len(sweep.rows)
-    completed = sum(row.get("completed") == "true" for row in sweep.rows)
-    trusted = sum(row.get("trustworthy") == "true" for row in sweep.rows)
-    backend = sweep.record.get("backend", "emulated")
-    return {"type": "sweep", "what": f"sweep of {sweep.kind() or 'no cell yet'} · {backend}",
-            "completed": f"{completed}/{cells} cells", "trustworthy": f"{trusted}/{cells} cells",
-            "headline": sweep.name}
+    record = read_yaml(path / "sweep.yaml", "sweep.yaml", "sweep record") if (path / "sweep.yaml").exists() else {}
+    if not isinstance(record, dict):
+        raise ValueError("sweep.yaml is not a sweep record (a mapping)")
+    rows = SweepData(path).rows if (path / RESULTS).exists() else []  # none before its first cell lands
+    cells = record.get("cells")
+    base = record.get("base_spec")
+    kind = _spec_kind(base) if isinstance(base, dict) else rows and SweepData(path).kind() or "unknown"
+    return {"kind": kind,
+            "backend": record.get("backend", "emulated"),
+            "cells": str(len(cells) if isinstance(cells, list) else len(rows)),
+            "completed": str(sum(row.get("completed") == "true" for row in rows)),
+            "trustworthy": str(sum(row.get("trustworthy") == "true" for row in rows)),
+            "headline": str(record.get("name") or path.name)}
 
 
 def entries(root: str | Path) -> list[dict]:
-    """A row per run or sweep directory directly under ``root``, newest first (by the
-    time its summary or results were last written)."""
+    """A row per run or sweep directory directly under ``root``, the last written first
+    (its summary, results or directory), then by name."""
     found = []
     for path in Path(root).iterdir():
-        if path.is_symlink() or not path.is_dir() or path.name.startswith("."):
-            continue  # results/latest points at a row of its own
-        marker = path / RESULTS if (path / "sweep.yaml").exists() or (path / RESULTS).exists() else \
-            path / "summary.json"
-        if not marker.exists() and not (path / "sweep.yaml").exists():
+        if path.name == "latest" or path.name.startswith("."):
             continue
-        row = {"directory": path.name, "type": "sweep" if marker.name == RESULTS else "run", "what": "",
-               "completed": "", "trustworthy": "", "headline": ""}
+        row = dict.fromkeys(FIELDS, "")
+        row["directory"] = path.name
+        written = 0.0  # a directory that cannot be looked into: last
         try:
+            if not path.is_dir():
+                continue
+            if any((path / m).exists() for m in SWEEP_MARKERS):
+                row["type"], markers = "sweep", [path / RESULTS, path / "sweep.yaml"]
+            elif any((path / m).exists() for m in RUN_MARKERS):
+                row["type"], markers = "run", [path / "summary.json", path]
+            else:
+                continue
+            written = next(m for m in markers if m.exists()).stat().st_mtime
             row.update(_sweep(path) if row["type"] == "sweep" else _run(path))
         except Exception as err:  # noqa: BLE001 - one unreadable directory is a row saying why, not a stop
             row["headline"] = f"unreadable: {one_line(err)}"
-        found.append((marker.stat().st_mtime if marker.exists() else path.stat().st_mtime, row))
-    return [row for _, row in sorted(found, key=lambda pair: pair[0], reverse=True)]
+        found.append((-written, path.name, row))
+    return [row for *_, row in sorted(found, key=lambda entry: entry[:2])]
 
 
 def as_text(rows: list[dict]) -> str:
-    """The rows aligned in columns, a header first."""
-    header = {field: field for field in FIELDS}
-    widths = {field: max(len(str(row[field])) for row in [header, *rows]) for field in FIELDS[:-1]}
-    return "\n".join("  ".join(str(row[f]).ljust(widths[f]) for f in FIELDS[:-1]) + "  " + str(row["headline"])
-                     for row in [header, *rows]).rstrip()
+    """The rows in columns under a header: directory, what, completed, trustworthy, then
+    the headline (a sweep's counts are of its cells)."""
+    def shown(row: dict) -> list[str]:
+        if row["type"] == "sweep":
+            return [row["directory"], f"sweep of {row['kind']} · {row['backend']}",
+                    f"{row['completed']}/{row['cells']} cells", f"{row['trustworthy']}/{row['cells']} cells",
+                    row["headline"]]
+        what = " · ".join(part for part in (row["kind"], row["backend"]) if part)
+        return [row["directory"], what, row["completed"], row["trustworthy"], row["headline"]]
+
+    table = [["directory", "what", "completed", "trustworthy", "headline"]] + [shown(row) for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(4)]
+    return "\n".join(("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[4]).rstrip()
+                     for line in table)
 
 
 def as_csv(rows: list[dict]) -> str:
