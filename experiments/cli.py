@@ -176,9 +176,10 @@ def _figures(args) -> int:
     if args.paper != "dgtp" and len(args.dir) > 1:
         raise SpecError("dir", f"{args.paper} takes one sweep directory")
     out = Path(args.out) if args.out is not None else None
+    sweeps = [Path(d).resolve() for d in args.dir]
+    names = [sweep.name for sweep in sweeps]  # with several dgtp sweeps and --out: each one's folder in it
     if out is not None:  # --out leaves the sweeps as they are: it may not be one of them, nor hold one's figures
-        sweeps = {Path(d).resolve() for d in args.dir}
-        targets = [out] + ([out / Path(d).resolve().name for d in args.dir] if len(args.dir) > 1 else [])
+        targets = [out] + ([out / name for name in names] if len(args.dir) > 1 else [])
         if any(t.resolve() in sweeps for t in targets):
             raise SpecError("--out", f"{out}: would write into a sweep directory; leave --out out to draw into "
                                      f"the sweep, or choose another directory")
@@ -193,7 +194,6 @@ def _figures(args) -> int:
         elif len(args.dir) == 1:
             paths = dgtp_figures(args.dir[0], out) + table3_across(args.dir, out)
         else:  # each sweep's figures in a folder of its name, Table III across them beside
-            names = [Path(d).resolve().name for d in args.dir]
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
                 raise SpecError("dir", f"two sweep directories named {twice[0]}: their figures would share "

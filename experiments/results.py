@@ -64,10 +64,9 @@ def load_summary(run_dir: str | Path) -> dict:
 def read_summary(run_dir: str | Path) -> dict | None:
     """A run directory's ``summary.json``; None when missing or unreadable."""
     try:
-        summary = store.read_json(Path(run_dir) / "summary.json")
-    except (OSError, ValueError):  # ValueError: the store's SpecError for a garbled file
+        return load_summary(run_dir)
+    except SpecError:  # missing, garbled or not a summary
         return None
-    return summary if isinstance(summary, dict) else None
 
 
 def durations(directory: Path) -> dict[str, float]:

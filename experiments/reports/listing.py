@@ -17,6 +17,7 @@ import csv
 import io
 from pathlib import Path
 
+from experiments import store
 from experiments.errors import one_line
 from experiments.kinds import kind_of
 from experiments.reports.rundata import headline, load, verdict
@@ -62,7 +63,7 @@ def _sweep(path: Path) -> dict:
     record = read_yaml(path / "sweep.yaml", "sweep.yaml", "sweep record") if (path / "sweep.yaml").exists() else {}
     if not isinstance(record, dict):
         raise ValueError("sweep.yaml is not a sweep record (a mapping)")
-    rows = SweepData(path).rows if (path / RESULTS).exists() else []  # none before its first cell lands
+    rows = store.read_csv(path / RESULTS) if (path / RESULTS).exists() else []  # none before its first cell lands
     cells = record.get("cells")
     base = record.get("base_spec")
     kind = _spec_kind(base) if isinstance(base, dict) else rows and SweepData(path).kind() or "unknown"
