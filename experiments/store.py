@@ -29,7 +29,7 @@ from experiments.errors import SpecError
 from experiments.platform import cpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "matplotlib", "PyYAML")
+PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "numba", "matplotlib", "PyYAML")
 
 
 def results_root() -> Path:

@@ -179,6 +179,11 @@ def test_bad_input():
         net.add("b", (("x", 0), ("x", 1)), 1)
     with pytest.raises(ValueError):
         net.add("b", (("x", 0),), 0)
+    with pytest.raises(ValueError, match="64 bits"):
+        net.add("b", (("x", 2 ** 63),), 1)
+    net.add("b", (("x", 2 ** 63 - 1),), 1)  # the refused add left nothing behind: b is filled
+    assert net.rate("b") == 0.0 and net.rate("a") == 1.0  # behind a's queue 0
+    net.remove("b")
     net.advance(0.5)
     with pytest.raises(ValueError):
         net.advance(0.25)
@@ -520,3 +525,32 @@ def test_event_sequence_equals_the_reference_network(seed, idle, monkeypatch):
 def test_bench_runs(queues):
     per = bench_network(flows=60, ports=6, transfers=300, seed=3, queues=queues)
     assert 0 < per < 1.0
+
+
+def test_the_compiled_fillings_heap_orders_as_heapq_and_grows():
+    """``_push``/``_pop`` (the priority filling's heap of (level, port)) pop what
+    heapq pops for the same tuples, ties on the level broken by the port, from a
+    capacity far below what is pushed (the arrays grow)."""
+    import heapq
+
+    import numpy as np
+
+    rng = random.Random(5)
+    hv, hp, size = np.empty(1), np.empty(1, np.int64), 0
+    ref = []
+    popped, want = [], []
+    for _ in range(3000):
+        if ref and rng.random() < 0.4:
+            popped.append((float(hv[0]), int(hp[0])))
+            size = network._pop(hv, hp, size)
+            want.append(heapq.heappop(ref))
+        else:
+            item = (float(rng.randrange(20)), rng.randrange(50))  # many equal levels
+            hv, hp, size = network._push(hv, hp, size, *item)
+            heapq.heappush(ref, item)
+    while ref:
+        popped.append((float(hv[0]), int(hp[0])))
+        size = network._pop(hv, hp, size)
+        want.append(heapq.heappop(ref))
+    assert size == 0 and len(hv) > 1000
+    assert popped == want

@@ -27,10 +27,10 @@ L (the sum of the steps so far), a port with n members rising and frozen load f
 fills at L = (capacity - f)/n, so a heap of ports gives the next freeze; a group
 that started rising at level s and froze at L gets L - s. With one queue on every
 port of a component all groups start at 0 and a group's rate is the least fill level
-of its ports, so the loop walks port pairs (2-hop groups summed) rather than groups.
-Rates match itersim's to float rounding (~1e-15); the one difference is that a port
-within 1e-9 of full is frozen in the same round only inside its own component, where
-itersim's single global round also freezes one elsewhere: at most 1e-9 of a rate.
+of its ports. Rates match itersim's to float rounding (~1e-15); the one difference is
+that a port within 1e-9 of full is frozen in the same round only inside its own
+component, where itersim's single global round also freezes one elsewhere: at most
+1e-9 of a rate.
 
 Invariants:
 - a group (one per distinct hops tuple with >= 1 member) keeps ``sent``: the bytes
@@ -49,12 +49,7 @@ Invariants:
   same hops (``_drop_group``); reused, it starts as a new group would (sent 0).
 - the components are cached: a link between two of them or a 3+ hop group coming or
   going drops the cache, and a port pair losing its last link is checked at the next
-  filling (still connected: nothing changed). A component is filled by priority only
-  if one of its ports has more than one queue (checked at each filling).
-- while no component has priorities (and none was filled by priority since every
-  component was last refilled), every group's rate is the least one-queue fill level
-  of its ports, each port keeping its level from its component's last filling, so
-  rates are set for all groups at once (``_fill``).
+  filling (still connected: nothing changed).
 - the clock only moves in ``advance``, after the rates are current, so ``sent`` always
   integrates the rates actually in force. A group's next delivery time is cached with
   its rate; ``advance(next_end())`` delivers by those same cached numbers, so it
@@ -62,13 +57,13 @@ Invariants:
   within tolerance) is checked: a member behind a top that is not yet due, with a
   larger size and so a wider tolerance, waits at most 1e-9 of its duration.
 
-Cost: a change costs one refill of its component at the next query: O(port pairs)
-for one queue, O(groups x hops) with priorities, in plain Python (measured against a
-numpy version of the rounds, see ``_fill``); the clock and the next end are numpy
-vector operations over groups. ``bench_network`` measures a churn (``make bench``'s
-``sim_network_churn_*`` rows). On the Grouper trace (20 ports, ~2,400 flows in ~90
-groups under FS, ~120 under Grouper) a one-queue filling takes ~40 us and a priority
-one ~130 us: most of a simulation's time.
+Cost: a change costs one refill of its component at the next query, compiled
+(``_filling``, numba: in plain Python the filling was most of a simulation's time;
+measurements/simulator-2026-11-25): O(slots + ports) to find the component's groups
+and set up, then O(groups x hops) for the filling (a port's groups sorted by queue by
+insertion: quadratic only in one port's groups, and only where their queues come out
+of order); the clock and the next end are numpy vector operations over groups. ``bench_network`` measures a churn (``make
+bench``'s ``sim_network_churn_*`` rows).
 """
 from __future__ import annotations
 
@@ -79,6 +74,7 @@ import time
 from collections.abc import Hashable, Mapping
 
 import numpy as np
+from numba import njit
 
 # A port counts as full, and a flow as delivered, within this share of the port's
 # capacity or of the flow's size (as itersim): float residue must not leave a
@@ -89,7 +85,7 @@ TOLERANCE = 1e-9
 # few ulps of its own bytes, not of the group's whole history.
 _REBASE = 8.0
 _INF = math.inf
-_DEAD = -2  # _gport row 0 of a free or idle slot: the level 0 (rate 0)
+_DEAD = -2  # _gport row 0 of a free or idle slot (no port: not filled)
 # Groups left with no member are kept (idle) for reuse, at most this many
 _IDLE = 128
 
@@ -110,12 +106,10 @@ class FluidNetwork:
         self.now = 0.0
         # ports, by index
         self._pid: dict[str, int] = {}
-        self._pcap: list[float] = []
+        self._pcap = np.zeros(0)  # capacity, bytes/s
         self._users: list[set[int]] = []  # groups crossing the port
-        self._pqueues: list[dict[int, set[int]]] = []  # queue -> its groups (>1 key: priorities)
-        # member counts as of the last filling, aggregated per port: the one-queue
-        # filling then walks port pairs instead of groups (most flows have 2 hops)
-        self._deg: list[int] = []  # members crossing the port
+        # which ports groups link (the components): member counts as of the last
+        # filling per port pair (most flows have 2 hops), and the 3+ hop groups
         self._pair: list[dict[int, int]] = []  # other port -> members of 2-hop groups over both
         self._multi: list[set[int]] = []  # groups of 3+ hops crossing the port
         # flows: flow -> (group, heap entry, hops); entry = (finish, seq, epoch, size, flow).
@@ -129,7 +123,6 @@ class FluidNetwork:
         self._gkey: list[Hops | None] = []
         self._heap: list[list | None] = []
         self._count: list[int] = []
-        self._counted: list[int] = []  # member count at the last filling
         self._free: list[int] = []
         self._idle: dict[int, None] = {}  # groups with no member, oldest first (see _drop_group)
         # per-group vectors (numpy: moving the clock and finding the next end are one
@@ -146,23 +139,17 @@ class FluidNetwork:
         self._end, self._endtol = self._ends
         self._tmp = np.zeros(0)
         self._tmp2 = np.zeros((2, 0))
-        # _gport[j, g]: index of the j-th port of group g, -1 past its last hop (one row
-        # per hop position: column-wise np.minimum is far faster than min(axis=1)); a
-        # free slot has _DEAD in row 0
+        # _gport[j, g]: index of the j-th port of group g, -1 past its last hop; a free
+        # or idle slot has _DEAD in row 0 (the filling reads these arrays as they are)
         self._gport = np.zeros((2, 0), dtype=np.intp)
+        self._counted = np.zeros(0, dtype=np.int64)  # member count at the last filling
+        self._gqueue = np.zeros((2, 0), dtype=np.int64)  # _gqueue[j, g]: the queue of that hop
         self._next = _INF
         self._dirty_groups: set[int] = set()
         self._dirty_ports: set[int] = set()
         self._comps = None  # components of ports, see _components
-        self._comp_of: list[int] = []
+        self._comp_of = np.zeros(0, dtype=np.intp)
         self._cut: list[tuple[int, int]] = []  # port pairs unlinked since _components
-        self._mixed_ports = 0  # ports with more than one queue
-        # fill level of every port by its component's last one-queue filling, then the
-        # levels _DEAD (0: rate 0) and -1 (inf: padding) index; while _levels_ok, every
-        # group's rate is the least level of its ports (no priority filling since the
-        # last refill of every component)
-        self._lv = [0.0, _INF]
-        self._levels_ok = True
         self._stale = False  # rates or end times need a recompute
 
     # --- public interface ------------------------------------------------------------
@@ -344,13 +331,10 @@ class FluidNetwork:
             if c is None:
                 raise KeyError(f"port {port!r} has no capacity (and no default_capacity)")
             pid = self._pid[port] = len(self._pcap)
-            self._pcap.append(float(c))
+            self._pcap = np.append(self._pcap, float(c))
             self._users.append(set())
-            self._pqueues.append({})
-            self._deg.append(0)
             self._pair.append({})
             self._multi.append(set())
-            self._lv.insert(-2, _INF)
             self._comps = None
         return pid
 
@@ -360,13 +344,14 @@ class FluidNetwork:
         ports = [p for p, _ in hops]
         if len(set(ports)) != len(ports):
             raise ValueError(f"hops cross a port twice: {hops!r}")
+        if not all(-2 ** 63 <= int(q) < 2 ** 63 for _, q in hops):  # _gqueue holds them
+            raise ValueError(f"hops' queues must fit in 64 bits: {hops!r}")
         ghops = tuple((self._port(p), int(q)) for p, q in hops)
         if self._free:
             g = self._free.pop()
         else:
             g = len(self._ghops)
-            for lst, v in ((self._ghops, None), (self._gkey, None), (self._heap, None), (self._count, 0),
-                           (self._counted, 0)):
+            for lst, v in ((self._ghops, None), (self._gkey, None), (self._heap, None), (self._count, 0)):
                 lst.append(v)
             if g >= len(self._sent):
                 self._grow(max(16, 2 * len(self._sent)))
@@ -377,9 +362,14 @@ class FluidNetwork:
             wide = np.full((len(ghops), self._gport.shape[1]), -1, dtype=np.intp)
             wide[:len(self._gport)] = self._gport
             self._gport = wide
-        gport = self._gport
+            wide = np.zeros(wide.shape, dtype=np.int64)
+            wide[:len(self._gqueue)] = self._gqueue
+            self._gqueue = wide
+        gport, gqueue = self._gport, self._gqueue
         for j in range(1, len(ghops)):
             gport[j, g] = ghops[j][0]
+        for j, (_, q) in enumerate(ghops):
+            gqueue[j, g] = q
         self._attach(g)
         return g
 
@@ -387,16 +377,9 @@ class FluidNetwork:
         """Make a new or idle group seen by the filling (it then has members)."""
         ghops = self._ghops[g]
         self._gport[0, g] = ghops[0][0]
-        users, pqueues = self._users, self._pqueues
-        for pid, q in ghops:
+        users = self._users
+        for pid, _ in ghops:
             users[pid].add(g)
-            pq = pqueues[pid]
-            if q in pq:
-                pq[q].add(g)
-            else:
-                pq[q] = {g}
-                if len(pq) == 2:
-                    self._mixed_ports += 1
         if len(ghops) > 2:
             for pid, _ in ghops:
                 self._multi[pid].add(g)
@@ -409,18 +392,11 @@ class FluidNetwork:
         refilled. It is kept idle (its slot, hops and signature) for a while, since the
         next flow over the same hops often comes soon (the next iteration of a job):
         reused, it is exactly a new group (nothing of it is left but its hops)."""
-        self._recount(g, -self._counted[g])
+        self._recount(g, -int(self._counted[g]))
         ghops = self._ghops[g]
-        users, pqueues, dirty = self._users, self._pqueues, self._dirty_ports
-        for pid, q in ghops:
+        users, dirty = self._users, self._dirty_ports
+        for pid, _ in ghops:
             users[pid].discard(g)
-            pq = pqueues[pid]
-            s = pq[q]
-            s.discard(g)
-            if not s:
-                del pq[q]
-                if len(pq) == 1:
-                    self._mixed_ports -= 1
             dirty.add(pid)
         if len(ghops) > 2:
             for pid, _ in ghops:
@@ -447,13 +423,11 @@ class FluidNetwork:
             self._free.append(old)
 
     def _recount(self, g: int, d: int) -> None:
-        """Fold a change of ``d`` members of group ``g`` into the per-port aggregates."""
+        """Fold a change of ``d`` members of group ``g`` into the port pairs' member
+        counts (the links of the components)."""
         if not d:
             return
         gh = self._ghops[g]
-        deg = self._deg
-        for pid, _ in gh:
-            deg[pid] += d
         if len(gh) == 2:
             (p, _), (q, _) = gh
             pp, pq = self._pair[p], self._pair[q]
@@ -486,10 +460,14 @@ class FluidNetwork:
         self._topf, self._topthr = self._tops
         self._end, self._endtol = self._ends
         self._tmp, self._tmp2 = np.zeros(size), np.zeros((2, size))
+        self._counted = grown(self._counted, 0)
         gport = np.full((len(self._gport), size), -1, dtype=np.intp)
         gport[0, old:] = _DEAD
         gport[:, :old] = self._gport
         self._gport = gport
+        gqueue = np.zeros(gport.shape, dtype=np.int64)
+        gqueue[:, :old] = self._gqueue
+        self._gqueue = gqueue
 
     # --- deliveries ------------------------------------------------------------------
     def _deliver(self, tau: float) -> list:
@@ -536,7 +514,7 @@ class FluidNetwork:
         recount = self._recount
         for g in self._dirty_groups:
             c = count[g]
-            d = c - counted[g]
+            d = c - int(counted[g])
             if d:
                 recount(g, d)
                 # a starved group (rate 0, there before and after) moves nothing: its
@@ -590,8 +568,8 @@ class FluidNetwork:
                         if comp_of[q] < 0:
                             comp_of[q] = c
                             ports.append(q)
-            comps.append((ports, max([pcap[p] for p in ports])))
-        self._comp_of, self._comps = comp_of, comps
+            comps.append((ports, float(pcap[ports].max())))
+        self._comp_of, self._comps = np.array(comp_of, dtype=np.intp), comps
         self._cut = []
 
     def _merge_components(self, cs: set[int]) -> None:
@@ -604,8 +582,7 @@ class FluidNetwork:
         ports, cmax = list(comps[keep][0]), comps[keep][1]
         for c in cs - {keep}:
             other, other_max = comps[c]
-            for p in other:
-                comp_of[p] = keep
+            comp_of[other] = keep
             ports += other
             cmax = max(cmax, other_max)
             comps[c] = ([], 0.0)
@@ -639,15 +616,10 @@ class FluidNetwork:
         return False
 
     def _fill(self, seeds: set[int]) -> None:
-        """Refill the component(s) holding the ``seeds`` ports; sets their groups' rates.
-
-        Plain Python rather than numpy, by measurement (2400 flows on random port
-        pairs): itersim's rounds vectorised over groups take ~15 numpy calls a round
-        and one round per port that fills: 1.08 ms at 20 ports and 380 groups (this
-        loop: 0.08 ms), 1.38 ms with 2 queues and 727 groups (0.55 ms), 6.3 ms at 60
-        ports and 1770 groups (0.36 ms). numpy stays for the per-group vectors (clock,
-        next end), where one call replaces a loop over all groups.
-        """
+        """Refill the component(s) holding the ``seeds`` ports; sets their groups'
+        rates. A loop (``_filling``, compiled), not numpy over groups: itersim's rounds
+        vectorised take ~15 numpy calls a round and a round per port that fills (1.08
+        ms at 20 ports and 380 groups, where even a plain Python loop took 0.08 ms)."""
         if self._cut:
             # a port left with no group is no side of a split: it holds no rate to fill
             users = self._users
@@ -658,312 +630,269 @@ class FluidNetwork:
         if self._comps is None:
             self._components()
         comp_of, comps = self._comp_of, self._comps
-        cs = {comp_of[p] for p in seeds} if len(comps) > 1 else (0,)
-        mixed_ports = self._mixed_ports
-        if not mixed_ports and not self._levels_ok:
-            # no priorities left: refill every component once, so that every group's
-            # rate is the least level of its ports again (unchanged ones refill equal)
-            cs = range(len(comps))
-            self._levels_ok = True
-        pqueues = self._pqueues
-        single = []
+        cs = {int(comp_of[p]) for p in seeds} if len(comps) > 1 else (0,)
+        args = (comp_of, self._counted, self._gport, self._gqueue, self._pcap)
         for c in cs:
-            ports, cmax = comps[c]
-            if mixed_ports and any(len(pqueues[p]) > 1 for p in ports):
-                self._levels_ok = False
-                users = self._users
-                groups = list(set().union(*[users[p] for p in ports]))
-                if groups:
-                    try:
-                        rates = self._fill_priority(groups, ports, cmax)
-                    except PriorityCycle:
-                        rates = self._fill_priority(groups, ports, cmax, *self._by_last_hop(groups))
-                    self._rate[np.array(groups, dtype=np.intp)] = rates
-                continue
-            # one queue per port: every group rises from 0 and freezes with the first
-            # of its ports to fill, so its rate is the least fill level of its ports
-            self._fill_single(ports, cmax)
-            single.append(ports)
-        if not single:
-            return
-        level = np.array(self._lv)
-        gport = self._gport
-        if self._levels_ok:
-            # every other component's levels are those of its last filling too
-            r = self._rate
-            level.take(gport[0], out=r)
-            for row in gport[1:]:
-                np.minimum(r, level.take(row), out=r)
-            return
-        r = level.take(gport[0])
-        for row in gport[1:]:
-            np.minimum(r, level.take(row), out=r)
-        inside = np.zeros(len(level), dtype=bool)  # False at _DEAD and -1
-        for ports in single:
-            inside[ports] = True
-        np.copyto(self._rate, r, where=inside.take(gport[0]))
+            tol = TOLERANCE * comps[c][1]
+            # a priority cycle: filled again by each flow's last hop, which cannot cycle
+            if _filling(c, *args, tol, False, self._rate):
+                _filling(c, *args, tol, True, self._rate)
 
-    def _fill_single(self, ports: list[int], cmax: float) -> None:
-        """One queue on every port: the level at which each port of ``ports`` fills
-        (inf: never), into ``_lv``. 2-hop groups are walked as port pairs, 3+ hop
-        groups one by one; a 1-hop group only counts in its port's total. Event-driven
-        over the common level L: a port with n members rising and a = residual + n*L
-        fills at a/n; a heap of ports gives the next."""
-        pcap, pair, multi = self._pcap, self._pair, self._multi
-        n = list(self._deg)  # members rising at the port; 0 once it is frozen
-        a = list(pcap)
-        level = self._lv
-        heap = []
-        for p in ports:
-            level[p] = _INF
-            k = n[p]
-            if k:
-                heap.append((a[p] / k, p))
-        if not heap:
-            return
-        heapq.heapify(heap)
-        done = None  # 3+ hop groups frozen
-        L = 0.0
-        tol = TOLERANCE * cmax
-        heappop, heapreplace = heapq.heappop, heapq.heapreplace
-        # With one queue a port's fill level a/n only rises ((a - mL)/(n - m) >= a/n
-        # when a/n >= L), so a heap entry is a lower bound: a freeze only updates a and
-        # n of the neighbours, and a port's level is recomputed (and put back if it
-        # rose) when its entry comes up. Far fewer operations than eager updates.
-        # A port whose members all froze elsewhere (n = 0) never fills.
-        while heap:
-            lvl, p = heap[0]
-            k = n[p]
-            if not k:
-                heappop(heap)
+
+@njit(cache=True)
+def _filling(c, comp_of, count, gport, gqueue, pcap, tol, last_hop, rate):
+    """Progressive filling of component ``c``'s groups (the slots whose first port
+    ``comp_of`` puts in it; ``count`` members each) by strict priority per port: a
+    group rises once, on each of its ports, its queue is the best (lowest) among the
+    groups still rising there; it freezes with the first of its ports to fill, at level
+    L, and gets L - (the level it started at), into ``rate``. With one queue on every
+    port all start at 0: max-min fair. Returns how many groups were left rising: > 0 is
+    a priority cycle (every rate of the component then unusable). ``last_hop``: every
+    hop in the queue of its group's last hop (one class per flow: no cycle).
+
+    Compiled (numba, cached on disk): in plain Python this filling was most of a
+    simulation's time (measurements/simulator-2026-11-25); the rates are the Python
+    filling's to rounding (the same sums in another order)."""
+    H, N = gport.shape[0], len(pcap)
+    G = 0
+    groups = np.empty(gport.shape[1], np.int64)
+    for g in range(gport.shape[1]):
+        p = gport[0, g]
+        if p >= 0 and comp_of[p] == c:
+            groups[G] = g
+            G += 1
+    groups = groups[:G]
+    # each port's groups as (queue, group index) entries, sorted: port p's are
+    # ent_q/ent_i[off[p]:off[p + 1]], a queue's groups a run of them
+    nh = np.zeros(G, np.int64)
+    deg = np.zeros(N + 1, np.int64)
+    for i in range(G):
+        g = groups[i]
+        for j in range(H):
+            p = gport[j, g]
+            if p < 0:
+                break
+            deg[p + 1] += 1
+            nh[i] += 1
+    off = np.cumsum(deg)
+    fill = off[:N].copy()
+    ent_q = np.empty(off[N], np.int64)
+    ent_i = np.empty(off[N], np.int64)
+    for i in range(G):
+        g = groups[i]
+        lq = gqueue[nh[i] - 1, g]
+        for j in range(nh[i]):
+            p = gport[j, g]
+            k = fill[p]
+            q = lq if last_hop else gqueue[j, g]
+            # insertion by (queue, index): indices come ascending, so only the queue moves it
+            while k > off[p] and ent_q[k - 1] > q:
+                ent_q[k] = ent_q[k - 1]
+                ent_i[k] = ent_i[k - 1]
+                k -= 1
+            ent_q[k] = q
+            ent_i[k] = i
+            fill[p] += 1
+    rising = np.ones(G, np.bool_)
+    left = G
+    ok = np.zeros(G, np.int64)  # ports where the group's queue is the best
+    start = np.full(G, np.nan)  # level at which the group became eligible
+    n = np.zeros(N, np.int64)  # members rising at the port
+    a = pcap.copy()  # residual + n * L
+    frozen = np.zeros(N, np.bool_)
+    bq = np.zeros(N, np.int64)  # the port's best queue with groups still rising
+    has_best = np.zeros(N, np.bool_)
+    be = np.zeros(N, np.int64)  # end of its run of entries
+    rem = np.zeros(N, np.int64)  # groups still rising in it
+    for i in range(G):
+        rate[groups[i]] = 0.0
+    # a group is eligible (rises from level 0) once its queue is the best on all its ports
+    for p in range(N):
+        s, e = off[p], off[p + 1]
+        if s == e:
+            continue
+        q = ent_q[s]
+        r = s
+        while r < e and ent_q[r] == q:
+            r += 1
+        bq[p], has_best[p], be[p], rem[p] = q, True, r, r - s
+        for k in range(s, r):
+            i = ent_i[k]
+            ok[i] += 1
+            if ok[i] == nh[i]:
+                start[i] = 0.0
+                g = groups[i]
+                for j in range(nh[i]):
+                    n[gport[j, g]] += count[g]
+    # a heap of (fill level a/n, port), ordered as tuples are
+    cap = 2 * N + 16
+    hv = np.empty(cap)
+    hp = np.empty(cap, np.int64)
+    size = 0
+    for p in range(N):
+        if n[p]:
+            hv, hp, size = _push(hv, hp, size, a[p] / n[p], p)
+    L = 0.0
+    full = np.empty(N, np.int64)
+    back_v = np.empty(N)
+    back_p = np.empty(N, np.int64)
+    emptied = np.empty(N, np.int64)
+    pushed = np.empty(N, np.int64)
+    stamp = np.zeros(N, np.int64)
+    rnd = 0
+    # A freeze only raises the fill levels a/n of other ports (entries then stale low:
+    # re-pushed when they come up); a group starting to rise lowers them, so those
+    # ports are pushed at once.
+    while size:
+        lvl, p = hv[0], hp[0]
+        size = _pop(hv, hp, size)
+        if frozen[p] or not n[p]:
+            continue
+        v = a[p] / n[p]
+        if v != lvl:
+            hv, hp, size = _push(hv, hp, size, v, p)
+            continue
+        if lvl > L:
+            L = lvl
+        frozen[p] = True
+        # every other port within tolerance of full freezes in the same round (as a
+        # round of itersim.allocate); residual = n * (its level - L), n >= 1
+        nfull = 1
+        full[0] = p
+        nback = 0
+        if len(back_v) < size:  # a port can sit in the heap more than once
+            back_v, back_p = np.empty(len(hv)), np.empty(len(hv), np.int64)
+        lim = L + tol
+        while size and hv[0] <= lim:
+            q = hp[0]
+            size = _pop(hv, hp, size)
+            if frozen[q] or not n[q]:
                 continue
-            v = a[p] / k
-            if v > lvl:
-                heapreplace(heap, (v, p))
-                continue
-            heappop(heap)
-            if lvl > L:
-                L = lvl
-            n[p] = 0
-            level[p] = L
-            # every other port within TOLERANCE of full freezes in the same round (as a
-            # round of itersim.allocate); residual = n * (its level - L), n >= 1
-            lim = L + tol
-            if heap and heap[0][0] <= lim:
-                full = [p]
-                back = []
-                while heap and heap[0][0] <= lim:
-                    q = heappop(heap)[1]
-                    k = n[q]
-                    if not k:
-                        continue
-                    if a[q] - k * L <= TOLERANCE * pcap[q]:
-                        full.append(q)
-                        n[q] = 0
-                        level[q] = L
-                    else:
-                        back.append((a[q] / k, q))
-                for x in back:
-                    heapq.heappush(heap, x)
+            if a[q] - n[q] * L <= TOLERANCE * pcap[q]:
+                full[nfull] = q
+                nfull += 1
+                frozen[q] = True
             else:
-                full = (p,)
-            for p in full:
-                # a pair whose other port is not frozen was rising until now
-                for q, m in pair[p].items():
-                    if n[q]:
+                back_v[nback] = a[q] / n[q]
+                back_p[nback] = q
+                nback += 1
+        for k in range(nback):
+            hv, hp, size = _push(hv, hp, size, back_v[k], back_p[k])
+        nemp = 0  # ports whose best queue has no group rising any more
+        for f in range(nfull):
+            p = full[f]
+            for k in range(off[p], off[p + 1]):
+                i = ent_i[k]
+                if not rising[i]:
+                    continue
+                rising[i] = False
+                left -= 1
+                started = not np.isnan(start[i])
+                if not started and not ok[i]:
+                    continue
+                g = groups[i]
+                lq = gqueue[nh[i] - 1, g]
+                m = count[g]
+                d = m * L
+                if started:
+                    rate[g] = L - start[i]
+                # a starved group (rate 0) counted in a best queue: a port waits for it too
+                for j in range(nh[i]):
+                    q = gport[j, g]
+                    if started:
                         n[q] -= m
-                        a[q] -= m * L
-                if multi[p]:
-                    if done is None:
-                        done = set()
-                    count, ghops = self._count, self._ghops
-                    for g in multi[p]:
-                        if g not in done:
-                            done.add(g)
-                            m = count[g]
-                            for q, _ in ghops[g]:
-                                if n[q]:
-                                    n[q] -= m
-                                    a[q] -= m * L
-
-    def _by_last_hop(self, groups: list[int]) -> tuple[list, list]:
-        """(hops, port queues) of ``groups`` with every hop in the queue of the group's
-        last hop: one class per flow, so the classes follow one order at every port."""
-        ghops = list(self._ghops)
-        pqueues = [dict(pq) for pq in self._pqueues]
-        touched = {p for g in groups for p, _ in ghops[g]}
-        for p in touched:
-            pqueues[p] = {}
-        for g in groups:
-            last = ghops[g][-1][1]
-            ghops[g] = tuple((p, last) for p, _ in ghops[g])
-        for g in set().union(*[self._users[p] for p in touched]):
-            for p, q in ghops[g]:
-                if p in touched:
-                    pqueues[p].setdefault(q, set()).add(g)
-        return ghops, pqueues
-
-    def _fill_priority(self, groups: list[int], ports: list[int], cmax: float, ghops=None,
-                       pqueues=None) -> list[float]:
-        """Strict priority per port: a group rises once, on each of its ports, its
-        queue is the best (lowest) among the groups still rising there; it freezes with
-        the first of its ports to fill, at level L, and gets L - (level it started at).
-        A port's groups by queue are kept between fillings (``_pqueues``); ``ghops``
-        and ``pqueues`` replace the groups' own (``_by_last_hop``)."""
-        users, count, pcap = self._users, self._count, self._pcap
-        ghops = self._ghops if ghops is None else ghops
-        pqueues = self._pqueues if pqueues is None else pqueues
-        S, N = len(ghops), len(pcap)
-        rising = [False] * S
-        for g in groups:
-            rising[g] = True
-        left = len(groups)
-        ok = [0] * S  # ports where the group's queue is the best
-        start: list = [None] * S  # level at which the group became eligible
-        rate = [0.0] * S
-        n = [0] * N  # members rising at the port
-        a = list(pcap)  # residual + n * L
-        frozen = [False] * N
-        qs: list = [None] * N  # the port's queues, ascending
-        bi = [0] * N  # index in qs of the best queue with groups still rising
-        bestq: list = [None] * N  # that queue
-        rem = [0] * N  # groups still rising in the best queue
-        # a group is eligible (rises from level 0) once its queue is the best on all its ports
-        for p in ports:
-            pq = pqueues[p]
-            if not pq:
+                        a[q] -= d
+                    qq = lq if last_hop else gqueue[j, g]
+                    if has_best[q] and qq == bq[q] and not frozen[q]:
+                        rem[q] -= 1
+                        if not rem[q]:
+                            emptied[nemp] = q
+                            nemp += 1
+        if not nemp:
+            continue
+        rnd += 1
+        npushed = 0
+        for x in range(nemp - 1, -1, -1):  # latest first
+            q = emptied[x]
+            if frozen[q]:
                 continue
-            if len(pq) == 1:
-                for b in pq:
-                    qs[p] = (b,)
-            else:
-                qs[p] = sorted(pq)
-                b = qs[p][0]
-            bestq[p] = b
-            best = pq[b]
-            rem[p] = len(best)
-            for g in best:
-                k = ok[g] + 1
-                ok[g] = k
-                gh = ghops[g]
-                if k == len(gh):
-                    start[g] = 0.0
-                    m = count[g]
-                    for q, _ in gh:
-                        n[q] += m
-        heap = [(a[p] / n[p], p) for p in ports if n[p]]
-        heapq.heapify(heap)
-        L = 0.0
-        tol = TOLERANCE * cmax
-        heappop, heappush = heapq.heappop, heapq.heappush
-        # A freeze only raises the fill levels a/n of other ports (entries then stale
-        # low: re-pushed when they come up); a group starting to rise lowers them, so
-        # those ports are pushed at once.
-        while heap:
-            lvl, p = heappop(heap)
-            if frozen[p]:
-                continue
-            k = n[p]
-            if not k:
-                continue
-            v = a[p] / k
-            if v != lvl:
-                heappush(heap, (v, p))
-                continue
-            if lvl > L:
-                L = lvl
-            frozen[p] = True
-            # every other port within TOLERANCE of full freezes in the same round (as a
-            # round of itersim.allocate); residual = n * (its level - L), n >= 1
-            lim = L + tol
-            if heap and heap[0][0] <= lim:
-                full = [p]
-                back = []
-                while heap and heap[0][0] <= lim:
-                    q = heappop(heap)[1]
-                    if frozen[q]:
-                        continue
-                    k = n[q]
-                    if not k:
-                        continue
-                    if a[q] - k * L <= TOLERANCE * pcap[q]:
-                        full.append(q)
-                        frozen[q] = True
-                    else:
-                        back.append((a[q] / k, q))
-                for x in back:
-                    heappush(heap, x)
-            else:
-                full = (p,)
-            emptied = []  # ports whose best queue has no group rising any more
-            for p in full:
-                for g in users[p]:
-                    if not rising[g]:
-                        continue
-                    rising[g] = False
-                    left -= 1
-                    s = start[g]
-                    if s is not None:
-                        rate[g] = L - s
-                        m = count[g]
-                        d = m * L
-                        for q, qq in ghops[g]:
-                            n[q] -= m
-                            a[q] -= d
-                            if qq == bestq[q] and not frozen[q]:
-                                rem[q] -= 1
-                                if not rem[q]:
-                                    emptied.append(q)
-                    elif ok[g]:  # starved (rate 0), counted in a best queue: a port waits for it
-                        for q, qq in ghops[g]:
-                            if qq == bestq[q] and not frozen[q]:
-                                rem[q] -= 1
-                                if not rem[q]:
-                                    emptied.append(q)
-            if not emptied:
-                continue
-            pushed = {}
-            for q in reversed(emptied):  # latest first
-                if frozen[q]:
-                    continue
-                # the next queue at q with groups still rising becomes the best
-                qq, i = qs[q], bi[q] + 1
-                pq = pqueues[q]
-                nq = len(qq)
-                while i < nq:
-                    cls = [h for h in pq[qq[i]] if rising[h]]
-                    if cls:
-                        break
-                    i += 1
-                bi[q] = i
-                if i == nq:
-                    bestq[q] = None
-                    continue
-                bestq[q] = qq[i]
-                rem[q] = len(cls)
-                for h in cls:
-                    k = ok[h] + 1
-                    ok[h] = k
-                    gh = ghops[h]
-                    if k == len(gh):
-                        start[h] = L
-                        mh = count[h]
-                        d = mh * L
-                        for q2, _ in gh:
-                            n[q2] += mh
-                            a[q2] += d
-                            pushed[q2] = None
-            for q in pushed:
-                if not frozen[q] and n[q]:
-                    heappush(heap, (a[q] / n[q], q))
-        if left:
-            stuck = sorted({self._gkey[g] for g in groups if rising[g]}, key=repr)[:4]
-            raise PriorityCycle(f"flows block each other: their queues follow no single order (hops {stuck})")
-        return [*map(rate.__getitem__, groups)]
+            # the next queue at q with groups still rising becomes the best
+            s, e = be[q], off[q + 1]
+            has_best[q] = False
+            while s < e:
+                qq = ent_q[s]
+                r = s
+                live = 0
+                while r < e and ent_q[r] == qq:
+                    live += rising[ent_i[r]]
+                    r += 1
+                if live:
+                    bq[q], has_best[q], be[q], rem[q] = qq, True, r, live
+                    for k in range(s, r):
+                        h = ent_i[k]
+                        if not rising[h]:
+                            continue
+                        ok[h] += 1
+                        if ok[h] == nh[h]:
+                            start[h] = L
+                            mh = count[groups[h]]
+                            d = mh * L
+                            g = groups[h]
+                            for j in range(nh[h]):
+                                q2 = gport[j, g]
+                                n[q2] += mh
+                                a[q2] += d
+                                if stamp[q2] != rnd:
+                                    stamp[q2] = rnd
+                                    pushed[npushed] = q2
+                                    npushed += 1
+                    break
+                s = r
+        for x in range(npushed):
+            q = pushed[x]
+            if not frozen[q] and n[q]:
+                hv, hp, size = _push(hv, hp, size, a[q] / n[q], q)
+    return left
 
 
-class PriorityCycle(RuntimeError):
-    """Flows whose queues follow no single order: each is behind another on some port."""
+@njit(cache=True, inline='always')  # inlined, as _pop: a call per heap operation doubled the filling's time
+def _push(hv, hp, size, v, p):
+    """Push (v, p) on the heap in hv/hp[:size]; the arrays (grown when full) and size."""
+    if size == len(hv):
+        hv2 = np.empty(2 * size)
+        hp2 = np.empty(2 * size, np.int64)
+        hv2[:size] = hv
+        hp2[:size] = hp
+        hv, hp = hv2, hp2
+    k = size
+    while k:
+        u = (k - 1) >> 1
+        if hv[u] < v or (hv[u] == v and hp[u] < p):
+            break
+        hv[k], hp[k] = hv[u], hp[u]
+        k = u
+    hv[k], hp[k] = v, p
+    return hv, hp, size + 1
+
+
+@njit(cache=True, inline='always')
+def _pop(hv, hp, size):
+    """Drop the heap's top; the new size."""
+    size -= 1
+    v, p = hv[size], hp[size]
+    k = 0
+    while True:
+        c = 2 * k + 1
+        if c >= size:
+            break
+        if c + 1 < size and (hv[c + 1] < hv[c] or (hv[c + 1] == hv[c] and hp[c + 1] < hp[c])):
+            c += 1
+        if v < hv[c] or (v == hv[c] and p < hp[c]):
+            break
+        hv[k], hp[k] = hv[c], hp[c]
+        k = c
+    hv[k], hp[k] = v, p
+    return size
 
 
 def bench_network(flows: int = 2400, ports: int = 20, transfers: int = 50000, seed: int = 1,
@@ -987,6 +916,7 @@ def bench_network(flows: int = 2400, ports: int = 20, transfers: int = 50000, se
 
     for _ in range(flows):
         new_flow()
+    net.next_end()  # the first filling (compiles ``_filling`` on a cold cache) is not timed
     done = 0
     t0 = time.perf_counter()
     while done < transfers:
