@@ -14,7 +14,7 @@ from controller.schedulers.placement.dag import (
     path_length,
 )
 from controller.schedulers.placement.etp import etp
-from controller.schedulers.placement.execution import oes_makespan
+from placement_execution import oes_makespan
 from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
     MOVABLE,

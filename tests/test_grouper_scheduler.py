@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.schedulers.baselines import baraat, sincronia
-from controller.schedulers.fluid import completion_times, mean_completion, stage_completion_times
+from stage_order_fluid import completion_times, mean_completion, stage_completion_times
 from controller.schedulers.grouper import (
     Stage,
     local_priorities,

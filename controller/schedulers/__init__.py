@@ -4,7 +4,6 @@
   (per-port remaining loads) and return a global order of stage ids, which
   ``grouper.local_priorities`` / ``grouper.to_queues`` turn into a queue per stage
   per machine.
-- ``fluid``: a fluid evaluator of stage orders on links (the Fig. 3 examples, tests).
 - ``oes``: per-flow rates for distributed GNN training (min of the ingress and
   egress shares) and the per-pair pipelining of its Alg. 1; ``coflow_rates``: the
   DGTP paper's rate baselines (MRTF, OMCoflow).

@@ -1,4 +1,4 @@
-"""A fluid (flow-level) evaluator of stage orders, for tests and sanity checks.
+"""A fluid (flow-level) evaluator of stage orders: the tests' oracle for schedules (the package never runs it).
 
 Model: the paper's analysis model (§III-B, the concurrent-open-shop relaxation
 behind Eq. 15 and Theorem 2): every port has capacity 1 per time unit and works on

@@ -1,5 +1,6 @@
 """OES (Alg. 1, §IV) executing a placement over a window of K iterations: the makespan
-that Theorem 3 bounds by the execution DAG's critical path (``dag.py``).
+that Theorem 3 bounds by the execution DAG's critical path (``dag.py``): the tests'
+oracle for the placement package (which never runs it).
 
 Readings:
 - The vertices and edges are the execution DAG's: the same window (iteration 0 has no
