@@ -1,5 +1,6 @@
 """One timed run of this checkout's simulator (run from the checkout, PYTHONPATH=it):
-  timed.py cojob SCHEDULER SEED     grouper-sim-paper.yaml's cell: wall s, avg SCT, decisions
+  timed.py cojob SCHEDULER SEED     grouper-sim-paper.yaml's cell: wall s, avg SCT, flows
+  timed.py trace SCHEDULER          the authors' full trace (grouper-trace-full.yaml, 40 cojobs): the same
   timed.py gnn SCHEDULER ITERATIONS the papers100M setting's model, DistDGL's placement: wall s, end
   timed.py churn QUEUES             bench_network (2,400 flows, 20 ports, 20,000 transfers): us a transfer"""
 import sys, time
@@ -10,6 +11,10 @@ if kind == "cojob":
     wall, summary = _simulated_s("experiments/specs/grouper-sim-paper.yaml", sys.argv[2], int(sys.argv[3]))
     print(f"cojob {sys.argv[2]} seed {sys.argv[3]} wall_s {wall:.1f} avg_sct_s {summary['avg_sct_s']!r} "
           f"flows {summary['flows']}")
+elif kind == "trace":
+    from experiments.cojob.bench import TRACE_FULL, _simulated_s
+    wall, summary = _simulated_s(TRACE_FULL, sys.argv[2])
+    print(f"trace {sys.argv[2]} wall_s {wall:.1f} avg_sct_s {summary['avg_sct_s']!r} flows {summary['flows']}")
 elif kind == "gnn":
     from experiments.gnn import scaled, search, simulated
     setting = scaled.SETTINGS["papers100m"]
