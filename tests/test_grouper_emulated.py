@@ -38,9 +38,10 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
         return sum(value(s) for (name, _), s in summaries.items() if name == scheduler)
 
     # Fig. 3's logic: the small model's stages go first, so they finish much sooner
-    # (measured 0.57-0.66x fair share's a seed), and the average SCT falls (model:
-    # -10.7% over seeds 1, 2, 4; measured -11% to -20% a seed; TCP's timeouts add
-    # noise of a few percent, hence three seeds).
+    # (measured 0.72-0.76x fair share's a seed), and the average SCT falls (model:
+    # -10.1% over seeds 1, 2, 4; measured -8.9 / +1.0 / -6.9% a seed, -5.1% over the
+    # three: measurements/grouper-smoke-2026-11-25; TCP's timeouts add noise of a few
+    # percent, hence three seeds and their sum).
     def small(s):
         return s["per_model_avg_sct_s"]["deepspeech2"]
 
