@@ -62,8 +62,8 @@ Cost: a change costs one refill of its component at the next query, compiled
 measurements/simulator-2026-11-25): O(slots + ports) to find the component's groups
 and set up, then O(groups x hops) for the filling (a port's groups sorted by queue by
 insertion: quadratic only in one port's groups, and only where their queues come out
-of order); the clock and the next end are numpy vector operations over groups. ``bench_network`` measures a churn (``make
-bench``'s ``sim_network_churn_*`` rows).
+of order); the clock and the next end are numpy vector operations over groups.
+``bench_network`` measures a churn (``make bench``'s ``sim_network_churn_*`` rows).
 """
 from __future__ import annotations
 
