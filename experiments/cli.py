@@ -75,10 +75,22 @@ def _place(args) -> int:
         raise SpecError("workload.kind", f"trainbed place searches a gnn job's placement; this is a {kind} spec")
     with simulated_rates(), errors_only():  # its placement is not read: a searched one is not searched here
         spec = gnn_spec.validate(raw)
+    cluster = contextlib.nullcontext()  # None: the candidates are judged here, one after another
+    if args.cluster:
+        from experiments.cluster import connect
+        cluster = connect(args.cluster)
+    elif args.local is not None:
+        from experiments.cluster import local
+        cluster = local(args.local, {"simulated"})
     try:
-        # a path on the command line is the caller's, relative to where it runs (one in a spec: to the checkout)
-        found = search.search(spec, Path(args.profile).absolute(), steps, seed, verify_best=verify_best,
-                              progress=lambda line: print(line, file=sys.stderr, flush=True))
+        with cluster as executor:
+            mapper = map
+            if executor is not None:
+                from experiments.gnn.judging import on_cluster
+                mapper = on_cluster(executor.client)
+            # a path on the command line is the caller's, relative to where it runs (one in a spec: to the checkout)
+            found = search.search(spec, Path(args.profile).absolute(), steps, seed, verify_best=verify_best,
+                                  progress=lambda line: print(line, file=sys.stderr, flush=True), mapper=mapper)
     except ProfileError as err:
         raise SpecError("--profile", str(err)) from None
     except ValueError as err:  # the search's own one-line refusals (an infeasible job)
@@ -254,9 +266,15 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--seed", default="0", help="ETP's seed (default: 0)")
     place.add_argument("--verify-best", default="0", metavar="K",
                        help="judge only IFS's placement and the K - 1 least-cost candidates by the model, after the "
-                            "chain (default 0: every candidate as found, Alg. 3; for jobs with hundreds of "
+                            "chain (default 0: every candidate, Alg. 3; for jobs with hundreds of "
                             "candidates that take minutes each)")
     place.add_argument("--out", type=_out_file, help="write the placement, predicted iteration time and search time as JSON")
+    judged = place.add_mutually_exclusive_group()
+    judged.add_argument("--cluster", metavar="ADDRESS",
+                        help="judge the candidates in parallel on the Dask scheduler's `cpu` workers at ADDRESS "
+                             "(the same result as here)")
+    judged.add_argument("--local", type=count_flag, metavar="N",
+                        help="judge the candidates N at a time on this machine, through a local Dask cluster")
     place.set_defaults(func=_place)
     results = sub.add_parser("results", help="the results store at a glance: its runs and sweeps, newest first")
     results.add_argument("dir", nargs="?", help="a directory of run and sweep directories (default: the results "

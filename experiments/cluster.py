@@ -60,18 +60,39 @@ def run_group(cells: list[tuple[str, dict]], run_cell: RunCell, emulated: bool) 
     """The task of one group, on a worker: each cell in turn, as ``run_cell(spec,
     dir)`` in a process of its own; per cell ``{"error", "seconds", "files"}``
     (``files``: the run directory as a tar.gz, None where the run left none)."""
-    worker, key, landed = get_worker(), thread_state.key, []
-
-    def unwanted() -> bool:
-        """Nobody will take the result: the worker is closing (e.g. its scheduler went
-        away) or the task was cancelled (the sweep stopped)."""
-        task = worker.state.tasks.get(key)
-        return worker.status in CLOSING or task is None or task.state == "cancelled"
+    worker, landed = get_worker(), []
+    unwanted = unwanted_task(worker)
     for cell_id, spec in cells:
         if unwanted():
             raise RuntimeError(f"stopped before cell {cell_id}: its sweep or scheduler went away")
         landed.append(_run_in_process(cell_id, spec, run_cell, emulated, worker.address, unwanted))
     return landed
+
+
+def unwanted_task(worker) -> Callable[[], bool]:
+    """For the task running in this thread of ``worker``: whether nobody will take its
+    result, the worker closing (e.g. its scheduler went away) or the task cancelled
+    (its sweep or search stopped)."""
+    key = thread_state.key
+
+    def unwanted() -> bool:
+        task = worker.state.tasks.get(key)
+        return worker.status in CLOSING or task is None or task.state == "cancelled"
+    return unwanted
+
+
+def wait_unless_unwanted(process: subprocess.Popen, unwanted: Callable[[], bool]) -> None:
+    """Wait for a task's child process; SIGTERM it, once, when ``unwanted()`` (a
+    second signal would cut an emulated runner's tear-down short)."""
+    terminated = False
+    while True:
+        try:
+            process.wait(timeout=1)
+            return
+        except subprocess.TimeoutExpired:
+            if unwanted() and not terminated:
+                process.terminate()
+                terminated = True
 
 
 def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool, address: str,
@@ -87,15 +108,7 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
                                         str(cell_pickle), str(out), str(error_file)], cwd=REPO_ROOT,
                                        env={**os.environ, "TRAINBED_RESULTS": str(tmp)}, stdout=output,
                                        stderr=subprocess.STDOUT)
-            terminated = False
-            while True:
-                try:
-                    process.wait(timeout=1)
-                    break
-                except subprocess.TimeoutExpired:
-                    if unwanted() and not terminated:  # once: a second signal would cut the tear-down short
-                        process.terminate()  # an emulated runner tears its fabric down
-                        terminated = True
+            wait_unless_unwanted(process, unwanted)  # an emulated runner tears its fabric down on SIGTERM
             seconds = time.monotonic() - began
             output.seek(0)
             printed = output.read().strip()
@@ -136,9 +149,10 @@ class DaskExecutor:
         self.client = client
 
     def slots(self, sweep: Sweep) -> int:
-        return sum(self._slots(RESOURCE[backend]) for backend in sweep.backends)
+        return sum(self.slots_of(RESOURCE[backend]) for backend in sweep.backends)
 
-    def _slots(self, resource: str) -> int:
+    def slots_of(self, resource: str) -> int:
+        """How many tasks holding one ``resource`` the cluster's workers run at once."""
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
         return int(sum(worker.get("resources", {}).get(resource, 0) for worker in workers))
 
@@ -150,7 +164,7 @@ class DaskExecutor:
                                       key=f"{group[0].id}-{uuid.uuid4().hex}"): group
                    for group in batches}  # a key of its own: another sweep may send the same cells
         for backend in sorted({cell.backend for cell in cells}):
-            resource, slots = RESOURCE[backend], self._slots(RESOURCE[backend])
+            resource, slots = RESOURCE[backend], self.slots_of(RESOURCE[backend])
             waiting = "" if slots else (f"; no worker offers `{resource}` yet: start one with "
                                         f"`trainbed worker {address}{' --fabric' if backend == 'emulated' else ''}`")
             sent = [cell for cell in cells if cell.backend == backend]

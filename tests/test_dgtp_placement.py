@@ -378,6 +378,35 @@ def test_etp_picks_by_the_callers_makespan_once_per_placement_within_capacity():
     assert result.cost > min(c.cost for c in result.candidates)
 
 
+def test_etp_judges_every_candidate_after_the_chain_through_the_callers_mapper():
+    """One ``mapper`` call with every candidate, in the order found (IFS's first): the
+    candidates, the trace and the pick are those of a plain ``map``; the makespans a
+    mapper gives back are checked as a makespan's, and must be one per candidate."""
+    problem = hetero()
+    calls = []
+
+    def makespan(placement):
+        return 1.0 if placement["p0"] == "slow1" else 2.0 + len(placement["p0"])
+
+    def mapper(judge, placements):
+        calls.append(list(placements))
+        return [judge(p) for p in reversed(placements)][::-1]  # judged in another order, given back in order
+    mapped = etp(problem, steps=300, seed=5, iterations=4, makespan=makespan, mapper=mapper)
+    plain = etp(problem, steps=300, seed=5, iterations=4, makespan=makespan)
+    assert mapped == plain
+    assert len(calls) == 1 and calls[0] == [c.placement for c in plain.candidates]
+    at = {s.step: s for s in mapped.trace}
+    assert all(at[c.step].makespan == c.makespan == makespan(c.placement) for c in mapped.candidates[1:])
+    assert {s.makespan for s in mapped.trace if s.candidate} <= {c.makespan for c in mapped.candidates}
+    with pytest.raises(ValueError, match=r"^mapper returned 1 makespans for \d+ candidates$"):
+        etp(problem, steps=300, seed=5, iterations=4, makespan=makespan, mapper=lambda judge, ps: [1.0])
+    with pytest.raises(ValueError, match=r"^makespan returned -1 for a placement; expected seconds >= 0$"):
+        etp(problem, steps=300, seed=5, iterations=4, makespan=makespan,
+            mapper=lambda judge, ps: [-1 for _ in ps])
+    assert etp(problem, steps=300, seed=5, iterations=4, mapper=mapper) == etp(problem, 300, 5, iterations=4)
+    assert len(calls) == 1  # without a makespan the cost stands for it: nothing to judge
+
+
 def test_etp_with_the_callers_path_as_its_cost_keeps_the_capacity_penalty():
     """Fig. 9's baseline search: a placement's cost is the caller's seconds (a simulated
     makespan) times 1 + Eq. 27's capacity penalty, taken once per placement."""

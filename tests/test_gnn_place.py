@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -145,7 +146,8 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
     shown = capsys.readouterr()
     assert "worker0: " in shown.out and "predicted iteration: " in shown.out and "search: " in shown.out
     # progress, one line per judged candidate
-    assert re.match(r"ETP candidate 1: makespan [\d.]+ s over 20 iterations \(search at \d+ s\)\n", shown.err)
+    assert re.match(r"ETP candidate 1 of \d+: makespan [\d.]+ s over 20 iterations \(search at \d+ s\)\n",
+                    shown.err)
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "150", "--seed", "2",
                  "--verify-best", "2", "--out", str(out)]) == 0
     assert len(capsys.readouterr().err.splitlines()) == 2 and json.loads(out.read_text())["candidates"] >= 1
@@ -185,6 +187,51 @@ def test_the_search_picks_the_candidate_the_model_finishes_first(spec, profile):
     assert by_cost.makespan is None and by_cost.cost == min(c.cost for c in by_cost.result.candidates)
     # the same chain either way: only the pick differs
     assert [s.accepted for s in by_cost.result.trace] == [s.accepted for s in found.result.trace]
+
+
+def _judges() -> list[int]:
+    """The pids of ``experiments.gnn.judging`` processes (only these tests start them)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"experiments.gnn.judging" in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # it ended while we looked
+            pass
+    return found
+
+
+def test_candidates_judged_on_a_dask_cluster_give_the_search_judged_here(spec, profile, tmp_path, capsys):
+    """``--local N`` / ``--cluster``: the candidates judged in chunks, each in a process of
+    its own on a worker; the same candidates, makespans, trace and pick as judged here.
+    A model that fails there fails the search in one line, and leaves no process."""
+    from experiments.cluster import local
+    from experiments.gnn.judging import on_cluster
+    here = search.etp_placement(spec, profile, 300, 3)
+    assert len(here.result.candidates) >= 3  # more candidates than slots: several chunks
+    with local(2, {"simulated"}) as executor:
+        there = search.etp_placement(spec, profile, 300, 3, mapper=on_cluster(executor.client))
+        assert there == dataclasses.replace(here, search_s=there.search_s)
+        best = search.etp_placement(spec, profile, 300, 3, verify_best=2, mapper=on_cluster(executor.client))
+        assert best == dataclasses.replace(search.etp_placement(spec, profile, 300, 3, verify_best=2),
+                                           search_s=best.search_s)
+
+        def broken(placement):
+            raise ValueError(f"no model for {placement['ps0']}")
+        with pytest.raises(RuntimeError, match=r"^judging \d+ ETP candidates: ValueError: no model for \w+$"):
+            list(on_cluster(executor.client)(broken, [c.placement for c in here.result.candidates]))
+        deadline = time.monotonic() + 20  # the others' tasks cancelled: their workers SIGTERM them within a second
+        while _judges() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _judges()
+    # and from the command line (the spec file's placement is not read)
+    spec_file, out = tmp_path / "job.yaml", tmp_path / "place.json"
+    spec_file.write_text(yaml.safe_dump(raw_spec()))
+    assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "300", "--seed", "3",
+                 "--local", "2", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["placement"] == here.placement
+    err = capsys.readouterr().err
+    assert f"ETP candidate {len(here.result.candidates)} of {len(here.result.candidates)}: " in err
 
 
 def test_verify_best_judges_ifs_and_the_least_cost_candidates_after_the_chain(spec, profile):

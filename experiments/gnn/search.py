@@ -70,7 +70,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.schedulers.placement.etp import Candidate, EtpResult, etp
+from controller.schedulers.placement.etp import Candidate, EtpResult, Mapper, etp
 from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
     Machine,
@@ -234,14 +234,17 @@ def _key(spec: Mapping, profile: str | Path, *settings) -> str:
 
 def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed: int, verify: bool = True,
                   simulated_cost: bool = False, verify_best: int = 0,
-                  progress: Callable[[str], None] | None = None, window: int = WINDOW) -> Search:
+                  progress: Callable[[str], None] | None = None, window: int = WINDOW,
+                  mapper: Mapper = map) -> Search:
     """IFS then ``steps`` steps of ETP, seeded, on ``spec``'s job, candidates judged by
     simulated makespan (``verify``) or by cost; ``simulated_cost``: every proposal's
     cost is its simulated makespan instead of its critical path (Fig. 9's baseline
     search). ``verify_best`` K >= 1: the chain runs by cost alone, then the model judges
     IFS's placement and the K - 1 least-cost candidates (``least_makespan``; for jobs
     whose candidates are too many to simulate each). ``progress`` gets a line per
-    candidate judged; ``window``: the iterations the model judges a candidate over.
+    candidate judged; ``window``: the iterations the model judges a candidate over;
+    ``mapper``: how the candidates are judged, after the chain (``map``: one after
+    another here; ``judging.on_cluster``: in parallel, the same result).
     ValueError (one line) for bad steps, seed or verify_best or an
     infeasible job, ProfileError for the profile. Deterministic, so a search of a
     profile file is remembered (the run that resolved its spec writes its trace)."""
@@ -258,17 +261,17 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
     problem = problem_from_profile(spec, profile)
     started = time.perf_counter()
     simulate = makespan(spec, profile, window)
-    judge = simulate if progress is None else announced(simulate, progress, started, window)
+    judge = mapper if progress is None else announced(mapper, progress, started, window)
     # With the makespan as the cost, a candidate's cost (within capacity) is its
     # makespan: judging it again would simulate it twice.
     every = verify and not verify_best and not simulated_cost
-    result = etp(problem, steps, seed, iterations=WINDOW, makespan=judge if every else None,
-                 path=simulate if simulated_cost else None)
+    result = etp(problem, steps, seed, iterations=WINDOW, makespan=simulate if every else None,
+                 path=simulate if simulated_cost else None, mapper=judge)
     chosen, span, cost = result.placement, (result.makespan if verify else None), result.cost
     judged = ({-1: result.candidates[0].makespan, **{s.step: s.makespan for s in result.trace if s.candidate}}
               if verify and not verify_best else {})
     if verify_best:
-        best, span, judged = least_makespan(result.candidates, judge, verify_best)
+        best, span, judged = least_makespan(result.candidates, simulate, verify_best, judge)
         chosen, cost = best.placement, best.cost
     took = time.perf_counter() - started
     found = Search({t: chosen[t] for t in _ids(spec)}, cost, span, took, steps, result, judged)
@@ -277,9 +280,11 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
     return found
 
 
-def least_makespan(candidates: Sequence[Candidate], makespan, k: int) -> tuple[Candidate, float, dict[int, float]]:
+def least_makespan(candidates: Sequence[Candidate], makespan, k: int,
+                   mapper: Mapper = map) -> tuple[Candidate, float, dict[int, float]]:
     """Of ETP's ``candidates`` (in the order found, IFS's first), IFS's and the ``k`` - 1
-    of least Eq. 27 cost (earliest found on equal cost), judged in that order: the one
+    of least Eq. 27 cost (earliest found on equal cost), judged in that order (by
+    ``mapper(makespan, placements)``, as ``etp``'s): the one
     of least ``makespan`` (the first judged on ties), that makespan, and every judged
     one's makespan by the step that found it. Alg. 3 simulates every candidate as it is
     found; at papers100M's size that is hundreds of model runs of minutes each, so this
@@ -287,23 +292,21 @@ def least_makespan(candidates: Sequence[Candidate], makespan, k: int) -> tuple[C
     stated where used)."""
     if k < 1:
         raise ValueError(f"verify_best must be >= 1, got {k!r}")
-    first, rest = candidates[0], sorted(candidates[1:], key=lambda c: c.cost)[:k - 1]
-    judged = [(makespan(c.placement), n, c) for n, c in enumerate([first, *rest])]
+    chosen = [candidates[0], *sorted(candidates[1:], key=lambda c: c.cost)[:k - 1]]
+    judged = [(span, n, c) for n, (span, c) in enumerate(zip(mapper(makespan, [c.placement for c in chosen]),
+                                                              chosen, strict=True))]
     span, _, best = min(judged, key=lambda x: (x[0], x[1]))
     return best, span, {c.step: s for s, _, c in judged}
 
 
-def announced(makespan, progress: Callable[[str], None], started: float, window: int):
-    """``makespan`` (of ``window`` iterations) that reports each candidate it judges
-    (minutes each on big jobs)."""
-    judged = [0]
-
-    def judge(placement):
-        span = makespan(placement)
-        judged[0] += 1
-        progress(f"ETP candidate {judged[0]}: makespan {span:.2f} s over {window} iterations "
-                 f"(search at {time.perf_counter() - started:.0f} s)")
-        return span
+def announced(mapper: Mapper, progress: Callable[[str], None], started: float, window: int) -> Mapper:
+    """``mapper`` that reports each candidate as its makespan (of ``window`` iterations)
+    comes back (minutes each on big jobs)."""
+    def judge(makespan, placements):
+        for k, span in enumerate(mapper(makespan, placements), 1):
+            progress(f"ETP candidate {k} of {len(placements)}: makespan {span:.2f} s over {window} iterations "
+                     f"(search at {time.perf_counter() - started:.0f} s)")
+            yield span
     return judge
 
 
@@ -351,11 +354,12 @@ def with_placement(spec: Mapping, tasks: Mapping[str, str], kind: str = "etp") -
 
 
 def search(spec: Mapping, profile: Profile | str | Path, steps: int = DEFAULT_STEPS, seed: int = 0,
-           verify_best: int = 0, progress: Callable[[str], None] | None = None) -> dict:
+           verify_best: int = 0, progress: Callable[[str], None] | None = None, mapper: Mapper = map) -> dict:
     """``trainbed place``'s result: ``{"placement", "predicted_iteration_s", "search_s", "steps",
-    "makespan_s", "candidates"}`` (``candidates``: every one ETP found, judged or not)."""
+    "makespan_s", "candidates"}`` (``candidates``: every one ETP found, judged or not);
+    ``mapper`` as ``etp_placement``'s."""
     profile = _profile(profile)
-    found = etp_placement(spec, profile, steps, seed, verify_best=verify_best, progress=progress)
+    found = etp_placement(spec, profile, steps, seed, verify_best=verify_best, progress=progress, mapper=mapper)
     predicted = simulated.predict(with_placement(spec, found.placement), profile)
     return {"placement": found.placement, "predicted_iteration_s": predicted, "search_s": found.search_s,
             "steps": found.steps, "makespan_s": found.makespan, "candidates": len(found.result.candidates)}

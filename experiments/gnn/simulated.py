@@ -49,7 +49,7 @@ Readings and limits, to judge a prediction by:
   profiled one mod E. A store's profiled compute includes its wait for its one
   sampling thread, so store contention is as in the profiled placement.
 - tasks start at 0 together; no TCP dynamics, losses or rate-update latency
-  (the emulation's 12-16 ms median); a starved flow gets nothing (no 2% guarantee).
+  (the emulation's 21-27 ms median in training); a starved flow gets nothing (no 2% guarantee).
 - a profile is of one job (``JOB_FIELDS`` and the machine count must match); the
   placement, the topology's rates and the scheduler may differ. A placement that
   puts a pair on two machines that the profiled one kept together needs that pair's

@@ -26,14 +26,18 @@ Readings:
   cached per placement (the makespan of a caller that replays the same profiled
   iterations, as it must for common random numbers, is the same every time). A
   candidate is listed once, with the step it first passed the filter.
+- The candidates are judged after the chain, not as each is found (the listing's
+  lines 2 and 19 simulate OES there): the chain reads costs alone, never a makespan, so the candidates, the
+  trace and the result are the same either way, and the caller may judge them all
+  at once (``mapper``: in parallel, on other processes or machines).
 """
 from __future__ import annotations
 
 import math
 import numbers
 import random
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from controller.schedulers.placement.dag import Cost, cost
 from controller.schedulers.placement.ifs import ifs
@@ -46,6 +50,7 @@ from controller.schedulers.placement.problem import (
 )
 
 Makespan = Callable[[Mapping[str, str]], float]
+Mapper = Callable[[Makespan, list], Iterable[float]]  # as ``map``: the makespans in the placements' order
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,16 @@ class EtpResult:
 
 
 def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: float = 0.1, gamma: float = 0.1,
-        mu: float = 1.0, makespan: Makespan | None = None, path: Makespan | None = None) -> EtpResult:
+        mu: float = 1.0, makespan: Makespan | None = None, path: Makespan | None = None,
+        mapper: Mapper = map) -> EtpResult:
     """Alg. 3 for ``steps`` steps, seeded: the same inputs give the same result and trace.
 
     Defaults are the paper's (beta 0.1, gamma 0.1, mu 100%; 20 iterations, as many as
     it simulates per candidate). ``path`` replaces the critical path in Eq. 27 by the
     caller's seconds for a placement (the paper's Fig. 9 baseline: the search that
-    uses the simulated training time as its cost), the capacity penalty kept."""
+    uses the simulated training time as its cost), the capacity penalty kept.
+    ``mapper(makespan, placements)`` judges the candidates after the chain, as ``map``
+    does (the default), e.g. a process pool's map."""
     _integer("steps", steps, 0)
     _integer("seed", seed, None)
     _integer("iterations", iterations, 1)
@@ -105,7 +113,6 @@ def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: flo
             raise ValueError(f"{name} must be a callable placement -> seconds, got {given!r}")
 
     costs: dict[tuple[str, ...], Cost] = {}
-    spans: dict[tuple[str, ...], float] = {}
 
     def key(placement: Mapping[str, str]) -> tuple[str, ...]:
         return tuple(placement[t] for t in problem.movable)
@@ -117,22 +124,15 @@ def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: flo
                         else Cost(_seconds("path", path(dict(placement))), capacity_penalty(problem, placement)))
         return costs[k]
 
-    def span_of(placement: Mapping[str, str]) -> float:
-        k = key(placement)
-        if k not in spans:
-            spans[k] = (cost_of(placement).value if makespan is None
-                        else _seconds("makespan", makespan(dict(placement))))
-        return spans[k]
-
     rng = random.Random(seed)
     current = ifs(problem)
     current_cost = cost_of(current).value  # within capacity: the critical path itself
     min_cost = current_cost
-    best = Candidate(dict(current), current_cost, span_of(current), -1)
-    candidates = {key(current): best}
+    found = {key(current): (dict(current), current_cost, -1)}  # the candidates, in the order found
     used = usage(problem, current)
     limit = {m: {r: (1 + mu) * machine.capacity[r] for r in RESOURCES} for m, machine in problem.machines.items()}
     trace: list[Step] = []
+    passed: list[tuple[int, tuple[str, ...]]] = []  # (index in the trace, the candidate's key) per passing step
     for z in range(steps if problem.movable else 0):  # stores and ring tasks alone: nothing moves
         task = rng.choice(problem.movable)
         src, need = current[task], problem.tasks[task].demand
@@ -159,12 +159,21 @@ def etp(problem: Problem, steps: int, seed: int, iterations: int = 20, beta: flo
             trace.append(Step(z, task, src, dst, proposed.value, True, False, None))
             continue
         min_cost = min(min_cost, proposed.value)
-        span = span_of(proposal)
-        found = candidates.setdefault(key(proposal), Candidate(dict(proposal), proposed.value, span, z))
-        if span < best.makespan:
-            best = found
-        trace.append(Step(z, task, src, dst, proposed.value, True, True, span))
-    return EtpResult(dict(best.placement), best.cost, best.makespan, tuple(candidates.values()), tuple(trace))
+        found.setdefault(key(proposal), (proposal, proposed.value, z))
+        passed.append((len(trace), key(proposal)))
+        trace.append(Step(z, task, src, dst, proposed.value, True, True, None))
+    # Judged now (the chain reads no makespan: see the readings), in the order found.
+    placements = [dict(placement) for placement, _, _ in found.values()]
+    spans = ([c for _, c, _ in found.values()] if makespan is None
+             else [_seconds("makespan", span) for span in mapper(makespan, placements)])
+    if len(spans) != len(placements):
+        raise ValueError(f"mapper returned {len(spans)} makespans for {len(placements)} candidates")
+    span_of = dict(zip(found, spans))
+    candidates = tuple(Candidate(dict(p), c, span_of[k], z) for k, (p, c, z) in found.items())
+    best = min(candidates, key=lambda c: c.makespan)  # the earliest found on ties
+    for i, k in passed:
+        trace[i] = replace(trace[i], makespan=span_of[k])
+    return EtpResult(dict(best.placement), best.cost, best.makespan, candidates, tuple(trace))
 
 
 def _seconds(name: str, value) -> float:
