@@ -29,7 +29,7 @@ def end_with(worker_pid: int) -> None:
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != worker_pid:  # the worker died before the signal was armed
-        sys.exit(f"cellrun: worker {worker_pid} is gone")
+        sys.exit(f"{Path(sys.argv[0]).stem}: worker {worker_pid} is gone")
 
 
 def main(argv: list[str]) -> int:

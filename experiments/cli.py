@@ -93,6 +93,8 @@ def _place(args) -> int:
                                   progress=lambda line: print(line, file=sys.stderr, flush=True), mapper=mapper)
     except ProfileError as err:
         raise SpecError("--profile", str(err)) from None
+    except SpecError:  # one line already (e.g. --cluster: no scheduler answers)
+        raise
     except ValueError as err:  # the search's own one-line refusals (an infeasible job)
         raise SpecError(args.spec, str(err)) from None
     for task, host in found["placement"].items():

@@ -393,7 +393,7 @@ def test_etp_judges_every_candidate_after_the_chain_through_the_callers_mapper()
         return [judge(p) for p in reversed(placements)][::-1]  # judged in another order, given back in order
     mapped = etp(problem, steps=300, seed=5, iterations=4, makespan=makespan, mapper=mapper)
     plain = etp(problem, steps=300, seed=5, iterations=4, makespan=makespan)
-    assert mapped == plain
+    assert len(plain.candidates) >= 3 and mapped == plain
     assert len(calls) == 1 and calls[0] == [c.placement for c in plain.candidates]
     at = {s.step: s for s in mapped.trace}
     assert all(at[c.step].makespan == c.makespan == makespan(c.placement) for c in mapped.candidates[1:])

@@ -9,6 +9,7 @@ import copy
 import csv
 import dataclasses
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -189,47 +190,72 @@ def test_the_search_picks_the_candidate_the_model_finishes_first(spec, profile):
     assert [s.accepted for s in by_cost.result.trace] == [s.accepted for s in found.result.trace]
 
 
-def _judges() -> list[int]:
-    """The pids of ``experiments.gnn.judging`` processes (only these tests start them)."""
+def _judges(client) -> list[int]:
+    """The pids of ``experiments.gnn.judging`` processes that ``client``'s workers started."""
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if b"experiments.gnn.judging" in cmdline.read_bytes():
-                found.append(int(cmdline.parent.name))
-        except OSError:  # it ended while we looked
-            pass
+    for worker in client.run(os.getpid).values():
+        for children in Path(f"/proc/{worker}/task").glob("*/children"):
+            for pid in children.read_text().split():
+                try:
+                    if b"experiments.gnn.judging" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        found.append(int(pid))
+                except OSError:  # it ended while we looked
+                    pass
     return found
 
 
-def test_candidates_judged_on_a_dask_cluster_give_the_search_judged_here(spec, profile, tmp_path, capsys):
+def _fails_first_sleeps_after(first: str):
+    """A makespan that fails on the placement of ``first``'s ps0 host and sleeps on any other."""
+    def makespan(placement):
+        if placement["ps0"] == first:
+            raise ValueError(f"no model for {placement['ps0']}")
+        time.sleep(600)
+    return makespan
+
+
+def test_candidates_judged_on_a_dask_cluster_give_the_search_judged_here(spec, profile, tmp_path, capsys,
+                                                                        monkeypatch):
     """``--local N`` / ``--cluster``: the candidates judged in chunks, each in a process of
     its own on a worker; the same candidates, makespans, trace and pick as judged here.
-    A model that fails there fails the search in one line, and leaves no process."""
+    A chunk whose model fails fails the search at once, in one line, and the chunks
+    still judging are stopped: no process is left."""
     from experiments.cluster import local
-    from experiments.gnn.judging import on_cluster
+    from experiments.gnn import judging
     here = search.etp_placement(spec, profile, 300, 3)
     assert len(here.result.candidates) >= 3  # more candidates than slots: several chunks
     with local(2, {"simulated"}) as executor:
-        there = search.etp_placement(spec, profile, 300, 3, mapper=on_cluster(executor.client))
+        there = search.etp_placement(spec, profile, 300, 3, mapper=judging.on_cluster(executor.client))
         assert there == dataclasses.replace(here, search_s=there.search_s)
-        best = search.etp_placement(spec, profile, 300, 3, verify_best=2, mapper=on_cluster(executor.client))
+        best = search.etp_placement(spec, profile, 300, 3, verify_best=2, mapper=judging.on_cluster(executor.client))
         assert best == dataclasses.replace(search.etp_placement(spec, profile, 300, 3, verify_best=2),
                                            search_s=best.search_s)
 
-        def broken(placement):
-            raise ValueError(f"no model for {placement['ps0']}")
+        placements = [c.placement for c in here.result.candidates]
+        # the first chunk fails at once; every other chunk sleeps until it is stopped
+        broken = _fails_first_sleeps_after(placements[0]["ps0"])
+        others = [p for p in placements if p["ps0"] != placements[0]["ps0"]]
+        assert others  # some chunk sleeps: the stop below is the mapper's doing
+        began = time.monotonic()
         with pytest.raises(RuntimeError, match=r"^judging \d+ ETP candidates: ValueError: no model for \w+$"):
-            list(on_cluster(executor.client)(broken, [c.placement for c in here.result.candidates]))
-        deadline = time.monotonic() + 20  # the others' tasks cancelled: their workers SIGTERM them within a second
-        while _judges() and time.monotonic() < deadline:
+            list(judging.on_cluster(executor.client)(broken, [placements[0], *others]))
+        assert time.monotonic() - began < 120  # not after the sleepers' 600 s
+        deadline = time.monotonic() + 20  # the sleepers' tasks cancelled: their workers SIGTERM them within a second
+        while _judges(executor.client) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _judges()
-    # and from the command line (the spec file's placement is not read)
+        assert not _judges(executor.client)
+    # and from the command line (the spec file's placement is not read), through the cluster
+    original, used = judging.on_cluster, []
+
+    def counted(client):
+        used.append(client)
+        return original(client)
+    monkeypatch.setattr(judging, "on_cluster", counted)
     spec_file, out = tmp_path / "job.yaml", tmp_path / "place.json"
     spec_file.write_text(yaml.safe_dump(raw_spec()))
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "300", "--seed", "3",
                  "--local", "2", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["placement"] == here.placement
+    assert len(used) == 1
     err = capsys.readouterr().err
     assert f"ETP candidate {len(here.result.candidates)} of {len(here.result.candidates)}: " in err
 

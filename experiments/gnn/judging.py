@@ -21,11 +21,12 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import cloudpickle
-from distributed import Client, get_worker
+from distributed import Client, Future, as_completed, get_worker
 
 from controller.schedulers.placement.etp import Mapper
 from experiments.cellrun import end_with
@@ -55,27 +56,46 @@ def judge_chunk(makespan, placements: list[dict]) -> list[float]:
 
 
 def on_cluster(client: Client) -> Mapper:
-    """A ``Mapper`` (as ``map``) whose makespans are taken on ``client``'s cluster."""
+    """A ``Mapper`` (as ``map``) whose makespans are taken on ``client``'s cluster: in
+    the candidates' order, and a chunk that fails fails it at once, in one line."""
     executor = DaskExecutor(client)
 
     def mapper(makespan, placements: Sequence[Mapping[str, str]]) -> Iterator[float]:
         placements = [dict(p) for p in placements]
         if not placements:
             return
-        free = executor.slots_of("cpu")
-        if not free:
+        slots = executor.slots_of("cpu")
+        if not slots:
             print(f"no worker offers `cpu` yet: start one with `trainbed worker {client.scheduler.address}`",
                   file=sys.stderr, flush=True)
-        size = math.ceil(len(placements) / (max(free, 1) * CHUNKS_PER_SLOT))
-        shared = client.scatter(makespan, broadcast=True)  # the job and its profile, once per worker
+            while not slots:  # the job can go out only once a worker holds it
+                time.sleep(1)
+                slots = executor.slots_of("cpu")
+        size = math.ceil(len(placements) / (slots * CHUNKS_PER_SLOT))
+        shared = client.scatter(makespan, broadcast=True, hash=False)  # the job and its profile, once per worker
         futures = [client.submit(judge_chunk, shared, placements[i:i + size], resources={"cpu": 1}, pure=False)
                    for i in range(0, len(placements), size)]
+        chunk = {future.key: n for n, future in enumerate(futures)}
+        done: dict[int, list[float]] = {}
+        following = 0  # the next chunk to give back: the makespans go in the candidates' order
         try:
-            for future in futures:  # in order: the makespans as the candidates were found
-                yield from future.result()
+            for future in as_completed(futures):
+                done[chunk[future.key]] = _spans(future, len(placements))
+                while following in done:
+                    yield from done.pop(following)
+                    following += 1
         finally:
             client.cancel(futures)  # a failed or abandoned search leaves nothing judging
     return mapper
+
+
+def _spans(future: Future, candidates: int) -> list[float]:
+    try:
+        return future.result()
+    except RuntimeError:  # the chunk's own line (``judge_chunk``)
+        raise
+    except Exception as err:  # the cluster's: a worker died twice (KilledWorker), the scheduler went away, ...
+        raise RuntimeError(f"judging {candidates} ETP candidates: {one_line(err)}") from None
 
 
 def main(argv: list[str]) -> int:

@@ -19,17 +19,18 @@ Readings:
 - Eq. 28 is checked on the receiving machine only: the one the task leaves only sheds load.
 - A task with no machine in M_avail: the step proposes nothing (``Step.dst`` None).
 - The filter is the text's "cost(Y') <= (1+gamma) x min_cost" (the listing has "<"),
-  and min_cost is lowered before the makespan is taken (listing lines 17-18).
+  and min_cost is lowered before the proposal is listed (listing lines 17-18).
 - Costs are seconds of the window, so beta = 0.1 takes a move 10 s worse with
   probability 1/e.
-- A placement seen again is not re-costed nor re-simulated: cost and makespan are
-  cached per placement (the makespan of a caller that replays the same profiled
-  iterations, as it must for common random numbers, is the same every time). A
-  candidate is listed once, with the step it first passed the filter.
+- A placement seen again is not re-costed: its cost is cached. A candidate is listed
+  once, with the step it first passed the filter, and judged once (the makespan of a
+  caller that replays the same profiled iterations, as it must for common random
+  numbers, is the same every time).
 - The candidates are judged after the chain, not as each is found (the listing's
-  lines 2 and 19 simulate OES there): the chain reads costs alone, never a makespan, so the candidates, the
-  trace and the result are the same either way, and the caller may judge them all
-  at once (``mapper``: in parallel, on other processes or machines).
+  lines 2 and 19 simulate OES there): the chain reads costs alone, never a
+  makespan, so the candidates, the trace and the result are the same either way,
+  and the caller may judge them all at once (``mapper``: in parallel, on other
+  processes or machines).
 """
 from __future__ import annotations
 
