@@ -237,6 +237,23 @@ def test_a_sampler_never_runs_more_than_the_prefetch_bound_ahead():
         assert sent[n] == pytest.approx(computed[n - PREFETCH] + sampling, rel=1e-9)
 
 
+@pytest.mark.parametrize("minibatch", [10_000_000, 1_000_000])
+def test_a_send_returns_once_its_connection_holds_at_most_the_measured_backlog(minibatch):
+    """A sampler on tbh2 sends worker0 (tbh1) its mini-batches; its store is local, so
+    the network carries nothing else. The send of a mini-batch larger than
+    ``SEND_BACKLOG_BYTES`` returns once that much of it is left to deliver, and the next
+    mini-batch is sampled while it is: the next send starts the sampling's time after;
+    a smaller one returns at once."""
+    spec = tiny({"sampler0": "tbh2", "worker0": "tbh1", "ps0": "tbh1"})
+    costs = Costs(minibatch=minibatch, store_s=0.001, round_s=0.001, asks={"sampler0": ["store1"]})
+    result = run(spec, costs, "default")
+    sent = [e["t"] for e in result.events if e["kind"] == "flow_start" and e["phase"] == "minibatch"]
+    sampling = 2 * (costs.store_s + costs.round_s)
+    waited = on_wire_s(max(0, minibatch - simulated.SEND_BACKLOG_BYTES), 100, spec)
+    assert (waited > 0) == (minibatch > simulated.SEND_BACKLOG_BYTES)
+    assert sent[1] - sent[0] == pytest.approx(waited + sampling, rel=1e-9)
+
+
 def test_the_model_is_deterministic_under_every_policy():
     spec = gnn_spec.validate(yaml.safe_load((REPO / "experiments/specs/gnn-hetero-products-ps.yaml").read_text()))
     profile = profile_of(spec, Costs(), iterations=5)

@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> None:
                              "least-cost candidate, none simulated)")
     parser.add_argument("--verify-best", type=int, default=0, metavar="K",
                         help="run ETP's chain by cost alone, then judge IFS's and the K - 1 least-cost candidates by "
-                             "the model (default 0: every candidate as found, Alg. 3)")
+                             "the model (default 0: every candidate, Alg. 3)")
     parser.add_argument("--batches", type=float, nargs="*", default=BATCHES,
                         help="Fig. 10's batch factors (none: no Fig. 10 cells)")
     parser.add_argument("--pmrs", type=float, nargs="*", default=PMRS,

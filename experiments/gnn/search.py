@@ -190,7 +190,7 @@ class Search:
     it and its simulated makespan (None when not verified), the search's seconds (IFS,
     ETP and the simulations, the problem's build excluded), its steps, ETP's result
     (candidates and step trace), and the model's makespan by step for the candidates it
-    judged (IFS's: step -1; every candidate step when each was judged as found, the
+    judged (IFS's: step -1; every candidate step when every candidate was judged, the
     step that first found it under ``verify_best``; none when judged by cost)."""
 
     placement: dict[str, str]

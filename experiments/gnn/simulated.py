@@ -22,9 +22,10 @@ Transfers are every frame the tasks send, with the profiled bytes: requests and
 replies of every round, mini-batches, evaluation batches, gradients, parameters,
 ring chunks and the initial parameters; credits (a header) cost nothing. A task
 pair's frames cross one TCP connection, so they go one at a time, in order. A send
-returns once at most ``SEND_BUFFER_BYTES`` of its connection are undelivered (the
-socket's send buffer holds the rest): a task waits for a large frame, not for a
-small one. Same-machine transfers take no time.
+returns once at most ``SEND_BACKLOG_BYTES`` of its connection are undelivered (the
+socket's send buffer and the sender's queue hold the rest; measured on the fabric,
+see the constant): a task waits for a large frame, not for a small one. Same-machine
+transfers take no time.
 
 Network: ``experiments.sim.network.FluidNetwork`` over the fabric's ports
 (``experiments.sim.paths.Paths``: host links, on a leaf-spine the spine links that
@@ -91,9 +92,15 @@ from experiments.validation import read_yaml, shown_path
 from hosts.gnn import PREFETCH, is_eval
 from topologies.fabric import simulated_rates
 
-# Linux autotunes a connection's send buffer to about twice its window: an initial
-# window of 10 jumbo (9000-byte) segments of ~16 KB each in memory.
-SEND_BUFFER_BYTES = 2 * 10 * 16 * 1024
+# The bytes of a connection still undelivered when a send returns, as measured on the
+# fabric: the median over 2,583 mini-batch sends of every kept OES run (quartiles
+# 1.33-2.41 MB; measurements/model-sendbuffer-2026-11-27). Linux holds that much:
+# BBR autotunes the send buffer to 3 windows, and TCP small queues let up to
+# tcp_limit_output_bytes (4 MB on this box) wait in the sender's qdisc. (It was 320 KB,
+# 2 x 10 initial segments, until 2026-11-27: the model then waited for a mini-batch's
+# last 0.3 MB where the tasks wait for its last 1.7, and over-predicted placements
+# that put mini-batches on slow links by 9-12%.)
+SEND_BACKLOG_BYTES = 1_660_000
 TCP_IP_HEADERS = 52  # IPv4 20 + TCP 20 + timestamps 12: a segment carries MTU - 52 bytes of data
 ETHERNET_HEADER = 14  # counted by htb and the links' rates
 PROGRESS_EVERY_S = 10.0
@@ -505,7 +512,7 @@ class GnnSimulation:
     # --- frames and the network ------------------------------------------------------
     def send(self, src: str, dst: str, tag: str, n: int, nbytes: int, reply: tuple | None = None) -> Wait:
         """Until the send returns: at once on one machine, else once the connection holds at
-        most ``SEND_BUFFER_BYTES`` undelivered. A request (``reply``) is not reported."""
+        most ``SEND_BACKLOG_BYTES`` undelivered. A request (``reply``) is not reported."""
         def arm(done):
             frame = _Frame(src, dst, tag, n, nbytes, reply is None, done, reply)
             self.result.frames += 1
@@ -580,11 +587,11 @@ class GnnSimulation:
         return upto
 
     def return_sends(self) -> bool:
-        """Return every send whose connection's backlog fits the send buffer, or whose
+        """Return every send whose connection's backlog is within ``SEND_BACKLOG_BYTES``, or whose
         due time came; True if any did."""
         backlogs = self.backlogs()
         returned = [f for f, backlog in zip(self.blocked, backlogs)
-                    if f.due <= self.now or backlog <= SEND_BUFFER_BYTES * (1 + 1e-9)]
+                    if f.due <= self.now or backlog <= SEND_BACKLOG_BYTES * (1 + 1e-9)]
         for frame in returned:
             self.blocked.remove(frame)
             self.send_returned(frame)
@@ -595,13 +602,13 @@ class GnnSimulation:
 
     def next_return(self) -> float:
         """When the next blocked send returns at the current rates (its connection's head
-        on the wire drains to the send buffer; later than the head's end: decided then).
+        on the wire drains to ``SEND_BACKLOG_BYTES``; later than the head's end: decided then).
         Called right after ``settle``, whose last ``return_sends`` returned nothing."""
         backlogs, self.settled_backlogs = self.settled_backlogs, None
         if not self.blocked:
             return math.inf
         heads = [self.channels[f.src, f.dst][0].flow for f in self.blocked]
-        excess = (np.array(self.backlogs() if backlogs is None else backlogs) - SEND_BUFFER_BYTES) * self.wire
+        excess = (np.array(self.backlogs() if backlogs is None else backlogs) - SEND_BACKLOG_BYTES) * self.wire
         rates = self.net.rates(heads)
         with np.errstate(divide="ignore", invalid="ignore"):
             due = np.maximum(self.now + excess / rates, self.now)
