@@ -78,8 +78,8 @@ def test_the_model_predicts_each_oes_run_within_15_percent(compared):
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: under default scheduling TCP loses 1-2% of its packets on "
-                                       "the slow ports and runs up to 31% slower than the loss-free fluid "
-                                       "model (docs/gnn-oes.md)")
+                                       "the slow ports, where the loss-free fluid model predicts its iterations "
+                                       "up to 31% short (docs/gnn-oes.md)")
 def test_the_model_predicts_default_scheduling_within_15_percent(compared):
     default = {run: row for run, row in compared.items() if _scheduler(run) == "default"}
     assert default

@@ -252,6 +252,8 @@ def test_a_send_returns_once_its_connection_holds_at_most_the_measured_backlog(m
     waited = on_wire_s(max(0, minibatch - simulated.SEND_BACKLOG_BYTES), 100, spec)
     assert (waited > 0) == (minibatch > simulated.SEND_BACKLOG_BYTES)
     assert sent[1] - sent[0] == pytest.approx(waited + sampling, rel=1e-9)
+    if waited:  # the next send waits for the whole backlog ahead of it, queued frame included
+        assert sent[2] - sent[1] == pytest.approx(on_wire_s(minibatch, 100, spec), rel=1e-9)
 
 
 def test_the_model_is_deterministic_under_every_policy():

@@ -23,8 +23,7 @@ replies of every round, mini-batches, evaluation batches, gradients, parameters,
 ring chunks and the initial parameters; credits (a header) cost nothing. A task
 pair's frames cross one TCP connection, so they go one at a time, in order. A send
 returns once at most ``SEND_BACKLOG_BYTES`` of its connection are undelivered (the
-socket's send buffer and the sender's queue hold the rest; measured on the fabric,
-see the constant): a task waits for a large frame, not for a small one. Same-machine
+socket's send buffer holds the rest; measured on the fabric, see the constant): a task waits for a large frame, not for a small one. Same-machine
 transfers take no time.
 
 Network: ``experiments.sim.network.FluidNetwork`` over the fabric's ports
@@ -94,9 +93,8 @@ from topologies.fabric import simulated_rates
 
 # The bytes of a connection still undelivered when a send returns, as measured on the
 # fabric: the median over 2,583 mini-batch sends of every kept OES run (quartiles
-# 1.33-2.41 MB; measurements/model-sendbuffer-2026-11-27). Linux holds that much:
-# BBR autotunes the send buffer to 3 windows, and TCP small queues let up to
-# tcp_limit_output_bytes (4 MB on this box) wait in the sender's qdisc. (It was 320 KB,
+# 1.33-2.41 MB; measurements/model-sendbuffer-2026-11-27). Linux lets the send buffer
+# hold that much: BBR autotunes it to 3 windows (capped by tcp_wmem's 4 MB). (It was 320 KB,
 # 2 x 10 initial segments, until 2026-11-27: the model then waited for a mini-batch's
 # last 0.3 MB where the tasks wait for its last 1.7, and over-predicted placements
 # that put mini-batches on slow links by 9-12%.)

@@ -16,6 +16,10 @@
    ``compare``) at 320 KB, 1 MB, 1.5 MB, 2 MB and the constant.
 4. Its spread placement under OES, seed 1: the share of the simulated time the
    bottleneck port (tbh3's 20 Mbit/s ingress) carries nothing, and its load.
+5. The same port emulated, every spread cell: the payload bytes it carried between
+   worker 0's first and 25th iteration ends, over 20 Mbit/s times that window.
+
+``sendbuffer.py PART...`` prints only those parts (all by default).
 """
 from __future__ import annotations
 
@@ -45,8 +49,8 @@ def backlog_at_return(run: Path) -> dict[str, list[float]]:
     left: dict[str, list[float]] = {}
     for flow, start in starts.items():
         done = computed.get((start["src_task"], start["iteration"]))
-        if flow not in ends or done is None or "eval_rounds" in done:
-            continue
+        if flow not in ends or done is None or "eval_rounds" in done or start["src"] == start["dst"]:
+            continue  # an evaluation iteration's, or a profiling run's same-machine frame (loopback)
         share = max(0.0, 1 - (done["t"] - start["t"]) / (ends[flow] - start["t"]))
         left.setdefault(f"{start['src_task']}->{start['dst_task']} ({start['src']}->{start['dst']})", []).append(
             share * start["bytes"] / 1e3)
@@ -80,10 +84,35 @@ def idle_share(run: Path, backlog: int) -> tuple[float, float]:
     return idle[0] / end, carried[0] / capacity / end
 
 
-def main() -> None:
+def emulated_load(run: Path, port_host: str = "tbh3") -> float:
+    events = [json.loads(line) for line in gzip.open(run / "events.jsonl.gz", "rt")]
+    ends = [e["t"] for e in events if e["kind"] == "iteration_end" and e["task"] == "worker0"]
+    first, last = ends[0], ends[min(24, len(ends) - 1)]
+    rows = csv.DictReader(gzip.open(run / "flows.csv.gz", "rt"))
+    carried = sum(int(r["bytes"]) for r in rows
+                  if r["dst"] == port_host and r["src"] != port_host and first <= float(r["start_t"]) < last)
+    return carried * 8 / 20e6 / (last - first)
+
+
+def main(parts: set[str]) -> None:
     import yaml  # pylint: disable=import-outside-toplevel
     sys.path.insert(0, str(ROOT / "tests"))
     import test_gnn_model_fidelity as fidelity  # pylint: disable=import-outside-toplevel
+    if "1" in parts:
+        part1(yaml)
+    if "2" in parts:
+        part2(fidelity)
+    if "3" in parts:
+        part3()
+    if "4" in parts:
+        part4()
+    if "5" in parts:
+        print("\n## 5. emulated, the spread placement: tbh3/in payload load, iterations 1-25")
+        for run in sorted(CELLS.glob("*placement-spread")):
+            print(f"{run.name}: {emulated_load(run):.3f} of 20 Mbit/s")
+
+
+def part1(yaml) -> None:
     print("## 1. emulated: KB of a mini-batch undelivered when its send returned (median; pooled: quartiles)")
     pooled: dict[str, list[float]] = {}
     for events in sorted(ROOT.glob("measurements/gnn-*/**/events.jsonl.gz")):
@@ -97,6 +126,9 @@ def main() -> None:
         kbs.sort()
         print(f"pooled {scheduler}: n={len(kbs)} median {statistics.median(kbs):.0f} "
               f"(quartiles {kbs[len(kbs) // 4]:.0f}-{kbs[3 * len(kbs) // 4]:.0f})")
+
+
+def part2(fidelity) -> None:
     print(f"\n## 2. the model against the fidelity test's runs: error at {OLD} and {NEW} bytes")
     errors = {OLD: {}, NEW: {}}
     for run, profile in fidelity.runs().items():
@@ -112,6 +144,9 @@ def main() -> None:
         for scheduler, each in sorted(by.items()):
             print(f"{backlog} bytes, {scheduler}: n={len(each)} {100 * min(each):+.1f}% .. {100 * max(each):+.1f}%, "
                   f"mean {100 * statistics.fmean(each):+.1f}%")
+
+
+def part3() -> None:
     print("\n## 3. the heterogeneous star (own profiles): error by backlog")
     for backlog in SIZES:
         simulated.SEND_BACKLOG_BYTES = backlog
@@ -119,6 +154,9 @@ def main() -> None:
             row = simulated.compare(run)
             print(f"{backlog} bytes {run.name}: measured {row['measured_iteration_s']:.3f} s, predicted "
                   f"{row['predicted_iteration_s']:.3f} s, {100 * row['error']:+.1f}%")
+
+
+def part4() -> None:
     print("\n## 4. the model, spread placement under OES, seed 1: tbh3/in idle share and load")
     for backlog in (OLD, NEW):
         idle, load = idle_share(CELLS / "sched-oes_seed-1_workload.placement-spread", backlog)
@@ -126,4 +164,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(set(sys.argv[1:]) or {"1", "2", "3", "4", "5"})
