@@ -1,17 +1,29 @@
-"""One 20-iteration simulation of IFS's placement on the tight star, timed under the 320 KB and
-the 1.66 MB send backlog alternately (README: why both searches took longer)."""
-import time, yaml
-from experiments.gnn import search, simulated, searchbench
+"""One 20-iteration simulation of IFS's placement on the tight star, timed under the
+320 KB and the 1.66 MB send backlog in turn, three times (README: why both searches
+took longer than on 2026-11-24). Alternating, so both backlogs see the same load.
+
+    nice -n 19 .venv/bin/python measurements/gnn-search-time-2026-11-28/simtime.py > simtime.out
+
+Each line: repeat, backlog in bytes, the model's makespan (s), wall seconds.
+"""
+import time
+
+import yaml
+
+from experiments.gnn import search, searchbench, simulated
 from experiments.gnn import spec as gnn_spec
 from topologies.fabric import simulated_rates
+
 profile = simulated.load_profile(searchbench.PROFILE)
-raw = yaml.safe_load(searchbench.TIGHT.read_text()); raw["workload"]["placement"] = "distdgl"
+raw = yaml.safe_load(searchbench.TIGHT.read_text())
+raw["workload"]["placement"] = "distdgl"
 with simulated_rates():
     spec = gnn_spec.validate(raw)
-place = search.ifs_placement(spec, profile)
-sim = search.makespan(spec, profile)
-for rep in range(3):  # alternating, so both backlogs see the same load
+placement = search.ifs_placement(spec, profile)
+simulate = search.makespan(spec, profile)
+for repeat in range(3):
     for backlog in (320_000, 1_660_000):
         simulated.SEND_BACKLOG_BYTES = backlog
-        t = time.perf_counter(); m = sim(place); t = time.perf_counter() - t
-        print(rep, backlog, round(m, 2), f"{t:.2f} s", flush=True)
+        started = time.perf_counter()
+        makespan = simulate(placement)
+        print(repeat, backlog, round(makespan, 2), f"{time.perf_counter() - started:.2f} s", flush=True)
