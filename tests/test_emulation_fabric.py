@@ -61,7 +61,7 @@ def test_a_connection_that_sets_nothing_uses_the_routes_congestion_control(fabri
     # The namespace default is bbr and cubic is not in the allowed list: only the route gives cubic.
     em = fabric_up
     server = em.popen("tbh2", ["iperf3", "-s", "-1", "-p", "5401"])
-    time.sleep(0.3)
+    em.wait_listening("tbh2", [5401])
     client = em.popen("tbh1", ["iperf3", "-c", "10.0.0.2", "-p", "5401", "-t", "2", "-b", "5M", "-J"],
                       stdout=subprocess.PIPE, text=True)
     out, _ = client.communicate(timeout=30)
@@ -74,7 +74,7 @@ def test_flows_between_two_leaves_spread_over_every_spine(fabric_up):
     spine_ports = [f"{s.name}-eth3" for s in em.fabric.spines()]  # spine port towards leaf 3
     before = {p: em.port_counters()[p] for p in spine_ports}
     server = em.popen("tbh6", ["iperf3", "-s", "-1", "-p", "5400"])
-    time.sleep(0.3)
+    em.wait_listening("tbh6", [5400])
     client = em.popen("tbh1", ["iperf3", "-c", "10.0.0.6", "-p", "5400", "-t", "3", "-P", "32"],
                       stdout=subprocess.DEVNULL)
     assert client.wait(timeout=30) == 0 and server.wait(timeout=10) == 0
@@ -82,8 +82,8 @@ def test_flows_between_two_leaves_spread_over_every_spine(fabric_up):
     carried = {p: sum(after[p][q]["bytes"] - before[p][q]["bytes"] for q in after[p]) for p in spine_ports}
     total = sum(carried.values())
     assert total > 10e6  # ~3 s at 100 Mbit/s went through the spines
-    # the switch hashes each flow onto a spine at random: with 32 flows, one spine
-    # carrying three or fewer (under 10%) happens about once in 400,000 runs
+    # the switch hashes each flow onto a spine at random: with 32 flows, a spine with
+    # three or fewer of them (under 10% of the bytes) is about one run in 400,000
     for port, nbytes in carried.items():
         assert nbytes > 0.1 * total, f"{port} carried {nbytes} of {total} bytes: ECMP did not spread"
 
@@ -104,7 +104,7 @@ def test_every_frame_on_the_wire_is_at_most_the_fabrics_mtu_and_bulk_fills_it(fa
     try:
         time.sleep(1.0)
         server = em.popen("tbh6", ["iperf3", "-s", "-1", "-p", "5402"], stdout=subprocess.DEVNULL)
-        time.sleep(0.3)
+        em.wait_listening("tbh6", [5402])
         client = em.popen("tbh1", ["iperf3", "-c", "10.0.0.6", "-p", "5402", "-t", "2", "-P", "8"],
                           stdout=subprocess.DEVNULL)
         assert client.wait(timeout=30) == 0 and server.wait(timeout=10) == 0
@@ -130,12 +130,13 @@ def test_policy_dscp_is_seen_on_the_wire_and_lands_in_its_queue(fabric_up):
                                      f"tcp dst port {port}"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             server = em.popen("tbh4", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL)
-            time.sleep(1.0)
+            time.sleep(1.0)  # tcpdump is capturing
+            em.wait_listening("tbh4", [port])
             # a timed send: with -n, iperf3 stops the server once it has written the
             # bytes, and what was still in flight never reaches the counted queue
-            em.popen("tbh2", ["iperf3", "-c", "10.0.0.4", "-p", str(port), "-t", "1", "-b", "10M"],
-                     stdout=subprocess.DEVNULL).wait(timeout=20)
-            server.wait(timeout=10)
+            assert em.popen("tbh2", ["iperf3", "-c", "10.0.0.4", "-p", str(port), "-t", "1", "-b", "10M"],
+                            stdout=subprocess.DEVNULL).wait(timeout=20) == 0
+            assert server.wait(timeout=10) == 0
             out, _ = dump.communicate(timeout=20)
             tos[port] = {int(h, 16) & 0xfc for h in re.findall(r"tos (0x[0-9a-f]+)", out)}
         after = em.port_counters()["tbl2-eth2"]

@@ -20,6 +20,6 @@ def test_a_step_takes_factor_times_as_long_and_reports_it(factor):
     busy(0.05)
     reported = computed(job, "worker0", started)
     took = time.perf_counter() - started
-    assert reported == pytest.approx(took, abs=0.005)  # what it reports is what it took
+    assert 0 <= took - reported < 0.05  # what it reports is what it took (the box may stall the caller)
     assert reported >= factor * 0.05 * 0.98  # sleeps cannot be short
     assert reported < factor * 0.05 + 0.5 * factor  # nor make a slow box look slower than factor x the step

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from emulation_checks import CPU_LOST, assert_nothing_left, netns_inodes
+from emulation_checks import CPU_LOST, assert_nothing_left, cpu_was_taken, netns_inodes
 
 from experiments.cojob import spec as cojob_spec
 from experiments.platform.spec import fabric_of
@@ -20,19 +20,28 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(tmp_path, private_state):
     namespaces = netns_inodes()
-    out = tmp_path / "sweep"
-    proc = subprocess.run([sys.executable, "-m", "experiments.cli", "sweep", "experiments/sweeps/grouper-smoke.yaml",
-                           "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    table = list(csv.DictReader((out / "results.csv").open()))
-    assert sorted((row["scheduler"], row["seed"]) for row in table) == [
-        (scheduler, seed) for scheduler in ("fs", "grouper") for seed in ("1", "2", "4")]
-    cell_of = {(row["scheduler"], row["seed"]): out / "cells" / row["cell"] for row in table}
-    summaries = {key: json.loads((cell / "summary.json").read_text()) for key, cell in cell_of.items()}
-    for row, summary in zip(table, (summaries[(row["scheduler"], row["seed"])] for row in table)):
-        # Trustworthy, or untrustworthy only because the box took CPU time away (said by the run).
-        assert row["completed"] == "true", row
-        assert all(r.startswith(CPU_LOST) for r in summary["fidelity"]["untrustworthy_reasons"]), row
+    # A second sweep only when a cell says the box took CPU time away (its timing and
+    # losses then judge the box, not the emulation); twice: skipped.
+    for attempt in range(2):
+        out = tmp_path / f"sweep{attempt}"
+        proc = subprocess.run([sys.executable, "-m", "experiments.cli", "sweep", "experiments/sweeps/grouper-smoke.yaml",
+                               "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        table = list(csv.DictReader((out / "results.csv").open()))
+        assert sorted((row["scheduler"], row["seed"]) for row in table) == [
+            (scheduler, seed) for scheduler in ("fs", "grouper") for seed in ("1", "2", "4")]
+        cell_of = {(row["scheduler"], row["seed"]): out / "cells" / row["cell"] for row in table}
+        summaries = {key: json.loads((cell / "summary.json").read_text()) for key, cell in cell_of.items()}
+        for row in table:
+            assert row["completed"] == "true", row
+            # trustworthy, or untrustworthy only because the box took CPU time away
+            reasons = summaries[(row["scheduler"], row["seed"])]["fidelity"]["untrustworthy_reasons"]
+            assert all(r.startswith(CPU_LOST) for r in reasons), row
+        taken = next(filter(None, map(cpu_was_taken, summaries.values())), None)
+        if not taken:
+            break
+    else:
+        pytest.skip(f"the emulation cannot be judged on this box now: {taken}")
 
     def total(scheduler, value):
         return sum(value(s) for (name, _), s in summaries.items() if name == scheduler)

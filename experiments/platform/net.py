@@ -287,6 +287,22 @@ class Emulation:
         self.record.add_process(proc.pid, f"{host}: {args[0]}")
         return proc
 
+    def wait_listening(self, host: str, ports, timeout_s: float = 10.0) -> None:
+        """Return once ``host`` has a TCP socket listening on every one of ``ports``: a
+        client started before its server listens is refused, and a fixed sleep is a bet
+        on the box's load. Raises RuntimeError naming the ports still closed at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            out = subprocess.run(netns_cmd(self.host(host).pid, ["ss", "-Hltn"]), capture_output=True,
+                                 text=True).stdout
+            listening = {int(f[3].rsplit(":", 1)[1]) for f in map(str.split, out.splitlines()) if len(f) >= 4}
+            closed = sorted(set(ports) - listening)
+            if not closed:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{host}: nothing listening on TCP port(s) {closed} after {timeout_s:g} s")
+            time.sleep(0.02)
+
     def port_counters(self) -> dict[str, dict[int, dict[str, int]]]:
         """Per switch port, per queue: bytes/packets/dropped from ``tc -s class``."""
         out = {}

@@ -55,7 +55,8 @@ class TimetableWorkload:
             with open(self.raw / f"{f['name']}.server.json", "wb") as out:
                 cmd = traffic.server_cmd(ports[f["name"]]) + ["-i", f"{INTERVAL_S:g}"]
                 self.servers[f["name"]] = em.popen(f["dst"], cmd, stdout=out, stderr=out)
-        time.sleep(0.5)  # servers listening
+        for host in {f["dst"] for f in flows}:
+            em.wait_listening(host, [ports[f["name"]] for f in flows if f["dst"] == host])
 
     def run(self) -> None:
         em, spec, played = self.em, self.spec, self.played
