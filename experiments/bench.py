@@ -71,7 +71,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
         up_s = time.monotonic() - started
         start_at = time.time() + 3.0 + 0.02 * len(names)
         addrs = {n: f"{fabric.host(n).ip}:{MESH_PORT}" for n in names}
-        cpu_before = em.vswitchd_cpu_seconds()
+        cpu_before, wait_before = em.vswitchd_cpu_seconds(), em.vswitchd_cpu_wait_seconds()
         procs = []
         for n in names:
             peers = ",".join(addrs[m] for m in names if m != n)
@@ -81,6 +81,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
                                       "--out", str(workdir / f"mesh-{n}.json")]))
         idle, codes = cpu_idle_during(lambda: [p.wait(timeout=seconds + 90) for p in procs])
         vswitchd = [after - before for before, after in zip(cpu_before, em.vswitchd_cpu_seconds())]
+        waited = [after - before for before, after in zip(wait_before, em.vswitchd_cpu_wait_seconds())]
         packets = what_packets_did(em, fabric)
     ratios, failed = [], sum(code != 0 for code in codes)
     for n in names:
@@ -90,7 +91,8 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
     elapsed = seconds + 3.0
     trustworthy = failed == 0 and idle >= MIN_CPU_IDLE and min(ratios) >= MIN_TRUSTED_RATIO
     return {"min": min(ratios), "median": statistics.median(ratios), "cpu_idle": idle, "up_s": up_s,
-            "vswitchd_cores": [round(c / elapsed, 3) for c in vswitchd], "failed": failed, "trustworthy": trustworthy,
+            "vswitchd_cores": [round(c / elapsed, 3) for c in vswitchd],
+            "vswitchd_waited": [round(w / elapsed, 3) for w in waited], "failed": failed, "trustworthy": trustworthy,
             "aggregate_mbps": sum(r * rate[n] for r, n in zip(ratios, names)), **packets}
 
 
@@ -98,7 +100,9 @@ def what_packets_did(em: Emulation, fabric) -> dict:
     """What the queues were handed and what they dropped, after an all-to-all run:
     ``unit_bytes``, the mean size of what the switches sent into their port queues (a
     wire packet, or a GSO super-packet of many); ``queue_drops``, the drops the switch
-    ports' queues counted; ``retransmitted_share``, the hosts' TCP segments sent again
+    ports' queues counted; ``socket_drops``, what the switches' sockets dropped before
+    any queue (a port's receive socket full while its switch waited for the CPU);
+    ``retransmitted_share``, the hosts' TCP segments sent again
     over all sent; ``segments_per_drop``, retransmitted segments per queue drop (1 when
     a queue drops single wire packets, dozens when it drops super-packets)."""
     balance = em.switch_packet_balance().values()
@@ -113,6 +117,7 @@ def what_packets_did(em: Emulation, fabric) -> dict:
         tcp = dict(zip(header, map(int, values)))
         out_segs, retrans = out_segs + tcp["OutSegs"], retrans + tcp["RetransSegs"]
     return {"unit_bytes": sent_bytes / sent_packets if sent_packets else 0.0, "queue_drops": drops,
+            "socket_drops": em.switch_socket_drops(),
             "retransmitted_share": retrans / out_segs if out_segs else 0.0,
             "segments_per_drop": retrans / drops if drops else None}
 
@@ -144,6 +149,10 @@ def bench_capacity(workdir: Path, quick: bool) -> list[dict]:
                      row(f"{base}_cpu_idle", statistics.median(r["cpu_idle"] for r in results), "share"),
                      row(f"{base}_vswitchd_cores", statistics.median(sum(r["vswitchd_cores"]) for r in results),
                          "cores"),
+                     row(f"{base}_vswitchd_waited_share", statistics.median(max(r["vswitchd_waited"]) for r in results),
+                         "of wall time"),
+                     row(f"{base}_switch_socket_drops", statistics.median(r["socket_drops"] for r in results),
+                         "packets"),
                      row(f"{base}_queued_unit_bytes", statistics.median(r["unit_bytes"] for r in results), "bytes"),
                      row(f"{base}_segments_per_drop", statistics.median(drops) if drops else None, "segments"),
                      row(f"{base}_retransmitted_share",

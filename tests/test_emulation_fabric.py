@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from controller.hostnet import netns_cmd
+from experiments.platform.fidelity import queue_drops
 from experiments.platform.net import Emulation, EmulationOptions
+from experiments.platform.ovs import SEND_BATCH_MAX
 from topologies import queues
 from topologies.fabric import host_interface, leaf_spine
 
@@ -43,6 +46,45 @@ def test_every_switch_process_can_hold_all_its_queues_full(fabric_up):
         n_ports = sum(1 for sw, _intf, _mbps in em.fabric.switch_ports() if sw in switches)
         assert em.send_buffers[instance.base.name] >= queues.switch_send_buffer_bytes(n_ports), em.send_buffers
         assert min(instance.set_send_buffer(queues.switch_send_buffer_bytes(n_ports))) >= queues.switch_send_buffer_bytes(n_ports)
+
+
+def test_every_port_is_read_through_a_socket_that_holds_what_its_link_brings_while_the_switch_waits(fabric_up):
+    em = fabric_up
+    for _sw, intf, mbps in em.fabric.switch_ports():
+        assert em.receive_buffers[intf] >= queues.switch_receive_buffer_bytes(mbps), (intf, em.receive_buffers)
+    for instance in em.ovs:
+        switches = [s for s, inst in em.ovs_of_switch.items() if inst is instance]
+        ports = {intf for sw, intf, _mbps in em.fabric.switch_ports() if sw in switches}
+        assert ports | {"*"} == set(instance.packet_socket_drops()), instance.packet_socket_drops()
+
+
+def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabric_up):
+    """A busy box takes the CPU from a switch process for a while (here: stopped 60
+    ms); what arrives on its ports meanwhile waits in their receive sockets and none is
+    dropped there. Every datagram the flow lost went with a queue drop: the dropped
+    packet or the rest of its send batch, which OVS gives up with it
+    (``experiments.platform.ovs``)."""
+    em = fabric_up
+    instance = em.ovs_of_switch["tbl1"]  # tbh1's leaf
+    pid = instance.pids()["ovs-vswitchd"]
+    drops_before, queued_before = instance.packet_socket_drops(), queue_drops(em.port_counters())
+    server = em.popen("tbh3", ["iperf3", "-s", "-1", "-p", "5403", "-J"], stdout=subprocess.PIPE, text=True)
+    em.wait_listening("tbh3", [5403])
+    client = em.popen("tbh1", ["iperf3", "-c", "10.0.0.3", "-p", "5403", "-u", "-b", "80M", "-l", "1400",
+                               "-t", "2"], stdout=subprocess.DEVNULL)
+    time.sleep(1.0)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.06)  # 600 KB arrive at 80 Mbit/s; the default socket held about 130 KB of them
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert client.wait(timeout=30) == 0
+    report = json.loads(server.communicate(timeout=10)[0])
+    lost = report["end"]["sum"]["lost_packets"]
+    queued = queue_drops(em.port_counters()) - queued_before
+    drops = instance.packet_socket_drops()
+    assert {k: v - drops_before.get(k, 0) for k, v in drops.items() if v != drops_before.get(k, 0)} == {}
+    assert queued <= lost <= queued * SEND_BATCH_MAX, (lost, queued)
 
 
 def test_ping_all_through_the_controller_loses_nothing(fabric_up):

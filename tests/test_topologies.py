@@ -119,6 +119,13 @@ def test_a_switch_send_buffer_holds_every_queue_of_its_ports_full():
     assert queues.switch_send_buffer_bytes(1) > 208 * 1024  # the kernel's default, shared by all ports
 
 
+def test_a_switch_port_socket_holds_a_burst_and_what_its_link_brings_while_the_switch_waits():
+    wire = queues.BURST_BYTES + 100e6 / 8 * queues.SWITCH_CPU_WAIT_S  # 1.4 MB at 100 Mbit/s
+    assert queues.switch_receive_buffer_bytes(100) == int(wire * queues.SKB_OVERHEAD)
+    assert queues.switch_receive_buffer_bytes(1000) > queues.switch_receive_buffer_bytes(100)
+    assert queues.switch_receive_buffer_bytes(1) > 208 * 1024  # the kernel's default: 8 ms at 100 Mbit/s
+
+
 def test_host_route_sets_tcps_minimum_rto_and_congestion_control_only_when_asked():
     assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", None) == []
     assert queues.host_route_cmds("tbh1-eth0", "10.0.0.0/16", 40) == [

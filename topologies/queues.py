@@ -89,6 +89,18 @@ def switch_send_buffer_bytes(n_ports: int) -> int:
     return n_ports * N_QUEUES * LEAF_LIMIT_BYTES * SKB_OVERHEAD
 
 
+# How long a userspace switch may wait for the CPU without its ports losing what arrives
+# meanwhile (ten scheduler periods of a busy 2-core box).
+SWITCH_CPU_WAIT_S = 0.1
+
+
+def switch_receive_buffer_bytes(mbps: float) -> int:
+    """Receive buffer for the socket a userspace switch reads one port through: an htb
+    burst from the sender plus what the link brings while the switch waits for the CPU
+    (``SWITCH_CPU_WAIT_S``), so that a real switch's lossless ingress stays lossless."""
+    return int((BURST_BYTES + mbps * 1e6 / 8 * SWITCH_CPU_WAIT_S) * SKB_OVERHEAD)
+
+
 def host_base_cmds(intf: str, mbps: float) -> list[str]:
     """The sender NIC: the same eight strict-priority queues as a switch port, as deep
     as a NIC's queue (a host marks nothing, so its traffic sits in the lowest queue

@@ -16,8 +16,11 @@ real. Invariants:
 - ``stop()`` runs every tear-down step even if an earlier one fails, releases the
   fabric lock last, and raises one ``TeardownError`` naming every failed step.
   It is safe to call twice and after a partial start.
-- Every OVS instance's one send socket holds all the queues it feeds, full
-  (``size_send_buffers``): only queues drop packets, and they count them.
+- Every OVS instance's one send socket holds all the queues it feeds, full, and
+  each port's receive socket what its link brings while the switch waits for the
+  CPU (``size_socket_buffers``): only queues drop packets, and they count them
+  (but for the rest of a send batch that OVS gives up with a queue's drop:
+  ``experiments.platform.ovs``).
 - Under a cgroup CPU quota, everything the emulation starts runs on as many CPUs
   as the quota covers (``experiments.platform.cpu.pinned_to_quota``): spread over more, the
   run spends its quota early in each period and is frozen for the rest of it.
@@ -100,6 +103,7 @@ class Emulation:
         self._affinity = contextlib.ExitStack()
         self.cpus: set[int] = set()  # the CPUs the fabric and its hosts' programs run on
         self.send_buffers: dict[str, int | None] = {}  # per OVS instance; None: left at the default
+        self.receive_buffers: dict[str, int | None] = {}  # per switch port; None: left at the default
 
     # --- bring-up -----------------------------------------------------------------
     def __enter__(self) -> "Emulation":
@@ -230,7 +234,7 @@ class Emulation:
             self.record.add_netns(host.pid)
         net.start()
         self.apply_queue_plan()
-        self.size_send_buffers()
+        self.size_socket_buffers()
 
     def apply_queue_plan(self) -> None:
         """The queue plan, applied in one place: every switch port, every host NIC."""
@@ -248,15 +252,17 @@ class Emulation:
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
             run_tc_batch(queues.host_base_cmds(intf, link.mbps), pid, where=f"host {link.a}")
 
-    def size_send_buffers(self, timeout_s: float = 5.0) -> None:
-        """Each OVS instance's send socket as deep as the queues it feeds
-        (``experiments.platform.ovs``); an instance that has not sent yet is made to
-        send one frame first. Where it cannot be done the run goes on, with a warning
-        and ``None`` in ``send_buffers``."""
+    def size_socket_buffers(self, timeout_s: float = 5.0) -> None:
+        """Each OVS instance's send socket as deep as the queues it feeds, and each port's
+        receive socket as deep as ``queues.switch_receive_buffer_bytes`` of its rate
+        (``experiments.platform.ovs``); an instance that has not sent yet is made to send
+        one frame first. Where it cannot be done the run goes on, with a warning and
+        ``None`` in ``send_buffers`` / ``receive_buffers`` (``ovs_socket_buffers.json``)."""
+        ports = self.fabric.switch_ports()
         for instance in self.ovs:
             switches = [s for s, inst in self.ovs_of_switch.items() if inst is instance]
-            ports = [intf for sw, intf, _mbps in self.fabric.switch_ports() if sw in switches]
-            nbytes = queues.switch_send_buffer_bytes(len(ports))
+            mine = [(intf, mbps) for sw, intf, mbps in ports if sw in switches]
+            nbytes = queues.switch_send_buffer_bytes(len(mine))
             try:
                 done = instance.set_send_buffer(nbytes)
                 if not done:
@@ -274,7 +280,29 @@ class Emulation:
             if error:
                 print(f"trainbed: warning: OVS {instance.base.name} keeps the default send buffer ({error}); "
                       "its switches may drop packets no queue counts", file=sys.stderr)
-        write_json(self.run_dir / "ovs_send_buffers.json", self.send_buffers)
+            self._size_receive_buffers(instance, mine)
+        write_json(self.run_dir / "ovs_socket_buffers.json",
+                   {"send": self.send_buffers, "receive": self.receive_buffers})
+
+    def _size_receive_buffers(self, instance: PrivateOVS, ports: list[tuple[str, float]]) -> None:
+        wanted = {intf: queues.switch_receive_buffer_bytes(mbps) for intf, mbps in ports}
+        index = {}
+        try:
+            index = {intf: int(Path(f"/sys/class/net/{intf}/ifindex").read_text()) for intf in wanted}
+            got = instance.set_receive_buffers({index[intf]: n for intf, n in wanted.items()})
+            error = None
+        except (OSError, RuntimeError) as err:
+            got, error = {}, str(err).splitlines()[0]
+        short = []
+        for intf, nbytes in wanted.items():
+            size = got.get(index.get(intf))
+            self.receive_buffers[intf] = size if size is not None and size >= nbytes else None
+            if self.receive_buffers[intf] is None:
+                short.append(intf)
+        if short:
+            why = error or "no socket reads them, or the kernel gave less"
+            print(f"trainbed: warning: OVS {instance.base.name} keeps the default receive buffer on "
+                  f"{', '.join(short)} ({why}); its switches may drop packets no queue counts", file=sys.stderr)
 
     # --- use ------------------------------------------------------------------------
     def host(self, name: str):
@@ -340,6 +368,14 @@ class Emulation:
     def vswitchd_cpu_seconds(self) -> list[float]:
         """CPU seconds used so far by each instance's ovs-vswitchd."""
         return [instance.cpu_seconds() for instance in self.ovs]
+
+    def vswitchd_cpu_wait_seconds(self) -> list[float]:
+        """Seconds each instance's ovs-vswitchd has waited so far for a CPU."""
+        return [instance.cpu_wait_seconds() for instance in self.ovs]
+
+    def switch_socket_drops(self) -> int:
+        """Packets dropped so far at the OVS instances' sockets, before any queue."""
+        return sum(sum(instance.packet_socket_drops().values()) for instance in self.ovs)
 
     def controller_outages(self, t0: float) -> list[dict]:
         """Outages in run time (seconds after ``t0``, a time.monotonic()), each with the
