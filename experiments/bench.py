@@ -62,7 +62,9 @@ def cpu_idle_during(action) -> tuple[float, object]:
 
 def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float = MESH_SECONDS) -> dict:
     """Every host sends bulk TCP to every other (one ``hosts.mesh`` process per host);
-    the receiver goodput of each host link over the steady seconds, over its rate."""
+    the receiver goodput of each host link over the steady seconds, over its rate, and
+    per OVS instance the cores it used and the share of the run its main thread was
+    ready but off the CPU (``vswitchd_waited``)."""
     names = [h.name for h in fabric.hosts]
     rate = {link.a: link.mbps for link in fabric.host_links()}
     workdir.mkdir(parents=True, exist_ok=True)

@@ -65,8 +65,14 @@ def stores() -> dict[str, str]:
     return {f"store{m}": host for m, host in enumerate(MACHINES)}
 
 
-def check_flows(events: FakeDriver) -> Counter:
-    time.sleep(0.3)  # the last events are in flight when the processes exit
+def wait_for_byes(events: FakeDriver, n_tasks: int) -> None:
+    """A task's ``bye`` is the last line on its connection, read in order: once every
+    task's has arrived, so has everything the tasks sent."""
+    events.wait_for(lambda evs: sum(e["kind"] == "bye" for e in evs) == n_tasks)
+
+
+def check_flows(events: FakeDriver, n_tasks: int) -> Counter:
+    wait_for_byes(events, n_tasks)
     starts = {e["flow"]: e for e in events.of("flow_start")}
     ends = {e["flow"]: e for e in events.of("flow_end")}
     assert len(starts) == len(events.of("flow_start")), "flow ids are unique"
@@ -82,7 +88,7 @@ def test_ps_training_runs_and_reports_every_transfer(tmp_path):
     events, procs = launch(tmp_path, tasks, "ps", workers=2, ps=1, iterations=9)
     codes = wait_all(procs, 150)
     assert all(code == 0 for code in codes.values()), {t: p.stderr.read()[-500:] for t, p in procs.items()}
-    phases = check_flows(events)
+    phases = check_flows(events, len(tasks))
     # Remote pairs only: sampler0 (h1) <- store1, store2; sampler1 (h2) <- store0, store2; per hop and features.
     assert phases["sample0"] == phases["sample1"] == phases["feature"] == 4 * 9
     assert phases["minibatch"] == 2 * 9  # sampler0 (h1) -> worker0 (h2), sampler1 (h2) -> worker1 (h3)
@@ -133,7 +139,7 @@ def test_ring_allreduce_sends_2w_minus_2_chunks(tmp_path):
     events, procs = launch(tmp_path, tasks, "allreduce", workers=3, ps=0, iterations=4)
     codes = wait_all(procs, 150)
     assert all(code == 0 for code in codes.values()), {t: p.stderr.read()[-500:] for t, p in procs.items()}
-    phases = check_flows(events)
+    phases = check_flows(events, len(tasks))
     rings = {p: n for p, n in phases.items() if p.startswith("ring")}
     assert rings == {f"ring{s}": 3 * 4 for s in range(4)}  # 2(W-1) steps, each worker, each iteration
     assert "minibatch" not in phases  # every sampler sits with its worker
@@ -181,7 +187,7 @@ def test_training_is_the_same_whatever_the_timing(tmp_path):
         events, procs = launch(out, tasks, "ps", workers=2, ps=1, iterations=3, samplers_per_worker=2)
         codes = wait_all(procs, 150)
         assert all(code == 0 for code in codes.values())
-        time.sleep(0.3)
+        wait_for_byes(events, len(tasks))
         runs.append(([(e["task"], e["iteration"], e["loss"]) for e in sorted(
             events.of("iteration_end"), key=lambda e: (e["task"], e["iteration"]))],
             sorted((e["flow"], e["bytes"]) for e in events.of("flow_start"))))

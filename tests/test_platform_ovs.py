@@ -1,7 +1,7 @@
 """Reading a private OVS instance's sockets (no root, no fabric: ``ss`` text as data)."""
 from __future__ import annotations
 
-from experiments.platform.ovs import packet_socket_drops
+from experiments.platform.ovs import parse_packet_socket_drops
 
 SS = (
     'p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=5898,fd=66)) '
@@ -16,7 +16,7 @@ SS = (
 )
 
 
-def test_packet_socket_drops_are_the_instances_own_by_interface_wrapped_lines_too():
-    assert packet_socket_drops(SS, 5898) == {"*": 0, "tbs1-eth1": 798, "tbs1-eth2": 12}
-    assert packet_socket_drops(SS, 5907) == {"tbs2-eth1": 5}
-    assert packet_socket_drops(SS, None) == {}
+def test_parse_packet_socket_drops_are_the_instances_own_by_interface_wrapped_lines_too():
+    assert parse_packet_socket_drops(SS, 5898) == {"*": 0, "tbs1-eth1": 798, "tbs1-eth2": 12}
+    assert parse_packet_socket_drops(SS, 5907) == {"tbs2-eth1": 5}
+    assert parse_packet_socket_drops(SS, None) == {}

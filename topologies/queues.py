@@ -97,7 +97,8 @@ SWITCH_CPU_WAIT_S = 0.1
 def switch_receive_buffer_bytes(mbps: float) -> int:
     """Receive buffer for the socket a userspace switch reads one port through: an htb
     burst from the sender plus what the link brings while the switch waits for the CPU
-    (``SWITCH_CPU_WAIT_S``), so that a real switch's lossless ingress stays lossless."""
+    (``SWITCH_CPU_WAIT_S``), so that a real switch's lossless ingress stays lossless.
+    What is asked of the kernel, which keeps twice as much (as for the send buffer)."""
     return int((BURST_BYTES + mbps * 1e6 / 8 * SWITCH_CPU_WAIT_S) * SKB_OVERHEAD)
 
 

@@ -44,7 +44,7 @@ from controller.client import ControllerClient, ControllerError
 from controller.hostnet import netns_cmd, run_tc_batch
 from experiments.errors import TeardownError
 from experiments.platform.cpu import pinned_to_quota
-from experiments.platform.ovs import PrivateOVS, ovs_env
+from experiments.platform.ovs import KERNEL_BUFFER_FACTOR, PrivateOVS, ovs_env
 from experiments.platform.records import RunRecord, clean_record
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
@@ -254,7 +254,8 @@ class Emulation:
 
     def size_socket_buffers(self, timeout_s: float = 5.0) -> None:
         """Each OVS instance's send socket as deep as the queues it feeds, and each port's
-        receive socket as deep as ``queues.switch_receive_buffer_bytes`` of its rate
+        receive socket as deep as ``queues.switch_receive_buffer_bytes`` of its rate, both
+        as asked of the kernel (which keeps ``KERNEL_BUFFER_FACTOR`` times as much)
         (``experiments.platform.ovs``); an instance that has not sent yet is made to send
         one frame first. Where it cannot be done the run goes on, with a warning and
         ``None`` in ``send_buffers`` / ``receive_buffers`` (``ovs_socket_buffers.json``)."""
@@ -272,8 +273,8 @@ class Emulation:
                         time.sleep(0.05)
                         done = instance.set_send_buffer(nbytes)
                 error = None if done else "its send socket did not appear"
-                if done and min(done) < nbytes:
-                    error = f"the kernel gave {min(done)} bytes of {nbytes}"
+                if done and min(done) < KERNEL_BUFFER_FACTOR * nbytes:
+                    error = f"the kernel gave {min(done)} bytes of {KERNEL_BUFFER_FACTOR * nbytes}"
             except (OSError, RuntimeError) as err:
                 error = str(err).splitlines()[0]
             self.send_buffers[instance.base.name] = None if error else min(done)
@@ -296,7 +297,7 @@ class Emulation:
         short = []
         for intf, nbytes in wanted.items():
             size = got.get(index.get(intf))
-            self.receive_buffers[intf] = size if size is not None and size >= nbytes else None
+            self.receive_buffers[intf] = size if size is not None and size >= KERNEL_BUFFER_FACTOR * nbytes else None
             if self.receive_buffers[intf] is None:
                 short.append(intf)
         if short:

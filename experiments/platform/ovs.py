@@ -21,17 +21,17 @@ interface, with the default receive buffer (208 KB, about 100 KB of jumbo frames
 8 ms at 100 Mbit/s). While ovs-vswitchd is off the CPU its ports' packets wait
 there, and one that finds it full is dropped, again before any queue (measured on
 a 9-host all-to-all at 100 Mbit/s: 18,600 such drops against 1,500 in the queues,
-every ninth packet a TCP re-send). ``set_receive_buffers`` sizes each for what
-its link brings while the switch waits for the CPU.
+one TCP segment in 13 sent again). ``set_receive_buffers`` sizes each for what its
+link brings while the switch waits for the CPU.
 
 What remains uncounted: ovs-vswitchd hands a port a batch of up to
-``SEND_BATCH_MAX`` packets in one sendmmsg, and when a queue drops one of them the
-kernel fails that message (ENOBUFS) and OVS gives up the rest of the batch (OVS
-3.1 ``netdev_linux_sock_batch_send``). So a queue drop can take up to 31 packets
-behind it that no counter shows: rare in steady traffic (batches of one or two:
-1.0-1.2 re-sent segments per queue drop at 9 hosts x 100 Mbit/s), up to 9 per drop
-in the burst a switch sends after waiting for the CPU. Runs report it
-(``switch_loss_share``).
+``SEND_BATCH_MAX`` packets in one sendmmsg. When a queue drops one, the call stops
+there; OVS sends again from that packet, and if the queue drops it again (so two
+counted drops) OVS gives up the rest of the batch (OVS 3.1
+``netdev_linux_sock_batch_send``), up to 31 packets no counter shows. Rare in
+steady traffic (batches of one or two: 1.0-1.2 re-sent segments per queue drop at
+9 hosts x 100 Mbit/s), about 9 lost per drop in the burst a switch sends after
+waiting for the CPU. Runs report it (``switch_loss_share``).
 """
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ VSWITCHD_NICE = -10
 SO_SNDBUFFORCE = 32  # <asm-generic/socket.h>: SO_SNDBUF beyond wmem_max, for root
 SO_RCVBUFFORCE = 33  # and SO_RCVBUF beyond rmem_max
 SEND_BATCH_MAX = 32  # OVS's NETDEV_MAX_BURST: the packets one sendmmsg hands a port
+KERNEL_BUFFER_FACTOR = 2  # a socket's buffer is twice what SO_*BUF asks (socket(7): bookkeeping)
 SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
 # A frame no host or switch acts on (IEEE local experimental ethertype), sent by an
 # instance once so that its send socket exists before the workload's first packet.
@@ -98,14 +99,15 @@ class PrivateOVS:
                   f"in_port=controller packet={PRIMING_FRAME} actions=output:{port}")
 
     def set_send_buffer(self, nbytes: int) -> list[int]:
-        """Give the instance's send socket ``nbytes`` of send buffer; returns the sizes
-        the kernel then reports, one per socket (none: it has not sent anything yet)."""
+        """Ask for ``nbytes`` of send buffer on the instance's send socket; returns the
+        sizes the kernel then reports (``KERNEL_BUFFER_FACTOR`` times as much), one per
+        socket (none: it has not sent anything yet)."""
         wanted = {inode for inode, bound in _packet_sockets().items() if bound == (0, 0)}
         return list(self._resize(wanted, SO_SNDBUFFORCE, socket.SO_SNDBUF, lambda _inode: nbytes).values())
 
     def set_receive_buffers(self, nbytes_of_ifindex: dict[int, int]) -> dict[int, int]:
-        """Give the socket that reads each port (by interface index) its receive buffer;
-        returns, per interface index found, the size the kernel then reports."""
+        """Ask for a receive buffer on the socket that reads each port (by interface
+        index); returns, per interface index found, the size the kernel then reports."""
         bound = {inode: ifindex for inode, (_proto, ifindex) in _packet_sockets().items()
                  if ifindex in nbytes_of_ifindex}
         got = self._resize(set(bound), SO_RCVBUFFORCE, socket.SO_RCVBUF,
@@ -149,7 +151,7 @@ class PrivateOVS:
         full, per socket, named by the interface it reads ("*" for the send socket).
         No queue counts these."""
         out = subprocess.run(["ss", "-H", "-0", "-a", "-m", "-p"], capture_output=True, text=True, check=True).stdout
-        return packet_socket_drops(out, self.pids().get("ovs-vswitchd"))
+        return parse_packet_socket_drops(out, self.pids().get("ovs-vswitchd"))
 
     def appctl(self, *args: str) -> str:
         return self._run("ovs-appctl", "--timeout=10", *args)
@@ -163,16 +165,13 @@ class PrivateOVS:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
     def cpu_wait_seconds(self) -> float:
-        """Time ovs-vswitchd's threads spent so far ready to run but waiting for a CPU
-        (``/proc/PID/task/*/schedstat``): a switch the box kept off the CPU."""
+        """Time ovs-vswitchd's main thread, which polls every port, spent so far ready to
+        run but waiting for a CPU (its ``schedstat``): the switches the box kept off the CPU."""
         pid = self.pids().get("ovs-vswitchd")
-        waited = 0
-        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat") if pid is not None else ():
-            try:
-                waited += int(stat.read_text().split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # a thread that ended meanwhile
-        return waited / 1e9
+        try:
+            return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return 0.0
 
     def pids(self) -> dict[str, int]:
         return _pidfile_pids(self.base)
@@ -181,7 +180,7 @@ class PrivateOVS:
         return stop_ovs_dir(self.base)
 
 
-def packet_socket_drops(ss_text: str, pid: int | None) -> dict[str, int]:
+def parse_packet_socket_drops(ss_text: str, pid: int | None) -> dict[str, int]:
     """From ``ss -H -0 -a -m -p`` output: the drops (``skmem``'s ``d``) of each packet
     socket process ``pid`` holds, by the interface it is bound to ("*": none)."""
     drops: dict[str, int] = {}
