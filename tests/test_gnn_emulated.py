@@ -118,6 +118,8 @@ def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(
         verdict = json.loads((profiled / "profile.json").read_text())
         if verdict["trustworthy"] or not all("CPU" in r for r in verdict["untrustworthy_reasons"]):
             break
+    else:  # a profile refused for the box's CPU twice: nothing about the code to judge
+        pytest.skip(f"the box kept the profiling run short of CPU twice: {verdict['untrustworthy_reasons']}")
     raw = read_spec(SMOKE)
     raw["name"] = "gnn-searched"
     raw["workload"].update(placement={"kind": "etp", "profile": str(profiled / "profile.json"), "steps": 150,
