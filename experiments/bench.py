@@ -13,14 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from experiments import store
-from controller.hostnet import netns_cmd
 from experiments.benchrows import row, show
 from experiments.cojob import bench as bench_grouper
 from experiments.gnn import bench as bench_gnn
@@ -113,10 +111,7 @@ def what_packets_did(em: Emulation, fabric) -> dict:
     drops = queue_drops(em.port_counters())
     out_segs = retrans = 0
     for h in fabric.hosts:
-        snmp = subprocess.run(netns_cmd(em.host(h.name).pid, ["cat", "/proc/net/snmp"]), capture_output=True,
-                              text=True, check=True).stdout
-        header, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Tcp:")][:2]
-        tcp = dict(zip(header, map(int, values)))
+        tcp = em.host_snmp(h.name, "Tcp")
         out_segs, retrans = out_segs + tcp["OutSegs"], retrans + tcp["RetransSegs"]
     return {"unit_bytes": sent_bytes / sent_packets if sent_packets else 0.0, "queue_drops": drops,
             "socket_drops": em.switch_socket_drops(),

@@ -60,13 +60,6 @@ def test_every_port_is_read_through_a_socket_that_holds_what_its_link_brings_whi
         assert ports | {"*"} == set(instance.packet_socket_drops()), instance.packet_socket_drops()
 
 
-def _udp_receive_buffer_errors(em, host: str) -> int:
-    snmp = subprocess.run(netns_cmd(em.host(host).pid, ["cat", "/proc/net/snmp"]), capture_output=True, text=True,
-                          check=True).stdout
-    header, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith("Udp:")][:2]
-    return int(dict(zip(header, values))["RcvbufErrors"])
-
-
 def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabric_up):
     """A busy box takes the CPU from a switch process for a while (here: stopped 60
     ms); what arrives on its ports meanwhile waits in their receive sockets and none is
@@ -78,7 +71,7 @@ def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabr
     pid = instance.pids()["ovs-vswitchd"]
     received = Path("/sys/class/net/tbl1-eth1/statistics/rx_packets")  # tbl1's port facing tbh1
     drops_before, queued_before = instance.packet_socket_drops(), queue_drops(em.port_counters())
-    receiver_before = _udp_receive_buffer_errors(em, "tbh3")
+    receiver_before = em.host_snmp("tbh3", "Udp")["RcvbufErrors"]
     server = em.popen("tbh3", ["iperf3", "-s", "-1", "-p", "5403", "-J"], stdout=subprocess.PIPE, text=True)
     em.wait_listening("tbh3", [5403])
     flowing = int(received.read_text()) + 1000
@@ -96,7 +89,7 @@ def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabr
     assert client.wait(timeout=30) == 0
     report = json.loads(server.communicate(timeout=10)[0])
     # what tbh3's own socket dropped is the receiver's, not the fabric's
-    lost = report["end"]["sum"]["lost_packets"] - (_udp_receive_buffer_errors(em, "tbh3") - receiver_before)
+    lost = report["end"]["sum"]["lost_packets"] - (em.host_snmp("tbh3", "Udp")["RcvbufErrors"] - receiver_before)
     queued = queue_drops(em.port_counters()) - queued_before
     drops = instance.packet_socket_drops()
     assert {k: v - drops_before.get(k, 0) for k, v in drops.items() if v != drops_before.get(k, 0)} == {}

@@ -332,6 +332,14 @@ class Emulation:
                 raise RuntimeError(f"{host}: nothing listening on TCP port(s) {closed} after {timeout_s:g} s")
             time.sleep(0.02)
 
+    def host_snmp(self, host: str, proto: str) -> dict[str, int]:
+        """``host``'s kernel counters of ``proto`` ("Tcp", "Udp", ...) from its
+        namespace's /proc/net/snmp, by name."""
+        snmp = subprocess.run(netns_cmd(self.host(host).pid, ["cat", "/proc/net/snmp"]), capture_output=True,
+                              text=True, check=True).stdout
+        header, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith(f"{proto}:")][:2]
+        return dict(zip(header, map(int, values)))
+
     def port_counters(self) -> dict[str, dict[int, dict[str, int]]]:
         """Per switch port, per queue: bytes/packets/dropped from ``tc -s class``."""
         out = {}
