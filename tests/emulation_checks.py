@@ -53,3 +53,31 @@ def assert_nothing_left(fabric, state: Path, run_dir: Path, namespaces_before: s
     assert processes_mentioning(str(run_dir)) == [], "controller left behind"
     assert netns_inodes() <= namespaces_before, "host namespaces (or their processes) left behind"
     assert list(state.glob("*.json")) == [], "run record not closed"
+
+
+def why_records_stay(state: Path) -> str:
+    """For a test's failure message: per run record still in ``state``, whether its
+    owner (the run's process) lives, where its threads wait, and the end of what it
+    printed (its run directory's traceback, or the output file a cluster worker keeps
+    beside the cell's directory)."""
+    import json  # pylint: disable=import-outside-toplevel
+    lines = []
+    for path in sorted(state.glob("*.json")):
+        record = json.loads(path.read_text())
+        owner = record["owner_pid"]
+        task_dir = Path(f"/proc/{owner}/task")
+        waits = []
+        if alive(owner) and task_dir.exists():
+            for thread in sorted(task_dir.iterdir()):
+                try:
+                    state_letter = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    waits.append(f"{thread.name}:{state_letter}:{(thread / 'wchan').read_text() or '-'}")
+                except OSError:
+                    continue
+        lines.append(f"{path.name}: owner {owner} {'alive' if alive(owner) else 'gone'} "
+                     f"(threads {' '.join(waits) or 'none'})")
+        run_dir = Path(record.get("run_dir") or "/nonexistent")
+        for printed in (run_dir / "traceback.txt", run_dir.parent / "output.txt"):
+            if printed.exists():
+                lines.append(f"{printed}: ..." + printed.read_text(errors="replace")[-1500:])
+    return "\n".join(lines)

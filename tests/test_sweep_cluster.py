@@ -311,7 +311,7 @@ TWO_FLOWS = {"name": "cluster-two-flows", "topology": {"kind": "star", "hosts": 
 @pytest.mark.root
 def test_emulated_cells_run_on_the_fabric_worker_and_a_killed_one_leaves_no_fabric(cluster, tmp_path, private_state):
     from distributed import Client
-    from emulation_checks import netns_inodes
+    from emulation_checks import netns_inodes, why_records_stay
     namespaces = netns_inodes()
     (tmp_path / "two-flows.yaml").write_text(yaml.safe_dump(TWO_FLOWS))
     sweep_file = tmp_path / "sweep.yaml"
@@ -332,7 +332,7 @@ def test_emulated_cells_run_on_the_fabric_worker_and_a_killed_one_leaves_no_fabr
         dask.kill(fabric_worker.pid)
         deadline = time.monotonic() + 60
         while list(private_state.glob("*.json")):  # its cell's process tears the fabric down (SIGTERM)
-            assert time.monotonic() < deadline, "the killed worker's fabric stays up"
+            assert time.monotonic() < deadline, f"the killed worker's fabric stays up:\n{why_records_stay(private_state)}"
             time.sleep(0.2)
         dask.workers(1, "--fabric")  # the group runs again there
     out = tmp_path / "out"
