@@ -78,3 +78,14 @@ class htb 1:107 parent 1:1 prio 0 rate 1Gbit ceil 1Gbit burst 1600b cburst 1600b
 class htb 1:108 parent 1:1 prio 0 rate 900bit ceil 900bit burst 1600b cburst 1600b"""
     rates = queues.host_flow_rates(text)
     assert rates == {5: pytest.approx(12.345), 7: pytest.approx(1000.0), 8: pytest.approx(0.0009)}
+
+
+def test_the_iteration_window_starts_at_the_first_work_and_leaves_start_up_out():
+    events = [{"kind": "hello", "t": 1.0, "task": "store0"},  # before torch and DGL are imported
+              {"kind": "compute", "t": 20.5, "seconds": 0.5, "task": "store0", "iteration": 0},
+              {"kind": "flow_start", "t": 20.2, "flow": 1},
+              {"kind": "flow_end", "t": 24.0, "flow": 1},
+              {"kind": "iteration_end", "t": 24.4, "task": "worker0", "iteration": 7},
+              {"kind": "bye", "t": 25.0, "task": "store0"}]
+    assert metrics.iteration_window(events) == (20.0, 24.4)
+    assert metrics.iteration_window(events[:1]) is None  # a run that failed in start-up: the whole run is judged

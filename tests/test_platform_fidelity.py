@@ -33,8 +33,8 @@ def monitor(idle: float, stolen: float = 0.0) -> CpuMonitor:
     """A CPU monitor that saw the box ``idle`` and ``stolen`` shares of the time."""
     cpu = CpuMonitor(0.0)
     cpu.samples = [(1.0, idle, stolen, 0.0)]
-    cpu.first = CpuSample(0.0, BoxTimes(idle=0.0, steal=0.0, total=0.0), 0.0)
-    cpu.last = CpuSample(10.0, BoxTimes(idle=idle * 1000, steal=stolen * 1000, total=1000.0), 0.0)
+    cpu.points = [CpuSample(0.0, BoxTimes(idle=0.0, steal=0.0, total=0.0), 0.0),
+                  CpuSample(10.0, BoxTimes(idle=idle * 1000, steal=stolen * 1000, total=1000.0), 0.0)]
     return cpu
 
 
@@ -92,3 +92,39 @@ def test_a_policy_change_applied_more_than_a_second_late_is_a_reason():
     changes = [{"flow": "low", "at_s": 10, "applied_s": 10.9}, {"flow": "high", "at_s": 12, "applied_s": 13.25}]
     delayed, reasons = delayed_changes(changes, "flow")
     assert delayed == changes[1:] and reasons == ["policy change of high due at 12 s applied at 13.2 s"]
+
+
+def box_run(idle_per_second: list[float], t0_epoch: float = 1000.0) -> CpuMonitor:
+    """A monitor sampled once a second (epoch ``t0_epoch`` + i) of a box idle the given
+    share in each second."""
+    cpu = CpuMonitor(0.0)
+    idle = total = 0.0
+    cpu.points = [CpuSample(0.0, BoxTimes(0.0, 0.0, 0.0), 0.0, t0_epoch)]
+    for i, share in enumerate(idle_per_second, 1):
+        idle, total = idle + 100 * share, total + 100
+        cpu.points.append(CpuSample(float(i), BoxTimes(idle, 0.0, total), 0.0, t0_epoch + i))
+    cpu.samples = [(float(i), share, 0.0, 0.0) for i, share in enumerate(idle_per_second, 1)]
+    return cpu
+
+
+def test_a_kind_can_have_the_cpu_judged_over_its_traffic_window_only(tmp_path):
+    # 40 s of start-up with the box saturated (DGL importing), then 4 s of iterations at 40% idle
+    cpu = box_run([0.0] * 40 + [0.4] * 4)
+    whole = fidelity_fields(cpu, FIDELITY_DEFAULTS, [], tmp_path)
+    assert whole["trustworthy"] is False and whole["cpu_idle_share"] == pytest.approx(1.6 / 44)
+    assert "cpu_window_s" not in whole
+    windowed = fidelity_fields(cpu, FIDELITY_DEFAULTS, [], tmp_path, cpu_window=(1040.2, 1044.0))
+    assert windowed["cpu_idle_share"] == pytest.approx(0.4)  # the samples inside: seconds 42-44
+    assert windowed["cpu_window_s"] == windowed["fidelity"]["cpu_window_s"] == [40.2, 44.0]
+    assert windowed["trustworthy"] is True
+    # a window saturated itself is judged so, whatever the run around it
+    busy = fidelity_fields(box_run([0.9] * 10 + [0.01] * 4), FIDELITY_DEFAULTS, [], tmp_path,
+                           cpu_window=(1010.0, 1014.0))
+    assert busy["fidelity"]["untrustworthy_reasons"] == ["CPU idle share 0.01 < 0.05"]
+
+
+def test_a_window_shorter_than_the_sampling_is_judged_from_the_samples_around_it():
+    cpu = box_run([0.0, 0.0, 0.6, 0.0])
+    assert cpu.summary((1002.3, 1002.8))["cpu_idle_share"] == pytest.approx(0.6)  # second 3 only
+    assert cpu.summary((1001.5, 1002.5))["cpu_idle_share"] == pytest.approx(0.3)  # seconds 2-3, around it
+    assert cpu.summary((990.0, 1100.0)) == cpu.summary()  # a window past both ends: the whole run

@@ -4,7 +4,8 @@
   report -> OES decision -> its policy applied by the controller (``OesRates``, the
   driver's own path), for one new flow at a time and for 50 flows starting at once.
 - The same latency measured during training (the smoke spec under OES), the CPU
-  idle share the DGL tasks leave to the switches, and per-iteration time under OES
+  idle share the DGL tasks leave to the switches while they train (over the
+  iterations, as the run is judged), and per-iteration time under OES
   and under default scheduling, side by side in one invocation.
 """
 from __future__ import annotations

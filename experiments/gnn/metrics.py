@@ -96,6 +96,17 @@ def training(events: list[dict], target: float | None) -> dict:
     }
 
 
+def iteration_window(events: list[dict]) -> tuple[float, float] | None:
+    """Epoch seconds from the first iteration's first work (a transfer's start, or a
+    computation's, which a compute report gives as its end less its seconds) to the
+    last report of any iteration; None before any. What the run measures lies in it;
+    the tasks' start-up (importing torch and DGL, loading partitions) lies before it."""
+    starts = [e["t"] for e in events if e["kind"] == "flow_start"]
+    starts += [e["t"] - e["seconds"] for e in events if e["kind"] == "compute"]
+    ends = [e["t"] for e in events if e["kind"] in ("compute", "flow_end", "iteration_end")]
+    return (min(starts), max(ends)) if starts and ends else None
+
+
 def compute_by_task(events: list[dict]) -> dict[str, float]:
     """Task -> mean execution seconds per iteration (summed over its compute reports)."""
     per = defaultdict(lambda: defaultdict(float))

@@ -119,7 +119,8 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
               if f["target_mbps"] and f["achieved_mbps"] and f["bytes"] >= 100_000]
     ids = run / "job" / "graph" / "ids.npz"  # the job's training nodes (absent if it never started)
     train_nodes = len(np.load(ids)["train"]) if ids.exists() else 0
-    fidelity = fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons)
+    fidelity = fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons,
+                               cpu_window=metrics.iteration_window(events))
     if spec["workload"]["profile"]:
         store.write_json(run / "profile.json", metrics.profile(
             events, min(PROFILE_ITERATIONS, train["iterations"]), spec, fidelity["fidelity"]))

@@ -151,10 +151,24 @@ class CpuSample:
     wall: float  # time.monotonic()
     box: BoxTimes
     throttled: float  # throttled_s
+    epoch: float = 0.0  # time.time(), the clock a run's events carry
 
 
 def sample(dirs: list[tuple[int, Path]]) -> CpuSample:
-    return CpuSample(time.monotonic(), box_times(), throttled_s(dirs))
+    return CpuSample(time.monotonic(), box_times(), throttled_s(dirs), time.time())
+
+
+def window_ends(points: list[CpuSample], start: float, end: float) -> tuple[CpuSample, CpuSample]:
+    """The two samples (of ``points``, in time order) that judge the epoch window
+    ``[start, end]``: the first and last inside it, so that the 1 s sampling's edges
+    add nothing from outside; a window holding fewer than two samples is judged
+    from the samples around it (at most a sampling interval more on each side)."""
+    inside = [p for p in points if start <= p.epoch <= end]
+    if len(inside) >= 2:
+        return inside[0], inside[-1]
+    before = [p for p in points if p.epoch <= start] or points[:1]
+    after = [p for p in points if p.epoch >= end] or points[-1:]
+    return before[-1], after[0]
 
 
 def shares(a: CpuSample, b: CpuSample) -> dict:
@@ -176,26 +190,33 @@ class CpuMonitor(threading.Thread):
         self.t0 = t0
         self.dirs = cgroup_cpu_dirs()
         self.samples: list[tuple[float, float, float, float]] = []  # time, idle, stolen, throttled share
-        self.first = self.last = sample(self.dirs)
+        self.points = [sample(self.dirs)]  # the raw samples, first to last
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        prev = self.first
         while not self.stopped.wait(1.0):
             now = sample(self.dirs)
-            self.samples.append((now.wall - self.t0, *shares(prev, now).values()))
-            prev = now
-        self.last = sample(self.dirs)
+            self.samples.append((now.wall - self.t0, *shares(self.points[-1], now).values()))
+            self.points.append(now)
+        self.points.append(sample(self.dirs))
 
-    def summary(self) -> dict:
-        """Shares over the monitored time (idle 1.0, nothing lost, when nothing was sampled)."""
+    def summary(self, window: tuple[float, float] | None = None) -> dict:
+        """Shares over the monitored time, or over ``window`` (epoch seconds, as a
+        run's events carry them: ``window_ends``); idle 1.0, nothing lost, when
+        nothing was sampled."""
         if not self.samples:
             return {"cpu_idle_share": 1.0, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
-        return shares(self.first, self.last)
+        first, last = (self.points[0], self.points[-1]) if window is None else window_ends(self.points, *window)
+        return shares(first, last)
 
-    def reasons(self, fidelity: dict) -> list[str]:
-        """Why the run cannot be trusted, as far as its CPU goes."""
-        return cpu_reasons(self.summary(), fidelity)
+    def seconds_of(self, window: tuple[float, float]) -> list[float]:
+        """``window`` (epoch seconds) on cpu.csv's time axis (seconds since ``t0``)."""
+        offset = self.points[0].epoch - (self.points[0].wall - self.t0)
+        return [round(t - offset, 2) for t in window]
+
+    def reasons(self, fidelity: dict, window: tuple[float, float] | None = None) -> list[str]:
+        """Why the run cannot be trusted, as far as its CPU goes (over ``window``, as ``summary``)."""
+        return cpu_reasons(self.summary(window), fidelity)
 
     def write_csv(self, path: Path) -> None:
         with open(path, "w") as f:

@@ -82,11 +82,17 @@ def delayed_changes(changes: Sequence[dict], name: str) -> tuple[list[dict], lis
 
 
 def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Path,
-                    reasons: Sequence[str] = (), outage_reasons: Sequence[str] | None = None) -> dict:
+                    reasons: Sequence[str] = (), outage_reasons: Sequence[str] | None = None,
+                    cpu_window: tuple[float, float] | None = None) -> dict:
     """The summary fields that say whether a run can be trusted: the CPU shares
     (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` (from ``raw``),
     ``fidelity`` (the CPU shares, ``untrustworthy_reasons``, ``trustworthy``) and
     ``trustworthy``.
+
+    The CPU is judged over the whole run, or over ``cpu_window`` (epoch seconds) where
+    the kind gives the window its traffic ran in (the GNN job: its iterations, not its
+    tasks' start-up, which carries no traffic and would judge the box by how long
+    DGL takes to import); ``cpu_window_s`` then says which, on cpu.csv's time axis.
 
     The reasons, in order: the CPU's against the spec's fidelity ``limits``
     (``cpu.reasons``), the controller outages', then the kind's own ``reasons``. An
@@ -95,10 +101,12 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
     touched). The run is trustworthy exactly when there is no reason; the switch loss
     share is reported, not judged.
     """
-    cpu_shares = cpu.summary()
+    cpu_shares = cpu.summary(cpu_window)
+    if cpu_window is not None and cpu.samples:
+        cpu_shares["cpu_window_s"] = cpu.seconds_of(cpu_window)
     if outage_reasons is None:
         outage_reasons = [f"controller outage at {o['start_s']:.1f} s" for o in outages]
-    untrustworthy = cpu.reasons(limits) + list(outage_reasons) + list(reasons)
+    untrustworthy = cpu.reasons(limits, cpu_window) + list(outage_reasons) + list(reasons)
     return {**cpu_shares, "controller_outages": outages, "switch_loss_share": read_switch_loss_share(raw),
             "fidelity": {**cpu_shares, "untrustworthy_reasons": untrustworthy, "trustworthy": not untrustworthy},
             "trustworthy": not untrustworthy}
