@@ -63,7 +63,8 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
 
 @pytest.mark.parametrize("flag, value, problem", [("--epochs", "0", "must be at least 1, got 0"),
                                                   ("--repeats", "two", "must be a whole number, got 'two'"),
-                                                  ("--scale", "1.5", "must be in (0, 1]")])
+                                                  ("--scale", "1.5", "must be in (0, 1]"),
+                                                  ("--loads", "medium", "invalid choice: 'medium'")])
 def test_a_bad_flag_is_refused_in_one_line_naming_it(tmp_path, capsys, flag, value, problem):
     with pytest.raises(SystemExit) as exited:
         main(["--device", "cpu", flag, value, "--out", str(tmp_path / "campaign")])
@@ -109,3 +110,47 @@ def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spe
     assert capsys.readouterr().err == (f"trainbed: error: --device: {out} was measured on another device "
                                        f"(threads {threads} there, {threads - 1} here)\n")
     assert calls == []
+
+
+FAKE_CAMPAIGN = """#!/usr/bin/env bash
+# Stands in for python3 in gpu-session.sh: records each campaign step, measures a part
+# into the campaign, and takes its time where the step is the inference at low load.
+[ "$1" = -c ] && { echo "torch (stand-in)"; exit 0; }
+shift 2  # -m experiments.colocation.gpu_validation
+echo "$*" >> "$STEPS_FILE"
+out=$(sed -n 's/.*--out \\([^ ]*\\).*/\\1/p' <<< "$*")
+mkdir -p "$out/part-$(wc -l < "$STEPS_FILE")"
+case "$*" in *"--loads low"*)
+    sleep 60 &  # a background job ignores SIGINT: the trap stops it
+    trap 'kill $!; echo "interrupted: $*" >> "$STEPS_FILE"; exit 130' INT
+    wait ;;
+esac
+"""
+
+
+def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_and_returns_the_campaign(tmp_path):
+    """scripts/gpu-session.sh, with a stand-in for the campaign command: GIN training
+    first, then inference at low load, which the budget cuts short with SIGINT (the
+    command keeps what it measured whole); the steps left are not started; the
+    campaign comes back as one tarball in $OUT (device calls return files, not trees)."""
+    import subprocess
+    import tarfile
+    from experiments.store import REPO_ROOT
+    fake, steps, out = tmp_path / "python", tmp_path / "steps.txt", tmp_path / "out"
+    fake.write_text(FAKE_CAMPAIGN)
+    fake.chmod(0o755)
+    out.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "GPU_PY": str(fake), "STEPS_FILE": str(steps), "OUT": str(out),
+           "CAMPAIGN": str(tmp_path / "results" / "colocate-gpu"), "MIN_STEP_S": "2", "DEVICE": "cpu"}
+    done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu-session.sh"), "5", "--force"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    ran = steps.read_text().splitlines()
+    assert ran[0] == f"--device cpu --out {env['CAMPAIGN']} --part training --queues gin --force"
+    assert ran[1].endswith("--part inference --loads low --force")
+    assert ran[2].startswith("interrupted: ") and len(ran) == 3  # cut by the budget; nothing started after
+    log = (out / "gpu-session.log").read_text()
+    assert "budget spent: not started: --part all" in log and "== stopped, budget spent (what it measured whole is kept): --part inference --loads low" in log
+    with tarfile.open(out / "colocate-gpu.tar.gz") as tar:
+        names = tar.getnames()
+    assert {"colocate-gpu/part-1", "colocate-gpu/part-2"} <= set(names)  # unpacks under results/ as it was

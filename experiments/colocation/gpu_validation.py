@@ -16,8 +16,8 @@ by running the command again. A queue's run refuses another spec (other
 ``--epochs`` etc.) and other code unless ``--force`` (see ``runner``).
 The paper queues train for 200 epochs and send 100 requests; ``--epochs`` and
 ``--requests`` shorten them, ``--repeats`` sets the repeats (3 by default),
-``--queues``, ``--training-methods`` and ``--inference-methods`` pick queues and
-methods and ``--scale`` shrinks the graphs (a CPU check of the command), all
+``--queues``, ``--loads``, ``--training-methods`` and ``--inference-methods`` pick
+queues, inference loads and methods and ``--scale`` shrinks the graphs (a CPU check of the command), all
 recorded in each run's resolved spec. ``--part`` runs one part.
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ from experiments.validation import count_flag
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 TRAINING_QUEUES = ("gcn", "sage", "gat", "gin", "mix")
 INFERENCE_QUEUES = ("gcn", "sage", "gin", "mix")
+LOADS = ("low", "high")
 
 
 def _share(text: str) -> float:
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=count_flag, default=50, help="requests per inference queue (paper: 100)")
     parser.add_argument("--repeats", type=count_flag, default=3, help="repeats per method")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
+    parser.add_argument("--loads", nargs="+", choices=LOADS, default=list(LOADS),
+                        help="loads of the inference queues (default: both)")
     parser.add_argument("--training-methods", nargs="+", help="methods of the training queues (default: the spec's)")
     parser.add_argument("--inference-methods", nargs="+", help="methods of the inference queues (default: the spec's)")
     parser.add_argument("--scale", type=_share, help="graphs.scale of every queue (default: the spec's, real sizes)")
@@ -92,7 +95,7 @@ def _campaign(args: argparse.Namespace) -> int:
         (root / "table-v-training.md").write_text(text)
         print(text, flush=True)
     if args.part in ("all", "inference"):
-        for load in ("low", "high"):
+        for load in (load for load in LOADS if load in args.loads):
             runs = [queue(f"colocate-infer-{q}-{load}", f"infer-{q}-{load}",
                           {"queue.count": args.requests, **inference_methods})
                     for q in INFERENCE_QUEUES if q in queues]

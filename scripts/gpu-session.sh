@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Issue 21's GPU campaign in one device call, within a budget of seconds:
+#
+#   device run: bash scripts/gpu-session.sh 520 [gpu_validation flags, e.g. --force]
+#               carry: ["results/colocate-gpu"]   (once a session has brought one back)
+#
+# It continues the campaign in results/colocate-gpu (`make colocate-gpu`'s directory;
+# a part measured already is not run again), in the order the issue needs its
+# answers: GIN training (its out-of-memory cases), GNNSched at low load (the pipeline
+# targets), high load, every training queue, the estimator grid, then the tables. A
+# step that the budget cuts short is stopped with SIGINT (what it measured whole is
+# kept). Then the campaign goes back as $OUT/colocate-gpu.tar.gz, beside the log:
+# unpack it here with `tar xzf colocate-gpu.tar.gz -C results` and carry it next time.
+# On a machine without a device (a check of this script): DEVICE=cpu and flags such as
+# --scale 0.01 --epochs 1.
+set -uo pipefail
+budget_s=${1:?usage: gpu-session.sh BUDGET_S [gpu_validation flags]}
+shift
+cd "$(dirname "$0")/.."
+out=${OUT:?set OUT: the folder whose files come back}
+campaign=${CAMPAIGN:-results/colocate-gpu}
+device=${DEVICE:-cuda}
+python=${GPU_PY:-python3}
+min_step_s=${MIN_STEP_S:-30}  # a step with less left is not started
+deadline=$(($(date +%s) + budget_s))
+export PYTHONUNBUFFERED=1
+log=$out/gpu-session.log
+{
+    date -u
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+    $python -c 'import torch, torch_geometric; print("torch", torch.__version__, "PyG", torch_geometric.__version__)'
+} >>"$log" 2>&1
+
+steps=("--part training --queues gin"
+       "--part inference --loads low"
+       "--part inference --loads high"
+       "--part training"
+       "--part validation"
+       "--part all")
+for step in "${steps[@]}"; do
+    left=$((deadline - $(date +%s)))
+    if ((left < min_step_s)); then
+        echo "budget spent: not started: $step" | tee -a "$log"
+        continue
+    fi
+    echo "== $step ($left s left)" | tee -a "$log"
+    # shellcheck disable=SC2086  # a step is several flags
+    timeout -s INT -k 30 "$left" "$python" -m experiments.colocation.gpu_validation --device "$device" \
+        --out "$campaign" $step "$@" 2>&1 | tee -a "$log"
+    status=${PIPESTATUS[0]}
+    if ((status == 124)); then
+        echo "== stopped, budget spent (what it measured whole is kept): $step" | tee -a "$log"
+    else
+        echo "== exit $status: $step" | tee -a "$log"
+    fi
+done
+mkdir -p "$(dirname "$campaign")"
+tar czf "$out/colocate-gpu.tar.gz" -C "$(dirname "$campaign")" "$(basename "$campaign")" 2>>"$log" \
+    && echo "campaign: \$OUT/colocate-gpu.tar.gz ($(du -h "$out/colocate-gpu.tar.gz" | cut -f1))" | tee -a "$log"
