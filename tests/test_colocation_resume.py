@@ -33,8 +33,12 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
     assert json.loads((run / "summary.json").read_text())["completed"] is False
     profile = (run / "tasks.json").read_text()
 
-    calls.clear()
     stop_at["call"] = None
+    calls.clear()  # a short session's call: no repeat past the first, so nothing to run here
+    assert main([*args, "--repeats-now", "1"]) == 0 and calls == []
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is False and summary["left"] == ["pipeswitch repeat 2", "bmc repeat 2"]
+    assert summary["methods"]["bmc"]["repeats"] == 1 and "error" not in summary
     assert main(args) == 0
     assert calls == ["pipeswitch", "bmc"]  # repeat 1 only
     assert (run / "tasks.json").read_text() == profile  # the arrivals, QTs and caps the first parts ran with
@@ -49,12 +53,13 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
     assert " ± " in bmc and bmc.endswith("| 0.98 |")  # Table V: BMC 3.47 min over PipeSwitch's 3.54 on GCN
 
     calls.clear()
-    assert main(args) == 0 and calls == []  # everything measured: nothing runs again
+    assert main([*args, "--repeats-now", "1"]) == 0 and calls == []  # everything measured: nothing runs again,
+    assert json.loads((run / "summary.json").read_text())["completed"] is True  # and what was kept all counts
     capsys.readouterr()
     assert main([*args, "--epochs", "2"]) == 2  # one line, no traceback
     assert "holds a run of another spec" in capsys.readouterr().err
     environment = json.loads((run / "environment.json").read_text())
-    assert len(environment["resumes"]) == 2  # the two runs that continued it
+    assert len(environment["resumes"]) == 3  # the three runs that continued it
     (run / "environment.json").write_text(json.dumps({**environment, "git_commit": "0" * 40}))
     assert main(args[:-1]) == 2  # without --force
     assert "started under commit 000000000000" in capsys.readouterr().err
@@ -146,11 +151,12 @@ def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_an
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     ran = steps.read_text().splitlines()
-    assert ran[0] == f"--device cpu --out {env['CAMPAIGN']} --part training --queues gin --force"
-    assert ran[1].endswith("--part inference --loads low --force")
+    assert ran[0] == f"--device cpu --out {env['CAMPAIGN']} --part training --queues gin --repeats-now 1 --force"
+    assert ran[1].endswith("--part inference --loads low --repeats-now 1 --force")
     assert ran[2].startswith("interrupted: ") and len(ran) == 3  # cut by the budget; nothing started after
     log = (out / "gpu-session.log").read_text()
-    assert "budget spent: not started: --part all" in log and "== stopped, budget spent (what it measured whole is kept): --part inference --loads low" in log
+    assert "budget spent: not started: --part all" in log
+    assert "== stopped, budget spent (what it measured whole is kept): --part inference --loads low" in log
     with tarfile.open(out / "colocate-gpu.tar.gz") as tar:
         names = tar.getnames()
     assert {"colocate-gpu/part-1", "colocate-gpu/part-2"} <= set(names)  # unpacks under results/ as it was

@@ -15,7 +15,8 @@ method's repeat), so a campaign longer than a session's device time is finished
 by running the command again. A queue's run refuses another spec (other
 ``--epochs`` etc.) and other code unless ``--force`` (see ``runner``).
 The paper queues train for 200 epochs and send 100 requests; ``--epochs`` and
-``--requests`` shorten them, ``--repeats`` sets the repeats (3 by default),
+``--requests`` shorten them, ``--repeats`` sets the repeats (3 by default; ``--repeats-now N`` measures no repeat
+past the N-th in this call, so a short session gets every queue's first answer),
 ``--queues``, ``--loads``, ``--training-methods`` and ``--inference-methods`` pick
 queues, inference loads and methods and ``--scale`` shrinks the graphs (a CPU check of the command), all
 recorded in each run's resolved spec. ``--part`` runs one part.
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=count_flag, default=20, help="epochs per training task (paper: 200)")
     parser.add_argument("--requests", type=count_flag, default=50, help="requests per inference queue (paper: 100)")
     parser.add_argument("--repeats", type=count_flag, default=3, help="repeats per method")
+    parser.add_argument("--repeats-now", type=count_flag,
+                        help="measure no repeat past the first N in this call (the rest: a later call)")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
     parser.add_argument("--loads", nargs="+", choices=LOADS, default=list(LOADS),
                         help="loads of the inference queues (default: both)")
@@ -82,7 +85,7 @@ def _campaign(args: argparse.Namespace) -> int:
 
     def queue(spec: str, out: str, overrides: dict) -> Path:
         return run_colocate_file(SPECS / f"{spec}.yaml", args.device, out=root / out, overrides={**common, **overrides},
-                                 resume=True, force=args.force)
+                                 resume=True, force=args.force, repeats_now=args.repeats_now)
 
     if args.part in ("all", "validation"):
         if not (root / "validation" / "summary.json").exists():  # an interrupted grid runs again whole

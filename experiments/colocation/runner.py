@@ -18,6 +18,9 @@ holds a run of the same resolved spec is continued; its profile (``tasks.json``)
 is kept, and a part measured already (a method's repeat in ``records-<method>.json``)
 is not run again. Another spec is refused; so is other code (another commit, or
 a dirty tree where the first run's was clean) unless ``force``, as sweeps do.
+``repeats_now=K`` measures no repeat past the first K in this call (the first answer
+of every queue before any queue's spread, where device time is short); the run's
+summary then says ``completed: false`` and lists the parts ``left``.
 """
 from __future__ import annotations
 
@@ -46,13 +49,14 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
                       overrides: dict | None = None, resume: bool = False, force: bool = False,
-                      continue_with: Callable[[Path], str] | None = None) -> Path:
-    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force, continue_with)
+                      continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None) -> Path:
+    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force, continue_with, repeats_now)
 
 
 def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False,
-                 continue_with: Callable[[Path], str] | None = None) -> Path:
-    """Run a resolved spec (``resume``: continue the run in ``out``, see above); returns the run directory.
+                 continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None) -> Path:
+    """Run a resolved spec (``resume``: continue the run in ``out``; ``repeats_now``: only
+    the first repeats now; see above); returns the run directory.
     ``continue_with(run)``: the caller's command that would continue the run, said as it starts."""
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
@@ -77,8 +81,10 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
     runs: dict[str, list[dict]] = {method: [] for method in spec["methods"]}
     all_records: list = []
     profile: dict = {}
+    left: list[str] = []
     try:
-        _measure(spec, dev, allocatable, tasks, estimates, needs, run, runs, all_records, profile)
+        left = _measure(spec, dev, allocatable, tasks, estimates, needs, run, runs, all_records, profile,
+                        spec["repeats"] if repeats_now is None else repeats_now)
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json with what was measured, re-raised
         done = {method: aggregate(rows) for method, rows in runs.items() if rows}
         write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, **profile,
@@ -90,7 +96,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
     write_runs_csv(run / "runs.csv", runs)
     primary = methods[spec["primary"]]
     summary = {
-        "completed": True, **base,
+        "completed": not left, **({"left": left} if left else {}), **base,
         **{key: primary[key] for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
                                          "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s",
                                          "group_boundary_s")},
@@ -137,11 +143,13 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
 
 
 def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task], estimates: dict, needs: dict,
-             run: Path, runs: dict[str, list[dict]], all_records: list, profile: dict) -> None:
+             run: Path, runs: dict[str, list[dict]], all_records: list, profile: dict,
+             repeats_now: int) -> list[str]:
     """Profile the tasks alone (or keep a resumed run's profile), then run the queue
     under every method ``repeats`` times, appending to ``runs`` and ``all_records``
     as it goes (a fault keeps them); a method's repeat found in its records file
-    is kept, not run again."""
+    is kept, not run again, and one not found from repeat ``repeats_now`` on is left
+    for a later call: returns those left, as "<method> repeat <n>" (1-based)."""
     inputs = PreparedInputs(spec["seed"])
     executor = Executor(dev, allocatable, spec["workers"], inputs, spec["pipeline_groups"])
     profiled = (run / "tasks.json").exists()
@@ -156,10 +164,14 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
         path = run / f"records-{method}.json"
         raw[method] = read_json(path)["runs"] if path.exists() else []
     # Repeat outermost, so that a slow spell of a shared machine falls on every method alike.
+    left = []
     for repeat in range(spec["repeats"]):
         for method in spec["methods"]:
             entry = next((e for e in raw[method] if e["repeat"] == repeat), None)
             kept = entry is not None
+            if not kept and repeat >= repeats_now:
+                left.append(f"{method} repeat {repeat + 1}")
+                continue
             if not kept:
                 started = time.perf_counter()
                 records, facts = executor.run(method, plan)
@@ -175,6 +187,7 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
             print(f"[{repeat + 1}/{spec['repeats']}] {method:>10}: makespan {_seconds(row['makespan_s'])}, "
                   f"avg JCT {_seconds(row['avg_jct_s'])}, memory violations {row['memory_violations']}, "
                   f"failed {row['failed']}{' (measured earlier, kept)' if kept else ''}", flush=True)
+    return left
 
 
 def _row(records: list[TaskRecord], facts: dict, wall_s: float) -> dict:

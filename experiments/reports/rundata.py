@@ -92,7 +92,10 @@ def verdict(data: RunData) -> Verdict:
     s = data.summary
     failed = s.get("completed") is False
     trusted = False if failed else s.get("trustworthy")
-    reasons = [f"did not complete: {s['error']}" if s.get("error") else "did not complete"] if failed else []
+    reasons = []
+    if failed:
+        reasons.append(f"did not complete: {s['error']}" if s.get("error") else
+                       f"not yet complete: left {', '.join(s['left'])}" if s.get("left") else "did not complete")
     if s.get("analysis_error"):
         reasons.append(f"analysis failed: {s['analysis_error']}")
     reasons += (s.get("fidelity") or {}).get("untrustworthy_reasons", [])
