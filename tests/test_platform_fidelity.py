@@ -128,3 +128,11 @@ def test_a_window_shorter_than_the_sampling_is_judged_from_the_samples_around_it
     assert cpu.summary((1002.3, 1002.8))["cpu_idle_share"] == pytest.approx(0.6)  # second 3 only
     assert cpu.summary((1001.5, 1002.5))["cpu_idle_share"] == pytest.approx(0.3)  # seconds 2-3, around it
     assert cpu.summary((990.0, 1100.0)) == cpu.summary()  # a window past both ends: the whole run
+
+
+def test_the_traffic_window_spans_the_sampling_intervals_that_carried_more_than_chatter():
+    from experiments.platform.fidelity import TRAFFIC_MIN_BYTES, traffic_window
+    sent = [0, 0, 300, 300, 300 + 2 * TRAFFIC_MIN_BYTES, 5 * TRAFFIC_MIN_BYTES, 5 * TRAFFIC_MIN_BYTES + 90]
+    samples = [(0.5 * i, {"tbh1": (s, 0), "tbh2": (s // 2, 7)}) for i, s in enumerate(sent)]
+    assert traffic_window(samples, 100.0) == (101.5, 102.5)  # seconds 1.5-2.5; the ARP-sized steps left out
+    assert traffic_window(samples[:4], 100.0) is None and traffic_window(samples, None) is None

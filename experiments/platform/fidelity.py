@@ -45,6 +45,21 @@ def host_bytes(em) -> dict[str, tuple[int, int]]:
     return out
 
 
+TRAFFIC_MIN_BYTES = 10_000  # in a sampling interval, over all hosts: below, control chatter (ARP, a rendezvous)
+
+
+def traffic_window(samples: list[tuple[float, dict]], t0_epoch: float | None) -> tuple[float, float] | None:
+    """The epoch window the fabric carried a workload's traffic in, from ``host_bytes``
+    samples (seconds since ``t0_epoch``, counters): from the start of the first
+    sampling interval in which the hosts sent more than ``TRAFFIC_MIN_BYTES`` to the
+    end of the last; None without such an interval."""
+    busy = [(t_a, t_b) for (t_a, a), (t_b, b) in zip(samples, samples[1:])
+            if sum(b[h][0] - a[h][0] for h in a if h in b) > TRAFFIC_MIN_BYTES]
+    if not busy or t0_epoch is None:
+        return None
+    return t0_epoch + busy[0][0], t0_epoch + busy[-1][1]
+
+
 def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -> float | None:
     """Share of the packets the switches received that they neither sent on nor
     dropped in a queue (after the run, so nothing is in flight): losses inside the
@@ -90,9 +105,10 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
     ``trustworthy``.
 
     The CPU is judged over the whole run, or over ``cpu_window`` (epoch seconds) where
-    the kind gives the window its traffic ran in (the GNN job: its iterations, not its
-    tasks' start-up, which carries no traffic and would judge the box by how long
-    DGL takes to import); ``cpu_window_s`` then says which, on cpu.csv's time axis.
+    the kind gives the window its traffic ran in (the GNN job: its iterations; the
+    user's programs: ``traffic_window``), not its processes' start-up, which carries
+    no traffic and would judge the box by how long torch and DGL take to import;
+    ``cpu_window_s`` then says which, on cpu.csv's time axis.
 
     The reasons, in order: the CPU's against the spec's fidelity ``limits``
     (``cpu.reasons``), the controller outages', then the kind's own ``reasons``. An

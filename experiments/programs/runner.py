@@ -28,7 +28,8 @@ from pathlib import Path
 from experiments import store
 from experiments.errors import one_line
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, delayed_changes, fidelity_fields, host_bytes
+from experiments.platform.fidelity import (collect_fabric_counters, delayed_changes, fidelity_fields, host_bytes,
+                                          traffic_window)
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.programs import allreduce
@@ -209,7 +210,8 @@ class ProgramsWorkload:
             except ValueError as err:  # the program wrote no usable iterations.csv: say so, keep the rest
                 summary["allreduce_error"] = one_line(err)
                 reasons.append(f"all-reduce analysis: {one_line(err)}")
-        return {**summary, **fidelity_fields(cpu, spec["fidelity"], outages, self.raw, reasons)}
+        return {**summary, **fidelity_fields(cpu, spec["fidelity"], outages, self.raw, reasons,
+                                             cpu_window=traffic_window(self.samples, self.t0_epoch))}
 
     def _allreduce(self, part: dict) -> dict:
         """Rank 0's iterations of the all-reduce program against the ring's ideal, with
