@@ -22,14 +22,14 @@ out=${OUT:?set OUT: the folder whose files come back}
 campaign=${CAMPAIGN:-results/colocate-gpu}
 device=${DEVICE:-cuda}
 python=${GPU_PY:-python3}
-min_step_s=${MIN_STEP_S:-30}  # a step with less left is not started
+min_step_s=${MIN_STEP_S:-90}  # a step with less left is not started: CUDA workers and a profile take a minute
 deadline=$(($(date +%s) + budget_s))
 export PYTHONUNBUFFERED=1
 log=$out/gpu-session.log
 {
     date -u
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
-    $python -c 'import torch, torch_geometric; print("torch", torch.__version__, "PyG", torch_geometric.__version__)'
+    "$python" -c 'import torch, torch_geometric; print("torch", torch.__version__, "PyG", torch_geometric.__version__)'
 } >>"$log" 2>&1
 
 # Each queue's first repeat before any queue's spread: a session gets answers first.
@@ -54,7 +54,7 @@ for step in "${steps[@]}"; do
     timeout -s INT -k 30 "$left" "$python" -m experiments.colocation.gpu_validation --device "$device" \
         --out "$campaign" $step "$@" 2>&1 | tee -a "$log"
     status=${PIPESTATUS[0]}
-    if ((status == 124)); then
+    if ((status == 124 || status == 137)); then  # timeout's SIGINT, or its SIGKILL 30 s later
         echo "== stopped, budget spent (what it measured whole is kept): $step" | tee -a "$log"
     else
         echo "== exit $status: $step" | tee -a "$log"

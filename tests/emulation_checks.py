@@ -63,8 +63,12 @@ def why_records_stay(state: Path) -> str:
     import json  # pylint: disable=import-outside-toplevel
     lines = []
     for path in sorted(state.glob("*.json")):
-        record = json.loads(path.read_text())
-        owner = record["owner_pid"]
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as err:  # closed meanwhile, or half written
+            lines.append(f"{path.name}: unreadable now ({err})")
+            continue
+        owner = record.get("owner_pid", 0)
         task_dir = Path(f"/proc/{owner}/task")
         waits = []
         if alive(owner) and task_dir.exists():

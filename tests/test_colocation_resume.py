@@ -146,8 +146,8 @@ def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_an
     fake.chmod(0o755)
     out.mkdir()
     env = {"PATH": "/usr/bin:/bin", "GPU_PY": str(fake), "STEPS_FILE": str(steps), "OUT": str(out),
-           "CAMPAIGN": str(tmp_path / "results" / "colocate-gpu"), "MIN_STEP_S": "2", "DEVICE": "cpu"}
-    done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu-session.sh"), "5", "--force"], env=env,
+           "CAMPAIGN": str(tmp_path / "results" / "colocate-gpu"), "MIN_STEP_S": "3", "DEVICE": "cpu"}
+    done = subprocess.run(["bash", str(REPO_ROOT / "scripts" / "gpu-session.sh"), "8", "--force"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     ran = steps.read_text().splitlines()

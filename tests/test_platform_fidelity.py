@@ -33,8 +33,8 @@ def monitor(idle: float, stolen: float = 0.0) -> CpuMonitor:
     """A CPU monitor that saw the box ``idle`` and ``stolen`` shares of the time."""
     cpu = CpuMonitor(0.0)
     cpu.samples = [(1.0, idle, stolen, 0.0)]
-    cpu.points = [CpuSample(0.0, BoxTimes(idle=0.0, steal=0.0, total=0.0), 0.0),
-                  CpuSample(10.0, BoxTimes(idle=idle * 1000, steal=stolen * 1000, total=1000.0), 0.0)]
+    cpu.points = [CpuSample(0.0, BoxTimes(idle=0.0, steal=0.0, total=0.0), 0.0, 0.0),
+                  CpuSample(10.0, BoxTimes(idle=idle * 1000, steal=stolen * 1000, total=1000.0), 0.0, 10.0)]
     return cpu
 
 
@@ -124,10 +124,15 @@ def test_a_kind_can_have_the_cpu_judged_over_its_traffic_window_only(tmp_path):
 
 
 def test_a_window_shorter_than_the_sampling_is_judged_from_the_samples_around_it():
-    cpu = box_run([0.0, 0.0, 0.6, 0.0])
+    cpu = box_run([0.1, 0.2, 0.6, 0.8])  # samples at 1000, 1001, ..., 1004
     assert cpu.summary((1002.3, 1002.8))["cpu_idle_share"] == pytest.approx(0.6)  # second 3 only
-    assert cpu.summary((1001.5, 1002.5))["cpu_idle_share"] == pytest.approx(0.3)  # seconds 2-3, around it
+    assert cpu.summary((1001.5, 1002.5))["cpu_idle_share"] == pytest.approx(0.4)  # seconds 2-3, around it
     assert cpu.summary((990.0, 1100.0)) == cpu.summary()  # a window past both ends: the whole run
+    # never one sample against itself (no time between them: idle 0, a false verdict)
+    assert cpu.summary((1002.0, 1002.0))["cpu_idle_share"] == pytest.approx(0.6)  # on a sample: the second after
+    assert cpu.summary((1004.0, 1004.0))["cpu_idle_share"] == pytest.approx(0.8)  # on the last: the last second
+    assert cpu.summary((900.0, 950.0))["cpu_idle_share"] == pytest.approx(0.1)  # before the first: the first second
+    assert cpu.summary((1200.0, 1300.0))["cpu_idle_share"] == pytest.approx(0.8)  # after the last: the last second
 
 
 def test_the_traffic_window_spans_the_sampling_intervals_that_carried_more_than_chatter():

@@ -51,6 +51,20 @@ def _share(text: str) -> float:
     return value
 
 
+def measured(root: Path, names: list[str]) -> list[Path]:
+    """The campaign's queues of ``names`` that hold a summary, whichever call measured
+    them: a table covers the campaign, not only the queues this call ran."""
+    return [root / name for name in names if (root / name / "summary.json").exists()]
+
+
+def write_table(path: Path, runs: list[Path]) -> None:
+    """``table_v`` of ``runs`` into ``path`` and on the console; none without a run."""
+    if runs:
+        text = table_v(runs)
+        path.write_text(text)
+        print(text, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
@@ -83,8 +97,8 @@ def _campaign(args: argparse.Namespace) -> int:
     inference_methods = {} if args.inference_methods is None else {"methods": args.inference_methods}
     root = new_run_dir("colocate", f"gpu-validation-{args.part}", args.out)
 
-    def queue(spec: str, out: str, overrides: dict) -> Path:
-        return run_colocate_file(SPECS / f"{spec}.yaml", args.device, out=root / out, overrides={**common, **overrides},
+    def queue(spec: str, out: str, overrides: dict) -> None:
+        run_colocate_file(SPECS / f"{spec}.yaml", args.device, out=root / out, overrides={**common, **overrides},
                                  resume=True, force=args.force, repeats_now=args.repeats_now)
 
     if args.part in ("all", "validation"):
@@ -92,19 +106,19 @@ def _campaign(args: argparse.Namespace) -> int:
             run_validation(args.device, "gpu", out=root / "validation")
         print((root / "validation" / "validation.md").read_text(), flush=True)
     if args.part in ("all", "training"):
-        runs = [queue(f"colocate-train-{q}", f"train-{q}", {"queue.epochs": args.epochs, **training_methods})
-                for q in queues]
-        text = table_v(runs)
-        (root / "table-v-training.md").write_text(text)
-        print(text, flush=True)
+        for q in queues:
+            queue(f"colocate-train-{q}", f"train-{q}", {"queue.epochs": args.epochs, **training_methods})
+        write_table(root / "table-v-training.md", measured(root, [f"train-{q}" for q in TRAINING_QUEUES]))
     if args.part in ("all", "inference"):
-        for load in (load for load in LOADS if load in args.loads):
-            runs = [queue(f"colocate-infer-{q}-{load}", f"infer-{q}-{load}",
+        for load in LOADS:
+            if load not in args.loads:
+                continue
+            for q in INFERENCE_QUEUES:
+                if q in queues:
+                    queue(f"colocate-infer-{q}-{load}", f"infer-{q}-{load}",
                           {"queue.count": args.requests, **inference_methods})
-                    for q in INFERENCE_QUEUES if q in queues]
-            text = table_v(runs)
-            (root / f"table-inference-{load}.md").write_text(text)
-            print(text, flush=True)
+            write_table(root / f"table-inference-{load}.md",
+                        measured(root, [f"infer-{q}-{load}" for q in INFERENCE_QUEUES]))
     point_latest(root)
     print(f"run directory: {root}")
     return 0

@@ -115,8 +115,11 @@ def table_v(runs: list[Path]) -> str:
     order = [*BASELINE_CONCURRENCY, *POLICIES]  # the papers' order: baselines, then policies
     methods = sorted({m for s in summaries for m in s["methods"]}, key=order.index)
     devices = sorted({s["device"]["name"] for s in summaries})
-    repeats = sorted({s["repeats"] for s in summaries})
-    head = f"Device: {', '.join(devices)}; mean ± sd over {'/'.join(map(str, repeats))} repeats per method.\n"
+    repeats = sorted({m["repeats"] for s in summaries for m in s["methods"].values()})  # measured, not asked
+    unfinished = [f"{q} ({len(s['left'])} parts left)" if s.get("left") else f"{q} (stopped)"
+                  for q, s in zip(queues, summaries) if s.get("completed") is False]
+    head = f"Device: {', '.join(devices)}; mean ± sd over {'/'.join(map(str, repeats))} repeats per method"
+    head += f"; not complete: {', '.join(unfinished)}.\n" if unfinished else ".\n"
     if summaries[0]["kind"] == "training":
         body = _training_tables(runs, summaries, queues, methods)
     else:

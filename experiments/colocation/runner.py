@@ -58,6 +58,8 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
     """Run a resolved spec (``resume``: continue the run in ``out``; ``repeats_now``: only
     the first repeats now; see above); returns the run directory.
     ``continue_with(run)``: the caller's command that would continue the run, said as it starts."""
+    if repeats_now is not None and repeats_now < 1:
+        raise SpecError("--repeats-now", f"must be at least 1, got {repeats_now}")
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
     tasks = build_tasks(spec)

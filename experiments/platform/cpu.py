@@ -151,24 +151,27 @@ class CpuSample:
     wall: float  # time.monotonic()
     box: BoxTimes
     throttled: float  # throttled_s
-    epoch: float = 0.0  # time.time(), the clock a run's events carry
+    epoch: float  # time.time(), the clock a run's events carry
 
 
 def sample(dirs: list[tuple[int, Path]]) -> CpuSample:
-    return CpuSample(time.monotonic(), box_times(), throttled_s(dirs), time.time())
+    wall, epoch = time.monotonic(), time.time()
+    return CpuSample(wall, box_times(), throttled_s(dirs), epoch)
 
 
 def window_ends(points: list[CpuSample], start: float, end: float) -> tuple[CpuSample, CpuSample]:
-    """The two samples (of ``points``, in time order) that judge the epoch window
-    ``[start, end]``: the first and last inside it, so that the 1 s sampling's edges
-    add nothing from outside; a window holding fewer than two samples is judged
-    from the samples around it (at most a sampling interval more on each side)."""
-    inside = [p for p in points if start <= p.epoch <= end]
+    """The two samples (of ``points``, two or more in time order) that judge the epoch
+    window ``[start, end]``: the first and last inside it, so that the 1 s sampling's
+    edges add nothing from outside; a window holding fewer than two samples is
+    judged from the samples around it (at most a sampling interval more on each
+    side), and one wholly outside the sampled time from the nearest interval."""
+    inside = [i for i, p in enumerate(points) if start <= p.epoch <= end]
     if len(inside) >= 2:
-        return inside[0], inside[-1]
-    before = [p for p in points if p.epoch <= start] or points[:1]
-    after = [p for p in points if p.epoch >= end] or points[-1:]
-    return before[-1], after[0]
+        return points[inside[0]], points[inside[-1]]
+    first = max([i for i, p in enumerate(points) if p.epoch <= start], default=0)
+    last = min([i for i, p in enumerate(points) if p.epoch >= end], default=len(points) - 1)
+    first = min(first, len(points) - 2)
+    return points[first], points[max(last, first + 1)]
 
 
 def shares(a: CpuSample, b: CpuSample) -> dict:

@@ -53,9 +53,11 @@ def traffic_window(samples: list[tuple[float, dict]], t0_epoch: float | None) ->
     samples (seconds since ``t0_epoch``, counters): from the start of the first
     sampling interval in which the hosts sent more than ``TRAFFIC_MIN_BYTES`` to the
     end of the last; None without such an interval."""
+    if t0_epoch is None:
+        return None
     busy = [(t_a, t_b) for (t_a, a), (t_b, b) in zip(samples, samples[1:])
             if sum(b[h][0] - a[h][0] for h in a if h in b) > TRAFFIC_MIN_BYTES]
-    if not busy or t0_epoch is None:
+    if not busy:
         return None
     return t0_epoch + busy[0][0], t0_epoch + busy[-1][1]
 

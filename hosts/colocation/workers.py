@@ -32,6 +32,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import resource
+import signal
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_any
@@ -240,6 +241,9 @@ class WorkerPool:
 # -- in the worker process ---------------------------------------------------------------------
 
 def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], warm: bool) -> None:
+    # A Ctrl-C, or a budget's SIGINT to the process group, is the parent's to answer:
+    # it stops its workers (``close``); a worker would only die mid-task with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
     device = torch.device(device_name)
     if device.type == "cuda":
