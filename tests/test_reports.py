@@ -361,3 +361,16 @@ def test_trainbed_results_lists_the_store_newest_first_with_each_verdict(tmp_pat
     rows = {r["directory"]: r for r in csv.DictReader(io.StringIO(capsys.readouterr().out))}
     assert rows["lower-queue"]["headline"].startswith("unreadable: ") and len(rows) == len(made)
     assert main(["results", str(tmp_path / "none")]) == 2
+
+
+def test_a_verdict_says_the_window_its_cpu_was_judged_over_and_what_a_run_has_left():
+    from experiments.reports.rundata import RunData, verdict
+    shares = {"cpu_idle_share": 0.42, "cpu_stolen_share": 0.01, "cpu_throttled_share": 0.0}
+    judged = verdict(RunData(Path("run"), {**shares, "cpu_window_s": [22.74, 26.42], "trustworthy": True},
+                             None, {}, "gnn"))
+    assert judged.note == "CPU idle 42.0%, stolen or throttled 1.0% over 22.74-26.42 s, its traffic's window"
+    whole = verdict(RunData(Path("run"), {**shares, "trustworthy": True}, None, {}, "gnn"))
+    assert whole.note == "CPU idle 42.0%, stolen or throttled 1.0%"
+    left = verdict(RunData(Path("run"), {"completed": False, "left": ["bmc repeat 2", "lmcf repeat 2"]},
+                           None, {}, "colocation"))
+    assert left.trustworthy is False and left.reasons == ["not yet complete: left bmc repeat 2, lmcf repeat 2"]

@@ -114,7 +114,9 @@ def _fidelity_note(s: dict) -> str:
     parts = []
     if s.get("cpu_idle_share") is not None:
         lost = (s.get("cpu_stolen_share") or 0) + (s.get("cpu_throttled_share") or 0)
-        parts.append(f"CPU idle {pct(s['cpu_idle_share'])}, stolen or throttled {pct(lost)}")
+        window = s.get("cpu_window_s")
+        over = f" over {window[0]:g}-{window[1]:g} s, its traffic's window" if window else ""
+        parts.append(f"CPU idle {pct(s['cpu_idle_share'])}, stolen or throttled {pct(lost)}{over}")
     if s.get("link_goodput_ratio") is not None:
         parts.append(f"link goodput ratio {s['link_goodput_ratio']:.3f}")
     if s.get("switch_loss_share") is not None:
