@@ -2,6 +2,7 @@
 and whether the box let a run be faithful at all."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -60,7 +61,6 @@ def why_records_stay(state: Path) -> str:
     owner (the run's process) lives, where its threads wait, and the end of what it
     printed (its run directory's traceback, or the output file a cluster worker keeps
     beside the cell's directory)."""
-    import json  # pylint: disable=import-outside-toplevel
     lines = []
     for path in sorted(state.glob("*.json")):
         try:
@@ -73,10 +73,10 @@ def why_records_stay(state: Path) -> str:
         waits = []
         if alive(owner) and task_dir.exists():
             for thread in sorted(task_dir.iterdir()):
+                fields = proc_stat(thread.name)  # a thread's id reads as a pid in /proc
                 try:
-                    state_letter = (thread / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                    waits.append(f"{thread.name}:{state_letter}:{(thread / 'wchan').read_text() or '-'}")
-                except OSError:
+                    waits.append(f"{thread.name}:{fields[0]}:{(thread / 'wchan').read_text() or '-'}")
+                except (OSError, TypeError):  # the thread ended meanwhile
                     continue
         lines.append(f"{path.name}: owner {owner} {'alive' if alive(owner) else 'gone'} "
                      f"(threads {' '.join(waits) or 'none'})")

@@ -99,7 +99,7 @@ def _campaign(args: argparse.Namespace) -> int:
 
     def queue(spec: str, out: str, overrides: dict) -> None:
         run_colocate_file(SPECS / f"{spec}.yaml", args.device, out=root / out, overrides={**common, **overrides},
-                                 resume=True, force=args.force, repeats_now=args.repeats_now)
+                          resume=True, force=args.force, repeats_now=args.repeats_now)
 
     if args.part in ("all", "validation"):
         if not (root / "validation" / "summary.json").exists():  # an interrupted grid runs again whole

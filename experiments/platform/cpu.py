@@ -217,10 +217,6 @@ class CpuMonitor(threading.Thread):
         offset = self.points[0].epoch - (self.points[0].wall - self.t0)
         return [round(t - offset, 2) for t in window]
 
-    def reasons(self, fidelity: dict, window: tuple[float, float] | None = None) -> list[str]:
-        """Why the run cannot be trusted, as far as its CPU goes (over ``window``, as ``summary``)."""
-        return cpu_reasons(self.summary(window), fidelity)
-
     def write_csv(self, path: Path) -> None:
         with open(path, "w") as f:
             f.write("time_s,idle_share,stolen_share,throttled_share\n")

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from experiments import store
 from experiments.errors import one_line
-from experiments.platform.cpu import CpuMonitor
+from experiments.platform.cpu import CpuMonitor, cpu_reasons
 
 QUEUE_COUNTERS = "queue_counters.json"  # per switch port, per queue: bytes/packets/dropped
 SWITCH_PACKETS = "switch_packets.json"  # per switch: packets its ports received and transmitted
@@ -113,7 +113,7 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
     ``cpu_window_s`` then says which, on cpu.csv's time axis.
 
     The reasons, in order: the CPU's against the spec's fidelity ``limits``
-    (``cpu.reasons``), the controller outages', then the kind's own ``reasons``. An
+    (``cpu_reasons``), the controller outages', then the kind's own ``reasons``. An
     outage is a reason (no policy could change while it lasted) unless the kind judges
     them itself (``outage_reasons``: the timetable, by the measured windows each
     touched). The run is trustworthy exactly when there is no reason; the switch loss
@@ -124,7 +124,7 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
         cpu_shares["cpu_window_s"] = cpu.seconds_of(cpu_window)
     if outage_reasons is None:
         outage_reasons = [f"controller outage at {o['start_s']:.1f} s" for o in outages]
-    untrustworthy = cpu.reasons(limits, cpu_window) + list(outage_reasons) + list(reasons)
+    untrustworthy = cpu_reasons(cpu_shares, limits) + list(outage_reasons) + list(reasons)
     return {**cpu_shares, "controller_outages": outages, "switch_loss_share": read_switch_loss_share(raw),
             "fidelity": {**cpu_shares, "untrustworthy_reasons": untrustworthy, "trustworthy": not untrustworthy},
             "trustworthy": not untrustworthy}
