@@ -64,8 +64,8 @@ def _place(args) -> int:
     from experiments.kinds import kind_of
     from experiments.runner import read_spec
     from topologies.fabric import simulated_rates
-    steps = search.DEFAULT_STEPS if args.steps is None else _count("--steps", args.steps, 0)
-    seed = _count("--seed", args.seed, None)
+    steps = search.DEFAULT_STEPS if args.steps is None else _count("--steps", args.steps, 0, search.MAX_STEPS)
+    seed = _count("--seed", args.seed, 0)  # a spec's placement seed's bounds
     verify_best = _count("--verify-best", args.verify_best, 0)
     raw = read_spec(args.spec)
     if not isinstance(raw, dict):
@@ -109,14 +109,15 @@ def _place(args) -> int:
     return 0
 
 
-def _count(flag: str, value: str, least: int | None) -> int:
-    """A command-line integer (``least``: its minimum), or a one-line SpecError."""
+def _count(flag: str, value: str, least: int, most: int | None = None) -> int:
+    """A command-line integer in ``least``..``most``, or a one-line SpecError."""
     try:
         number = int(value)
     except ValueError:
         number = None
-    if number is None or (least is not None and number < least):
-        raise SpecError(flag, f"must be an integer{'' if least is None else f' >= {least}'}, got {value!r}")
+    if number is None or number < least or (most is not None and number > most):
+        bounds = f">= {least}" if most is None else f"in {least}..{most:,}"
+        raise SpecError(flag, f"must be an integer {bounds}, got {value!r}")
     return number
 
 
@@ -264,8 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "and predict its iteration time with the job's model")
     place.add_argument("spec", help="a gnn spec (its placement is not read)")
     place.add_argument("--profile", required=True, help="profile.json of a profile: true run of the job")
-    place.add_argument("--steps", help="ETP steps (default: 10000, search.DEFAULT_STEPS)")
-    place.add_argument("--seed", default="0", help="ETP's seed (default: 0)")
+    place.add_argument("--steps", help="ETP steps, 0..1,000,000 (default: 10000, search.DEFAULT_STEPS)")
+    place.add_argument("--seed", default="0", help="ETP's seed, >= 0 (default: 0)")
     place.add_argument("--verify-best", default="0", metavar="K",
                        help="judge only IFS's placement and the K - 1 least-cost candidates by the model, after the "
                             "chain (default 0: every candidate, Alg. 3; for jobs with hundreds of "

@@ -444,9 +444,11 @@ def test_one_line_refusals(tmp_path, capsys, spec):
     for args, message in (
             (["--profile", str(bad)], r"--profile: .*bad\.json: its run was untrustworthy"),
             (["--profile", str(tmp_path / "none.json")], r"--profile: .*none\.json: cannot read a profile"),
-            (["--profile", str(PROFILE), "--steps", "-1"], r"--steps: must be an integer >= 0, got '-1'"),
-            (["--profile", str(PROFILE), "--steps", "many"], r"--steps: must be an integer >= 0, got 'many'"),
-            (["--profile", str(PROFILE), "--seed", "x"], r"--seed: must be an integer, got 'x'"),
+            (["--profile", str(PROFILE), "--steps", "-1"], r"--steps: must be an integer in 0\.\.1,000,000, got '-1'"),
+            (["--profile", str(PROFILE), "--steps", "many"], r"--steps: must be an integer in 0\.\.1,000,000, got 'many'"),
+            (["--profile", str(PROFILE), "--steps", "1000001"], r"--steps: must be an integer in 0\.\.1,000,000"),
+            (["--profile", str(PROFILE), "--seed", "x"], r"--seed: must be an integer >= 0, got 'x'"),
+            (["--profile", str(PROFILE), "--seed", "-1"], r"--seed: must be an integer >= 0, got '-1'"),
             (["--profile", str(PROFILE), "--verify-best", "-1"], r"--verify-best: must be an integer >= 0")):
         assert main(["place", str(spec_file), *args]) == 2
         err = capsys.readouterr().err

@@ -86,6 +86,7 @@ from experiments.platform.spec import fabric_of
 from topologies.fabric import simulated_rates
 
 DEFAULT_STEPS = 10_000  # the headline search size
+MAX_STEPS = 1_000_000  # a spec's or the command line's most (a search of that size takes minutes)
 WINDOW = 20  # iterations ETP costs and simulates per candidate (the paper's)
 RESOURCE_OF = {"cpus": "cpu", "memory_gb": "mem", "gpus": "gpu"}  # spec's name -> the problem's
 

@@ -8,7 +8,7 @@ Format (defaults in comments)::
     topology: {kind: star, hosts: 3, host_mbps: 100}   # any kind; host_mbps_overrides for uneven NICs
     seed: 1                      # 0
     time_limit_s: 300            # 1800; the run is stopped (completed: false) past this
-    tcp_congestion: bbr          # bbr (or cubic)
+    tcp_congestion: bbr          # bbr (or cubic, reno)
     workload:
       kind: gnn
       graph: {shape: ogbn-products, nodes: 4000, avg_degree: 10}
@@ -23,7 +23,7 @@ Format (defaults in comments)::
       hidden: 256                # 256 (8..4096)
       lr: 0.001                  # 0.001
       iterations: 30             # 30: at most this many iterations per worker
-      target_accuracy: 0.8       # null: stop when validation accuracy reaches it
+      target_accuracy: 0.8       # null (every iteration runs); else stop when validation accuracy reaches it
       eval_every: 5              # 5: iterations between evaluations
       eval_nodes: 200            # 200: validation seeds per evaluation
       profile: false             # false
@@ -277,8 +277,8 @@ def _resolved_placement(raw: dict, hosts: list[str], workload: dict) -> dict:
 
 def _search_settings(section: dict) -> tuple[int, int, str, int]:
     """A search's steps, seed, pick and verify_best, defaults where not given."""
-    from experiments.gnn.search import DEFAULT_STEPS  # pylint: disable=import-outside-toplevel  # reads the model
-    steps = integer("workload.placement.steps", section.get("steps", DEFAULT_STEPS), minimum=0, maximum=1_000_000)
+    from experiments.gnn.search import DEFAULT_STEPS, MAX_STEPS  # pylint: disable=import-outside-toplevel  # reads the model
+    steps = integer("workload.placement.steps", section.get("steps", DEFAULT_STEPS), minimum=0, maximum=MAX_STEPS)
     seed = integer("workload.placement.seed", section.get("seed", 0), minimum=0)
     pick = choice("workload.placement.pick", section.get("pick", PICKS[0]), PICKS)
     verify_best = integer("workload.placement.verify_best", section.get("verify_best", 0), minimum=0)
