@@ -66,10 +66,10 @@ def test_every_method_runs_the_queue_and_reports_every_metric(tmp_path, spec):
         if spec["kind"] == "inference":
             assert 0.0 <= metrics["qos_violation_rate"] <= 1.0
             assert metrics["p99_latency_s"] >= metrics["p90_latency_s"] >= metrics["median_latency_s"]
-        if name in ("base", "lmcf", "bmc", "sqtf", "bqt") and metrics["groups"] > 1:
+        if name in ("base", "lmcf", "bmc", "sqtf", "bqt", "mps-base", "mps") and metrics["groups"] > 1:
             assert metrics["group_boundary_max_s"] >= metrics["group_boundary_s"] >= 0
-        elif name not in ("base", "lmcf", "bmc", "sqtf", "bqt"):
-            assert metrics["group_boundary_s"] is None  # a baseline has no groups
+        elif name not in ("base", "lmcf", "bmc", "sqtf", "bqt", "mps-base", "mps"):
+            assert metrics["group_boundary_s"] is None  # a baseline without groups
     assert summary["pmc_max_relative_error"] < 0.03
     assert set(summary["allocator_overhead_bytes"].values()) == {0}  # the CPU's allocator reserves nothing beside
     header, _ = colocation_rows(summary)
@@ -291,3 +291,49 @@ def test_spawned_workers_as_used_on_cuda_serve_tasks():
         assert outcomes[0].end > outcomes[0].start
     finally:
         pool.close()
+
+
+def _batched_plan():
+    """Ten inference requests in three batches: six at 0, then two and two more
+    while the first batch still runs."""
+    spec = validate(dict(INFERENCE, queue=dict(INFERENCE["queue"], count=10, subgraphs_per_dataset=5)))
+    tasks = [replace(t, arrival_s=0.0 if i < 6 else 0.02 if i < 8 else 0.04) for i, t in enumerate(build_tasks(spec))]
+    estimates = estimate_all(tasks, "cpu")
+    return tasks, Plan(tasks, estimates, {k: int(v * 1.1) for k, v in estimates.items()},
+                       qt_s={t.task_id: 1.0 + i % 3 for i, t in enumerate(tasks)})
+
+
+def _by_group(records):
+    groups: dict = {}
+    for r in records:
+        groups.setdefault((r.batch, r.group), []).append(r)
+    return [groups[key] for key in sorted(groups)]
+
+
+@pytest.mark.parametrize("method", ["sqtf", "bqt", "mps-base", "mps"])
+def test_a_batch_is_the_requests_of_one_arrival_never_merged_with_a_later_one(method):
+    """GNNSched's batch: the requests that arrived together, taken from the queue's
+    head; the later two arrive while the first runs and still run on their own,
+    one after another, each group after the one before (the barrier)."""
+    tasks, plan = _batched_plan()
+    records, facts = _executor(allocatable=96 << 20, workers=3).run(method, plan)
+    assert all(r.error is None for r in records)
+    assert len(facts["groups"]) == 3
+    batches = [{r.task_id for r in records if r.batch == b} for b in (0, 1, 2)]
+    assert batches == [{t.task_id for t in tasks[i:j]} for i, j in ((0, 6), (6, 8), (8, 10))]
+    groups = _by_group(records)
+    for earlier, later in zip(groups, groups[1:]):
+        assert min(r.start_s for r in later) >= max(r.end_s for r in earlier)
+    assert max(r.end_s for r in records if r.batch == 0) > 0.04  # the later batches arrived meanwhile
+
+
+def test_mps_base_runs_static_groups_of_four_in_arrival_order_and_mps_a_whole_batch():
+    tasks, plan = _batched_plan()
+    ids = [t.task_id for t in tasks]
+    for method, expected in (("mps-base", [ids[0:4], ids[4:6], ids[6:8], ids[8:10]]),
+                             ("mps", [ids[0:6], ids[6:8], ids[8:10]])):
+        records, facts = _executor(allocatable=96 << 20, workers=3).run(method, plan)
+        assert [g for batch in facts["groups"] for g in batch] == expected, method
+        assert all(r.budget_bytes is None for r in records)  # blind to memory: no estimate, no budget
+        for group in _by_group(records):  # spatial sharing: every pair in a group overlaps
+            assert max(r.start_s for r in group) < min(r.end_s for r in group), method

@@ -1,7 +1,11 @@
-"""The multi-queue tables beside the papers' numbers, over the H100 runs kept in measurements/."""
+"""The multi-queue tables beside the papers' numbers, over the H100 runs kept in measurements/,
+and the metrics of a run with failures."""
 from pathlib import Path
 
+from experiments.colocation.metrics import summarize
 from experiments.colocation.report import table_v
+from hosts.colocation.executor import TaskRecord
+from hosts.colocation.workers import OUT_OF_MEMORY
 
 H100 = Path(__file__).resolve().parents[1] / "measurements" / "colocate-h100-2026-11-23"
 
@@ -29,3 +33,19 @@ def test_inference_queues_beside_what_gnnsched_states():
     assert _rows(text, "p99 latency / QT (Fig. 6)")["default"][-1] == "GIN: 17.3"
     # BQT's average JCT against MPS-Base's, ours (31% above it here) then the paper's (26.8% below)
     assert "| avg_jct_qt | bqt | mps-base | -31.1% | 26.8% |" in text.splitlines()
+    assert _rows(text, "Failed tasks (a run's mean; out of memory, over budget, a worker dead)")["sqtf"] == ["3", "2"]
+
+
+def test_a_failed_request_violates_qos_and_is_no_latency():
+    """A request that failed delivered no result: a QoS violation however soon it
+    failed, and outside the JCT and latencies; its end still ends the makespan."""
+    def record(key, end, error=None):
+        return TaskRecord(task_id=key, method="sqtf", arrival_s=0.0, estimate_bytes=1, need_bytes=1, budget_bytes=1,
+                          qt_s=1.0, start_s=0.0, end_s=end, error=error)
+    summary = summarize([record("a", 0.5), record("b", 2.0), record("c", 0.1, OUT_OF_MEMORY),
+                         record("d", 3.0, "stopped over budget at 9 bytes")])
+    assert summary["failed"] == 2 and summary["out_of_memory_tasks"] == 1
+    assert summary["qos_violation_rate"] == 0.75  # b late, c and d failed
+    assert summary["avg_jct_s"] == 1.25 and summary["avg_jct_qt"] == 1.25  # a and b
+    assert summary["median_latency_s"] == 1.25 and summary["p99_latency_qt"] == 0.5 + 1.5 * 0.99
+    assert summary["makespan_s"] == 3.0

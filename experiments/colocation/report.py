@@ -124,11 +124,20 @@ def table_v(runs: list[Path]) -> str:
         body = _training_tables(runs, summaries, queues, methods)
     else:
         body = _inference_tables(runs, summaries, queues, methods)
-    return head + "\n" + body
+    return head + "\n" + body + "\n" + _failed_table(summaries, queues, methods)
+
+
+def _failed_table(summaries, queues, methods) -> str:
+    """Tasks that failed, a run's mean: a method with any is no clean measurement
+    (its failures count as QoS violations, its makespan ends at them)."""
+    return "\n".join(["## Failed tasks (a run's mean; out of memory, over budget, a worker dead)", "",
+                      markdown_table(["method", *queues], [
+                          [method, *(_fmt_spread(s["methods"][method], "failed") if method in s["methods"] else "-"
+                                     for s in summaries)] for method in methods])]) + "\n"
 
 
 def _training_tables(runs, summaries, queues, methods) -> str:
-    labels = {"makespan_s": "Makespan", "avg_jct_s": "Average JCT", "avg_queuing_s": "Average QT"}
+    labels = {"makespan_s": "Makespan", "avg_jct_s": "Average JCT", "avg_queuing_s": "Average queuing"}  # Table V: "QT"
     header = ["Method-policy"] + [f"{labels[key]} (min): {q}" for key in TABLE_V_METRICS for q in queues]
     lines = ["## CoGNN Table V (minutes)", "", markdown_table(header, [
         [method, *(_fmt_spread(s["methods"][method], key, 60) if method in s["methods"] else "-"

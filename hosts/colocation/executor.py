@@ -3,9 +3,12 @@
 Every task runs in a worker process of its own (``workers``): its memory is
 its process's, a budget is enforced, and a crash ends only that task.
 
-Policies: the tasks that have arrived form a batch; the policy splits it into
-groups; groups run one after another (temporal sharing); the tasks of a group
-run at once (spatial sharing), one warm worker each. A task's budget is what
+Policies: the tasks that arrived together form a batch (GNNSched §3.1 takes "同一批次"
+from the queue's head, its artifact splits requests by arrival time: here one
+arrival tick; training: the whole queue, all at 0); a batch that arrives while
+earlier ones wait runs after them, never merged with them. The policy splits a
+batch into groups; groups run one after another (temporal sharing); the tasks
+of a group run at once (spatial sharing), one warm worker each. A task's budget is what
 the policy reserved for it (estimate x safety threshold): a task that goes over
 is stopped and recorded as a violation. Its worker's allocator may reserve the
 budget plus the overhead profiled for its model and size class (``allocator``).
@@ -13,8 +16,9 @@ Groups pipeline as in GNNSched (§3.3, Fig. 3; ``pipeline_groups``): workers are
 resident, twice as many as a group needs, and while a group runs the next one
 is prepared on the idle ones (gated jobs: inputs mapped, model built on the
 host, allocator capped), so it starts on GO when the group ends; during a
-batch's last group the tasks that arrive are prepared as the policy would group
-them first. Without pipelining a group is handed out when the previous one ends.
+batch's last group the next batch, once it has arrived, is prepared as the
+policy would group it first. Without pipelining a group is handed out when the
+previous one ends.
 
 Baselines use no estimate and no budget (``policies.BASELINE_CONCURRENCY``: how many run at once):
 - default: one task at a time, each training task in a new process (the
@@ -26,7 +30,9 @@ Baselines use no estimate and no budget (``policies.BASELINE_CONCURRENCY``: how 
   CPU there are no transfers: the same schedule, without the overlap;
 - mps-pair: CoGNN's MPS runs, tasks in arrival order in pairs (new processes for
   training tasks), the next pair after both finish;
-- mps-base: at most four at once; mps: all at once (GNNSched), warm workers.
+- mps-base and mps (GNNSched's MPS-Aggr): GNNSched's batches as groups, as the
+  policies run them but blind to memory and unpipelined: mps-base in static
+  groups of four in arrival order, mps a whole batch at once; warm workers.
 The MPS baselines start a real MPS daemon on CUDA when the device allows it
 (``mps``); the run's facts say whether one ran.
 
@@ -52,7 +58,7 @@ from hosts.colocation import mps
 from hosts.colocation.allocator import reserved_overhead
 from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.memory import DeviceLedger
-from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES, Item
+from hosts.colocation.policies import BASELINE_CONCURRENCY, BATCH_BASELINES, POLICIES, Item
 from hosts.colocation.tasks import Task
 from hosts.colocation.utilization import UtilizationSampler
 from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Worker, WorkerPool, context
@@ -150,7 +156,8 @@ class Executor:
         }
         for task in plan.tasks:  # host-side inputs are ready before the clock starts, for every method alike
             self._inputs.get(task.graph)
-        concurrency = self.workers if grouped else BASELINE_CONCURRENCY[method] or len(tasks)
+        largest_batch = max(sum(t.arrival_s == u.arrival_s for t in plan.tasks) for u in plan.tasks)
+        concurrency = self.workers if grouped else BASELINE_CONCURRENCY[method] or largest_batch
         threads = max(1, self._cores // concurrency)
         with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
             daemon = self._mps_daemon(Path(scratch)) if method in MPS_BASELINES else None
@@ -165,14 +172,15 @@ class Executor:
                 run = _MethodRun(pool, self._ledger, tasks, records, threads, self._inputs)
                 utilization.start()
                 groups = []
-                if grouped:
-                    groups = run.groups(POLICIES[method], plan, self.allocatable_bytes, self.workers, pipelined)
+                if grouped or method in BATCH_BASELINES:
+                    groups = run.groups(POLICIES.get(method) or BATCH_BASELINES[method], plan,
+                                        self.allocatable_bytes, self.workers, pipelined)
                 elif method == "pipeswitch":
                     run.pipeswitch()
                 elif method == "mps-pair":
                     run.pairs(fresh=cold)
                 else:
-                    run.slots(BASELINE_CONCURRENCY[method], fresh=cold)
+                    run.serial(fresh=cold)
             finally:
                 utilization.stop()
                 pool.close()
@@ -271,16 +279,27 @@ class _MethodRun:
         while self.pool.busy():
             self.record(self.pool.wait())
 
-    def arrived(self, limit: int | None = None) -> list[Task]:
-        """Pop the tasks that have arrived (at most ``limit``); wait for the next
-        arrival if none has."""
-        while self.queue[0].arrival_s > self.now():
-            time.sleep(self.queue[0].arrival_s - self.now())
-        now = self.now()
-        count = sum(t.arrival_s <= now for t in self.queue)
-        count = count if limit is None else min(limit, count)
+    def arrived(self, limit: int) -> list[Task]:
+        """Pop at most ``limit`` tasks that have arrived; wait for the next arrival if none has."""
+        self.wait_for_head()
+        count = min(limit, sum(t.arrival_s <= self.now() for t in self.queue))
         taken, self.queue = self.queue[:count], self.queue[count:]
         return taken
+
+    def batch(self) -> list[Task]:
+        """Pop the next batch, the tasks that arrived with the queue's head; wait for it."""
+        self.wait_for_head()
+        size = self.batch_size()
+        taken, self.queue = self.queue[:size], self.queue[size:]
+        return taken
+
+    def batch_size(self) -> int:
+        """How many tasks at the queue's head arrived together (the queue is in arrival order)."""
+        return next((i for i, t in enumerate(self.queue) if t.arrival_s != self.queue[0].arrival_s), len(self.queue))
+
+    def wait_for_head(self) -> None:
+        while self.queue[0].arrival_s > self.now():
+            time.sleep(self.queue[0].arrival_s - self.now())
 
     # -- policies: batches of groups -----------------------------------------------------
     def groups(self, policy, plan: Plan, allocatable: int, workers: int, pipelined: bool) -> list[list[list[str]]]:
@@ -289,12 +308,12 @@ class _MethodRun:
             return policy(items, allocatable, workers)
 
         def next_batch_first_group() -> list[str]:
-            arrived = [t for t in self.queue if t.arrival_s <= self.now()]
-            return split(arrived)[0] if arrived else []
+            arrived = self.queue and self.queue[0].arrival_s <= self.now()
+            return split(self.queue[:self.batch_size()])[0] if arrived else []
 
         batches: list[list[list[str]]] = []
         while self.queue:
-            groups = split(self.arrived())
+            groups = split(self.batch())
             batches.append(groups)
             for index, group in enumerate(groups):
                 for key in group:
@@ -343,16 +362,11 @@ class _MethodRun:
             self.go_when_ready.discard(key)
 
     # -- baselines ---------------------------------------------------------------------------
-    def slots(self, limit: int | None, fresh: bool) -> None:
-        """A task starts when it has arrived and fewer than ``limit`` run."""
-        while self.queue or self.pool.busy():
-            now = self.now()
-            while self.queue and self.queue[0].arrival_s <= now and (
-                    limit is None or len(self.pool.busy()) < limit):
-                self.pool.hand(self.job(self.queue.pop(0)), fresh=fresh)
-            # Wake for the next arrival only if it has not arrived yet (else for a free slot).
-            timeout = self.queue[0].arrival_s - now if self.queue and self.queue[0].arrival_s > now else None
-            self.record(self.pool.wait(timeout))
+    def serial(self, fresh: bool) -> None:
+        """FIFO, one task at a time: the next starts once it has arrived and the last has ended."""
+        while self.queue:
+            self.pool.hand(self.job(self.arrived(limit=1)[0]), fresh=fresh)
+            self.drain()
 
     def pairs(self, fresh: bool) -> None:
         """Pairs in arrival order; a barrier between pairs."""

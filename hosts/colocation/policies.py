@@ -125,8 +125,28 @@ POLICIES = {"base": base_fifo, "lmcf": lmcf, "bmc": bmc, "sqtf": sqtf, "bqt": bq
 TRAINING_POLICIES = ("base", "lmcf", "bmc")
 INFERENCE_POLICIES = ("base", "sqtf", "bqt")
 
-# Baselines use no estimate: how many tasks may run at once (a slot frees, the
-# next task in arrival order starts). Default and PipeSwitch: one at a time
-# (CoGNN §V-A); MPS-pair: CoGNN's MPS runs, two at a time with a barrier;
-# MPS-Base: at most four (GNNSched §4.1); MPS: unlimited. How each runs: executor.
-BASELINE_CONCURRENCY = {"default": 1, "pipeswitch": 1, "mps-pair": 2, "mps-base": 4, "mps": None}
+# Baselines use no estimate: how many tasks may run at once. Default and
+# PipeSwitch: one at a time (CoGNN §V-A); MPS-pair: CoGNN's MPS runs, two at a
+# time with a barrier; MPS-Base: at most four; MPS (GNNSched's MPS-Aggr): a whole
+# batch (None: as many as a batch holds). How each runs: executor.
+MPS_BASE_CONCURRENCY = 4  # GNNSched §4.1: "MPS-Base 的最大并发数量为 4"
+BASELINE_CONCURRENCY = {"default": 1, "pipeswitch": 1, "mps-pair": 2, "mps-base": MPS_BASE_CONCURRENCY, "mps": None}
+
+
+def mps_base(items: list[Item], allocatable: int, workers: int) -> Groups:  # noqa: ARG001 - blind to memory
+    """GNNSched's MPS-Base: a batch in arrival order, in static groups of at most
+    four (§4.1-4.2: "最大并发数量为 4", "静态分组"), no estimate and no budget. Read
+    as groups with a barrier between them, as GNNSched's own groups: "static
+    grouping" names groups, not a window that refills as a task ends."""
+    return [[item.key for item in items[i:i + MPS_BASE_CONCURRENCY]]
+            for i in range(0, len(items), MPS_BASE_CONCURRENCY)]
+
+
+def mps_aggr(items: list[Item], allocatable: int, workers: int) -> Groups:  # noqa: ARG001 - blind to memory
+    """GNNSched's MPS-Aggr (``mps``): every task of a batch at once (§4.1:
+    "并发执行同一批次的所有任务"), no estimate, no budget, nothing capped."""
+    return [[item.key for item in items]]
+
+
+# Baselines that run GNNSched's batches as groups, as the policies do, but blind to memory.
+BATCH_BASELINES = {"mps-base": mps_base, "mps": mps_aggr}
