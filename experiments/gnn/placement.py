@@ -18,7 +18,10 @@ Policies (``place``):
   order); a unit that fits no machine is placed task by task (worker first, then its
   samplers), each on the machine with most free CPU that fits it. PSs last, the same
   way. This is the paper's DistDGL baseline as we read it: the paper says how
-  DistDGL co-locates a worker with its samplers, not where its PS goes.
+  DistDGL co-locates a worker with its samplers, not where its PS goes. A split
+  unit's samplers do not seek their worker's machine, short of the paper's
+  "maximally colocates" (docs/gnn-oes.md, Table III's readings: on the job's model
+  the more co-located placement is slower on the tight star).
 - ``distdgl-fast-ps``: ``distdgl``'s units, then each PS on the machine with the
   fastest NIC that fits it (ties: most free CPU, then host order). The
   bandwidth-aware baseline, so that DistDGL is not judged by a PS it happened to put
