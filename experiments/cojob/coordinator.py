@@ -20,7 +20,8 @@ What it knows and does:
   (offline knowledge the plan holds; an online scheduler never reads it before the
   kill), waiting arrivals start, and the next stage starts at once.
 - The scheduler runs on its period (``tick``) and when a stage 0 starts
-  (``grouper``, ``grouper-offline``, ``baraat``, ``sincronia-stage``), on every stage
+  (``grouper``, ``grouper-offline``, ``sincronia-stage``), on every stage start
+  (``baraat``: FIFO places a stage when it starts), on every stage
   start and end (``grouper-immediate``), when a stage 0 starts and on every stage end
   (``sincronia``: where its coflows come and go, ``scheduling.PER_ITERATION``), or
   never (``fs``: every flow in the lowest queue).
@@ -188,7 +189,7 @@ class CojobCoordinator:
         actions: list[Action] = [
             Note("stage_start", {"cojob": c.plan.cojob_id, "stage": stage, "jobs": sorted(c.alive)}),
             RunStage(c.plan.cojob_id, stage, tuple(c.alive), c.plan.stage_iterations[stage])]
-        if self.scheduler == "grouper-immediate" or stage == 0:
+        if self.scheduler in scheduling.ON_STAGE_START or stage == 0:
             actions += self._reschedule(now)  # a new cojob's flows would otherwise wait up to a period unmarked
         return actions
 
