@@ -220,7 +220,8 @@ def test_gpu_slots_is_simulator_only_and_its_runs_record_their_placements(tmp_pa
 def test_baraat_places_a_later_stage_when_it_starts_not_on_a_period():
     """Baraat's FIFO gives a stage its place as it starts: cojob 0's second stage,
     starting after cojob 1's first, goes behind it at once (it held its first
-    stage's place until the next period before 2026-11-28)."""
+    stage's place until the next period before 2026-11-28); when cojob 1 ends, the
+    queues are packed again."""
     workload = _workload((0, 1.0, (1, 1), [(["h1"], ["h2"], 2)]), (1, 1.0, (4,), [(["h1"], ["h2"], 1)]))
     coordinator = CojobCoordinator(workload, SCALING, "baraat", 2.0)
     coordinator.arrive(0, 0.0)
@@ -231,3 +232,6 @@ def test_baraat_places_a_later_stage_when_it_starts_not_on_a_period():
     [decision] = _decisions(coordinator.worker_done("c0j0", 0, 0, 1.0))  # cojob 0's stage 1 starts
     assert decision.order == ("c1/s0", "c0/s1")
     assert {key.job: pair for key, pair in decision.queues.items()} == {"c1j0": (1, 1), "c0j0": (2, 2)}
+    # cojob 1 ends: cojob 0's stage moves up to queue 1
+    [decision] = _decisions(coordinator.worker_done("c1j0", 0, 0, 2.0))
+    assert decision.order == ("c0/s1",) and {key.job: pair for key, pair in decision.queues.items()} == {"c0j0": (1, 1)}

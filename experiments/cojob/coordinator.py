@@ -21,7 +21,8 @@ What it knows and does:
   kill), waiting arrivals start, and the next stage starts at once.
 - The scheduler runs on its period (``tick``) and when a stage 0 starts
   (``grouper``, ``grouper-offline``, ``sincronia-stage``), on every stage start
-  (``baraat``: FIFO places a stage when it starts), on every stage
+  (``baraat``: FIFO places a stage when it starts; and when a cojob ends, freeing
+  its ranks), on every stage
   start and end (``grouper-immediate``), when a stage 0 starts and on every stage end
   (``sincronia``: where its coflows come and go, ``scheduling.PER_ITERATION``), or
   never (``fs``: every flow in the lowest queue).
@@ -221,8 +222,10 @@ class CojobCoordinator:
             actions.append(Note("cojob_end", {"cojob": cojob}))
         else:
             actions += self._start_stage(c, stage + 1, now)
-        if self.scheduler == "grouper-immediate" or self.per_iteration:
-            actions += self._reschedule(now)  # sincronia: the killed and finished jobs' coflows are gone
+        if self.scheduler == "grouper-immediate" or self.per_iteration or (last and self.scheduler == "baraat"):
+            # sincronia: the killed and finished jobs' coflows are gone; baraat: an ended
+            # cojob's ranks are free, the stages lumped in the lowest queue may move up
+            actions += self._reschedule(now)
         return actions
 
     # --- decisions ---------------------------------------------------------------------

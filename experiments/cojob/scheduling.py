@@ -18,8 +18,8 @@ from experiments.cojob import workload as cojob_mod
 PERIODIC = ("grouper", "grouper-offline", "sincronia-stage")
 # Schedulers rerun on every stage start: grouper-immediate, and Baraat, whose FIFO
 # order gives a task its place when it arrives (§V-A: a stage is Baraat's task; the
-# paper gives it no period). Its order changes only there: a stage end either
-# starts the next stage or ends its cojob, whose flows then stop.
+# paper gives it no period). Its order changes only there; a stage end either
+# starts the next stage or ends its cojob (then Baraat reruns too: its ranks free).
 ON_STAGE_START = ("grouper-immediate", "baraat")
 # Schedulers that rank each live job's current iteration as one coflow (§V-A: a coflow
 # scheduler is agnostic to stages) instead of cojob stages. The paper's Sincronia

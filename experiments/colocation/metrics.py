@@ -16,9 +16,10 @@ def summarize(records: list[TaskRecord]) -> dict:
     A failed task (out of memory, over its budget, its worker dead) delivered no
     result; the papers have none, so this is a reading: it counts as a QoS
     violation, it is left out of JCT, queuing and the latencies (they describe
-    results delivered), and its end still ends the makespan (the queue's work was
-    over then), so a method with failures is not a clean measurement; ``failed``
-    says how many, and the tables print it beside the method's numbers."""
+    results delivered), and its end, once it started, still ends the makespan
+    (the queue's work was over then), so a method with failures is not a clean
+    measurement; ``failed`` says how many, and the tables print it beside the
+    method's numbers."""
     finished = [r for r in records if r.end_s is not None and r.start_s is not None]
     delivered = [r for r in finished if r.error is None]
     jct = np.array([r.end_s - r.arrival_s for r in delivered])

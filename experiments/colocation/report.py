@@ -28,12 +28,13 @@ from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
                     ("avg_queuing_s", "avg queuing (s)"), ("memory_violations", "memory violations"),
                     ("device_utilization", "device busy"), ("groups", "groups"),
-                    ("group_boundary_s", "group boundary (s)")]
+                    ("group_boundary_s", "group boundary (s)"), ("failed", "failed tasks")]
 INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_latency_qt", "median latency / QT"),
                      ("p90_latency_qt", "p90 latency / QT"), ("p99_latency_qt", "p99 latency / QT"),
                      ("avg_jct_qt", "avg JCT / QT"), ("avg_queuing_qt", "avg queuing / QT"),
                      ("makespan_s", "makespan (s)"), ("memory_violations", "memory violations"),
-                     ("device_utilization", "device busy"), ("group_boundary_s", "group boundary (s)")]
+                     ("device_utilization", "device busy"), ("group_boundary_s", "group boundary (s)"),
+                     ("failed", "failed tasks")]
 
 
 def write_report(run: Path, summary: dict, records) -> None:
@@ -52,7 +53,8 @@ def write_report(run: Path, summary: dict, records) -> None:
     lines += ["", f"PMC relative error over the run's tasks: max {_fmt(summary['pmc_max_relative_error'])}, "
                   f"mean {_fmt(summary['pmc_mean_relative_error'])}",
               "", "Group boundary: seconds from a group's end (or its batch's first arrival, if later) to the next "
-                  f"group's first start; groups {'pipelined' if summary.get('pipeline_groups') else 'not pipelined'}.",
+                  f"group's first start; the policies' groups {'pipelined' if summary.get('pipeline_groups') else 'not pipelined'} "
+                  "(MPS-Base's and MPS's never are).",
               "", f"Allocator overhead allowed beyond the budgets, per model and size class: {overheads or 'none'}.",
               ""]
     (run / "table.md").write_text("\n".join(lines))
@@ -84,7 +86,8 @@ def _plots(run: Path, summary: dict, records, columns) -> None:
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for method in methods:
-        jct = sorted(r.end_s - r.arrival_s for r in records if r.method == method and r.end_s is not None)
+        jct = sorted(r.end_s - r.arrival_s for r in records  # delivered results only, as the metrics
+                     if r.method == method and r.end_s is not None and r.error is None)
         if jct:
             ax.step(jct, [(i + 1) / len(jct) for i in range(len(jct))], where="post", label=method)
     ax.set_xlabel("JCT (s)")

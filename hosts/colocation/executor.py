@@ -67,7 +67,7 @@ from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Worker, Worker
 # inference requests go to a warm server process (GNNSched).
 COLD_START = ("default", "mps-pair")
 MPS_BASELINES = ("mps", "mps-base", "mps-pair")
-WARM_START_LIMIT = 8  # unlimited MPS over a long inference queue would otherwise start a process per request
+WARM_START_LIMIT = 8  # warm workers at most before the clock; a larger MPS batch starts the rest when it runs
 
 
 @dataclass
