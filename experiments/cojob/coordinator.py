@@ -222,7 +222,8 @@ class CojobCoordinator:
             actions.append(Note("cojob_end", {"cojob": cojob}))
         else:
             actions += self._start_stage(c, stage + 1, now)
-        if self.scheduler == "grouper-immediate" or self.per_iteration or (last and self.scheduler == "baraat"):
+        on_end = self.scheduler == "grouper-immediate" or self.per_iteration
+        if on_end or (last and self.scheduler in scheduling.ON_STAGE_START):
             # sincronia: the killed and finished jobs' coflows are gone; baraat: an ended
             # cojob's ranks are free, the stages lumped in the lowest queue may move up
             actions += self._reschedule(now)

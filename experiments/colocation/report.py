@@ -53,8 +53,8 @@ def write_report(run: Path, summary: dict, records) -> None:
     lines += ["", f"PMC relative error over the run's tasks: max {_fmt(summary['pmc_max_relative_error'])}, "
                   f"mean {_fmt(summary['pmc_mean_relative_error'])}",
               "", "Group boundary: seconds from a group's end (or its batch's first arrival, if later) to the next "
-                  f"group's first start; the policies' groups {'pipelined' if summary.get('pipeline_groups') else 'not pipelined'} "
-                  "(MPS-Base's and MPS's never are).",
+                  f"group's first start; the policies' groups {'' if summary.get('pipeline_groups') else 'not '}"
+                  "pipelined (MPS-Base's and MPS's never are).",
               "", f"Allocator overhead allowed beyond the budgets, per model and size class: {overheads or 'none'}.",
               ""]
     (run / "table.md").write_text("\n".join(lines))

@@ -49,6 +49,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -156,7 +157,7 @@ class Executor:
         }
         for task in plan.tasks:  # host-side inputs are ready before the clock starts, for every method alike
             self._inputs.get(task.graph)
-        largest_batch = max(sum(t.arrival_s == u.arrival_s for t in plan.tasks) for u in plan.tasks)
+        largest_batch = max(Counter(t.arrival_s for t in plan.tasks).values())  # a batch: one arrival time
         concurrency = self.workers if grouped else BASELINE_CONCURRENCY[method] or largest_batch
         threads = max(1, self._cores // concurrency)
         with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
@@ -308,7 +309,7 @@ class _MethodRun:
             return policy(items, allocatable, workers)
 
         def next_batch_first_group() -> list[str]:
-            arrived = self.queue and self.queue[0].arrival_s <= self.now()
+            arrived = bool(self.queue) and self.queue[0].arrival_s <= self.now()
             return split(self.queue[:self.batch_size()])[0] if arrived else []
 
         batches: list[list[list[str]]] = []
