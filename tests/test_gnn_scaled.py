@@ -159,11 +159,11 @@ def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, c
 
 def test_a_directory_holds_one_cluster(tmp_path):
     setting = scaled.SETTINGS["products"]
-    spec, drawn = scaled.cluster(tmp_path, setting, 0)
-    assert drawn == 0 and scaled.cluster(tmp_path, setting, 0)[1] == 0  # the same draw again: fine
-    with pytest.raises(ValueError, match=r"^--cluster-seed: .* holds the products cluster drawn with seed 0, "
-                                         r"seed 1 draws 6: use another directory$"):
-        scaled.cluster(tmp_path, setting, 1)
+    spec, drawn = scaled.cluster(tmp_path, setting, 0)  # draws 0-5 leave DistDGL a sampler with no room
+    assert drawn == 6 and scaled.cluster(tmp_path, setting, 6)[1] == 6  # the same draw again: fine
+    with pytest.raises(ValueError, match=r"^--cluster-seed: .* holds the products cluster drawn with seed 6, "
+                                         r"seed 7 draws 9: use another directory$"):
+        scaled.cluster(tmp_path, setting, 7)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -130,6 +130,31 @@ def test_distdgl_splits_a_unit_that_fits_no_machine():
     assert got["worker0"] == "tbh1" and got["sampler0"] == "tbh2" and got["ps0"] == "tbh3"
 
 
+@pytest.mark.parametrize("name", ["gnn-hetero-products-tight", "gnn-hetero-reddit-tight"])
+def test_distdgl_keeps_as_many_samplers_beside_their_worker_as_fit(name):
+    # Table III's tight star: worker + 2 samplers need 5 CPUs of 4, so each unit is
+    # split; "maximally colocates" keeps one sampler beside its worker, not none
+    raw = yaml.safe_load((REPO / "experiments/specs" / f"{name}.yaml").read_text())
+    raw["workload"]["placement"] = "distdgl"
+    got = tasks(raw)
+    for w in range(2):
+        beside = [i for i in (2 * w, 2 * w + 1) if got[f"sampler{i}"] == got[f"worker{w}"]]
+        assert len(beside) == 1, got
+    assert (got["worker0"], got["sampler0"], got["sampler1"]) == ("tbh1", "tbh1", "tbh2")
+    assert (got["worker1"], got["sampler2"], got["sampler3"]) == ("tbh3", "tbh3", "tbh4")
+
+
+def test_distdgl_puts_a_split_units_worker_where_most_of_its_samplers_fit():
+    # tbh1 has the most free CPU but memory for the worker alone; tbh2 fits the worker
+    # and one of its samplers
+    machines = {"tbh1": {"cpus": 8, "memory_gb": 8}, "tbh2": {"cpus": 4}, "tbh3": {"cpus": 1}, "tbh4": {"cpus": 1}}
+    got = tasks(star4(workers=1, samplers_per_worker=2, ps=0, sync="allreduce", machines=machines,
+                      task_resources={"store": {"cpus": 0, "memory_gb": 0}, "sampler": {"cpus": 2, "memory_gb": 6},
+                                      "worker": {"cpus": 1, "memory_gb": 3}}))
+    assert got["worker0"] == got["sampler0"] == "tbh2"  # beside its worker, though tbh1 has more CPU free
+    assert got["sampler1"] == "tbh1"  # the one left over: most free CPU that fits
+
+
 def test_spread_separates_workers_from_their_samplers():
     got = tasks(star4(workers=2, samplers_per_worker=1, ps=2, placement="spread"))
     assert (got["sampler0"], got["sampler1"]) == ("tbh1", "tbh2")

@@ -15,13 +15,15 @@ Policies (``place``):
 
 - ``distdgl`` (DistDGL's): each worker together with its samplers as one unit, put on
   the first machine it fits, machines ordered by most free CPU first (ties: host
-  order); a unit that fits no machine is placed task by task (worker first, then its
-  samplers), each on the machine with most free CPU that fits it. PSs last, the same
-  way. This is the paper's DistDGL baseline as we read it: the paper says how
-  DistDGL co-locates a worker with its samplers, not where its PS goes. A split
-  unit's samplers do not seek their worker's machine, short of the paper's
-  "maximally colocates" (docs/gnn-oes.md, Table III's readings: on the job's model
-  the more co-located placement is slower on the tight star).
+  order). A unit that fits no machine is split so that as many of its samplers as fit
+  sit beside their worker (the paper's "maximally colocates each worker with its
+  associated samplers within one server", §VI-A): the worker goes on the machine that
+  fits it with most of its samplers (ties: most free CPU, then host order), those
+  samplers beside it, each sampler left over on the machine with most free CPU that
+  fits it. PSs last, on the machine with most free CPU that fits each. This is the
+  paper's DistDGL baseline as we read it: the paper says how DistDGL co-locates a
+  worker with its samplers, not where its PS goes. Until 2026-11-28 a split unit's
+  samplers went by most free CPU alone (docs/gnn-oes.md says which results ran that).
 - ``distdgl-fast-ps``: ``distdgl``'s units, then each PS on the machine with the
   fastest NIC that fits it (ties: most free CPU, then host order). The
   bandwidth-aware baseline, so that DistDGL is not judged by a PS it happened to put
@@ -175,16 +177,39 @@ def _most_free_fit(state: _Machines, task: str, need: Mapping[str, float],
 def _distdgl(state: _Machines, need, worker_ids: list[str], samplers: list[str], per_worker: int,
              ps_ids: list[str], nic_mbps: Mapping[str, float] | None) -> None:
     for w, worker in enumerate(worker_ids):
-        unit = [worker] + samplers[w * per_worker:(w + 1) * per_worker]
-        together = _sum(*(need(t) for t in unit))
+        own = samplers[w * per_worker:(w + 1) * per_worker]
+        together = _sum(*(need(t) for t in [worker] + own))
         host = next((h for h in state.by_free_cpu() if state.fits(h, together)), None)
-        for task in unit:
-            if host is not None:
+        if host is None:
+            host = _most_beside(state, need, worker, own)
+        state.put(worker, host, need(worker))
+        for task in own:
+            if state.fits(host, need(task)):
                 state.put(task, host, need(task))
             else:
                 _most_free_fit(state, task, need(task))
     for task in ps_ids:
         _most_free_fit(state, task, need(task), nic_mbps)
+
+
+def _most_beside(state: _Machines, need, worker: str, own: list[str]) -> str:
+    """The machine that fits ``worker`` with the most of its samplers ``own`` (ties:
+    most free CPU, then host order): a unit split as little as capacity allows."""
+    best, best_count = None, -1
+    for host in state.by_free_cpu():
+        if not state.fits(host, need(worker)):
+            continue
+        count, taken = 0, dict(need(worker))
+        for task in own:
+            trial = _sum(taken, need(task))
+            if not state.fits(host, trial):
+                break
+            count, taken = count + 1, trial
+        if count > best_count:
+            best, best_count = host, count
+    if best is None:
+        raise state.nowhere(worker, need(worker), state.by_free_cpu())
+    return best
 
 
 def _spread(state: _Machines, need, worker_ids: list[str], samplers: list[str], per_worker: int,
