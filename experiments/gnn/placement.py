@@ -178,10 +178,7 @@ def _distdgl(state: _Machines, need, worker_ids: list[str], samplers: list[str],
              ps_ids: list[str], nic_mbps: Mapping[str, float] | None) -> None:
     for w, worker in enumerate(worker_ids):
         own = samplers[w * per_worker:(w + 1) * per_worker]
-        together = _sum(*(need(t) for t in [worker] + own))
-        host = next((h for h in state.by_free_cpu() if state.fits(h, together)), None)
-        if host is None:
-            host = _most_beside(state, need, worker, own)
+        host = _most_beside(state, need, worker, own)  # a whole unit's first fit, where there is one
         state.put(worker, host, need(worker))
         for task in own:
             if state.fits(host, need(task)):
@@ -194,7 +191,8 @@ def _distdgl(state: _Machines, need, worker_ids: list[str], samplers: list[str],
 
 def _most_beside(state: _Machines, need, worker: str, own: list[str]) -> str:
     """The machine that fits ``worker`` with the most of its samplers ``own`` (ties:
-    most free CPU, then host order): a unit split as little as capacity allows."""
+    most free CPU, then host order): the first machine, by most free CPU, that fits the
+    whole unit where one does; else a unit split as little as capacity allows."""
     best, best_count = None, -1
     for host in state.by_free_cpu():
         if not state.fits(host, need(worker)):
