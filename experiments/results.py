@@ -69,6 +69,16 @@ def read_summary(run_dir: str | Path) -> dict | None:
         return None
 
 
+def read_environment(run_dir: str | Path) -> dict:
+    """A run directory's ``environment.json``; {} when missing, garbled or not a mapping
+    (a cell that failed before writing one)."""
+    try:
+        environment = store.read_json(Path(run_dir) / "environment.json")
+    except (OSError, SpecError):
+        return {}
+    return environment if isinstance(environment, dict) else {}
+
+
 def durations(directory: Path) -> dict[str, float]:
     """Seconds per cell id from ``directory/results.csv`` ({} when it has none)."""
     try:

@@ -149,6 +149,13 @@ def write_json(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
+def box(environment: Mapping) -> str | None:
+    """A run's box as ``<host name>/<boot id's first 8 hex digits>``: runs with one label
+    ran on one box in one boot; None for a run recorded before boot ids were."""
+    boot = environment.get("boot_id")
+    return f"{environment.get('machine')}/{boot[:8]}" if isinstance(boot, str) and boot else None
+
+
 def start_run(spec: dict, out: str | os.PathLike | None = None, simulated: bool = False) -> Path:
     """A fresh run directory holding the resolved spec, the environment and, for the
     emulated fabric's raw logs, an empty ``raw/``: how every runner begins
@@ -210,8 +217,10 @@ def git_state() -> dict:
 
 def environment() -> dict:
     """Package versions, kernel, the machine (host name) and its architecture, CPUs
-    (count, usable, cgroup quota), load and the code's commit: what a reader needs to
-    judge a run and find its code again."""
+    (count, usable, cgroup quota), the box (boot id, CPU model and clock, memory, a
+    fixed loop's time: ``cpu.box_identity``, ``cpu.cpu_loop_ms``), load and the code's
+    commit: what a reader needs to judge a run, compare it with runs of other boxes
+    and find its code again."""
     versions = {}
     for pkg in PACKAGES:
         try:
@@ -235,6 +244,8 @@ def environment() -> dict:
         "cpus": os.cpu_count(),
         "cpus_usable": len(os.sched_getaffinity(0)),
         "cpu_quota_cores": cpu.quota_cores(cpu.cgroup_cpu_dirs()),
+        **cpu.box_identity(),
+        "cpu_loop_ms": cpu.cpu_loop_ms(),
         "loadavg": list(os.getloadavg()),
         "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         **git_state(),

@@ -75,7 +75,7 @@ from experiments import store
 from experiments.errors import SpecError, one_line
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
-from experiments.results import csv_value, durations, lookup, read_summary
+from experiments.results import csv_value, durations, lookup, read_environment, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import (
     at,
@@ -426,8 +426,10 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None, seconds: float | None) -> dict:
+def _row(sweep: Sweep, cell: Cell, run_dir: Path, summary: dict | None, error_text: str | None,
+         seconds: float | None) -> dict:
     summary = summary or {}
+    environment = read_environment(run_dir)
     row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}),
            **({"backend": cell.backend} if len(sweep.backends) > 1 else {}),
            "scheduler": lookup(cell.spec, SCHEDULER_FIELD), "seed": cell.spec.get(SEED_FIELD),
@@ -441,6 +443,8 @@ def _row(sweep: Sweep, cell: Cell, summary: dict | None, error_text: str | None,
     for key, value in summary.items():
         if _is_number(value) and key not in row:
             row[key] = value
+    # which box ran the cell, and its speed: cells of one box compare, across boxes with care
+    row["box"], row["box_cpu_loop_ms"] = store.box(environment), environment.get("cpu_loop_ms")
     return row
 
 
@@ -620,7 +624,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     for cell in sweep.cells:
         summary = read_summary(cell_dir(directory, cell))
         if cell.id not in chosen_ids and summary is not None:
-            rows[cell.id] = _row(sweep, cell, summary, None, earlier.get(cell.id))
+            rows[cell.id] = _row(sweep, cell, cell_dir(directory, cell), summary, None, earlier.get(cell.id))
     ran: list[float] = []
     to_run = len(pending)
     shown_fields = sweep.report or [HEADLINE[0]]
@@ -629,7 +633,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         return f"[{len(rows.keys() & chosen_ids) + 1}/{len(chosen)}] {cell.id}"
 
     def land(cell: Cell, summary: dict | None, error_text: str | None, seconds: float | None, kept: bool) -> None:
-        row = _row(sweep, cell, summary, error_text, seconds)
+        row = _row(sweep, cell, cell_dir(directory, cell), summary, error_text, seconds)
         details = [f"{key} {_shown(lookup(summary or {}, key))}" for key in shown_fields]
         details.append(f"trustworthy {_shown(row['trustworthy'])}")
         if not row["completed"] and row["error"]:

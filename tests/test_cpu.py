@@ -101,3 +101,24 @@ def test_the_monitor_reports_shares_of_the_real_box():
     summary = monitor.summary()
     assert monitor.samples and all(0.0 <= summary[k] <= 1.0 for k in summary)
     assert summary["cpu_idle_share"] < 1.0  # the loop above was busy
+
+
+def test_the_box_is_its_boot_id_cpu_and_memory_and_missing_files_are_none(tmp_path):
+    (tmp_path / "sys/kernel/random").mkdir(parents=True)
+    (tmp_path / "sys/kernel/random/boot_id").write_text("42c0e918-ef4a-4551-8198-c441f411cd88\n")
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: AMD EPYC\ncpu MHz\t\t: 2695.948\n\n"
+                                      "processor\t: 1\nmodel name\t: other\ncpu MHz\t\t: 1.0\n")
+    (tmp_path / "meminfo").write_text("MemTotal:       24683656 kB\nMemFree:        1 kB\n")
+    assert cpu.box_identity(tmp_path) == {"boot_id": "42c0e918-ef4a-4551-8198-c441f411cd88", "cpu_model": "AMD EPYC",
+                                          "cpu_mhz": 2695.948, "memory_bytes": 24683656 * 1024}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cpu.box_identity(empty) == {"boot_id": None, "cpu_model": None, "cpu_mhz": None, "memory_bytes": None}
+    real = cpu.box_identity()
+    assert real["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert real["memory_bytes"] > 0
+
+
+def test_the_cpu_loop_times_real_work():
+    loop = cpu.cpu_loop_ms(repeats=2)
+    assert 0.1 < loop < 5000

@@ -116,6 +116,7 @@ def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_paper
         assert float(row["oes_reduction"]) == pytest.approx(
             float(gains["OES alone: DistDGL + OES vs DistDGL + FIFO"]["time_to_accuracy_reduction"]))
     assert "| ps | ogbn-products | heterogeneous NICs |" in (out / "table-3-all.md").read_text()
+    assert [r["boxes"] for r in rows] == ["6 unrecorded", "6 unrecorded"]  # 3 seeds x 2 compared, before boot ids
     assert main(["figures", "dgtp", str(drawn), str(ring)]) == 2  # several sweeps need --out
     assert "--out" in capsys.readouterr().err
     twin = tmp_path / "twin" / ring.name
@@ -127,3 +128,18 @@ def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_paper
     assert {"table-3.csv", "table-3-gains.csv", "figure-6.png", "table-3-all.csv"} <= {p.name for p in one.iterdir()}
     assert not list(ring.glob("table-3*")) and not list(ring.glob("figure-*"))
     assert main(["figures", "grouper", str(drawn), str(ring)]) == 2
+
+
+def test_a_rows_boxes_are_those_of_its_compared_cells(drawn, tmp_path):
+    """The boxes of Table III's DGTP and DistDGL + FIFO cells, from their environment.json."""
+    cells, _ = figures.load_cells(drawn)
+    copies = []
+    for n, cell in enumerate(cells):
+        run_dir = tmp_path / cell.run_dir.name
+        run_dir.mkdir()
+        boot = "aaaaaaaa-1" if n % 2 else "bbbbbbbb-2"
+        if n != 0:
+            (run_dir / "environment.json").write_text(f'{{"machine": "vm", "boot_id": "{boot}"}}')
+        copies.append(figures.Cell(cell.placement, cell.scheduler, cell.seed, cell.summary, run_dir))
+    assert figures.boxes(copies) == "2 + 1 unrecorded"
+    assert figures.boxes(copies[1::2]) == "1"

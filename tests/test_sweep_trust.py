@@ -291,3 +291,31 @@ def test_dry_run_refuses_what_the_run_would(tmp_path, monkeypatch):
     other = write(tmp_path, {"seeds": [1]}, base={**BASE, "seed": 5})
     with pytest.raises(SpecError, match=r"^--out: .* holds a sweep of a different base spec"):
         sweep_mod.dry_run(sweep_mod.load(other), out)
+
+
+def test_each_cell_records_its_box_and_a_sweep_over_boxes_says_so(tmp_path, capsys):
+    """A cell's row names the box that ran it (host name and boot id, from its
+    environment.json) with the box's loop time; a sweep whose cells ran on two boxes
+    says so in its summary and report."""
+    def runner(spec, out_dir):
+        run = store.start_run(spec, out_dir)
+        (run / "summary.json").write_text(json.dumps({"completed": True, "trustworthy": True, "avg_sct_s": 1.0}))
+        return run
+
+    path, out = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), tmp_path / "out"
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner)
+    here = store.environment()
+    rows = list(csv.DictReader((out / "results.csv").open()))
+    assert [row["box"] for row in rows] == [store.box(here)] * 2
+    assert store.box(here) == f"{here['machine']}/{here['boot_id'][:8]}"
+    assert all(float(row["box_cpu_loop_ms"]) > 0 for row in rows)
+    assert "more than one box" not in capsys.readouterr().out
+    other = out / "cells" / "sched-grouper_seed-1" / "environment.json"
+    other.write_text(json.dumps({**json.loads(other.read_text()), "boot_id": "0123456789abcdef", "cpu_loop_ms": 30.0}))
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=runner)  # both done: the rows are read again
+    printed = capsys.readouterr().out
+    assert (f"  cells ran on more than one box: {store.box(here)} (1 cell, CPU loop "
+            f"{float(rows[0]['box_cpu_loop_ms']):.1f} ms), {here['machine']}/01234567 (1 cell, CPU loop 30.0 ms); "
+            "compare cells across boxes with care\n") in printed
+    assert "cells ran on more than one box" in (out / "report.html").read_text()
+    assert store.box({"machine": "vm"}) is None

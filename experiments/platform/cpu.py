@@ -38,6 +38,49 @@ def box_times(proc: Path = PROC) -> BoxTimes:
     return BoxTimes(idle=fields[3] + fields[4], steal=fields[7], total=sum(fields))
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def box_identity(proc: Path = PROC) -> dict:
+    """Which box and boot a run had, and what it was: the kernel's boot id (new at every
+    boot, so two runs with one boot id ran on one box, one after another), the CPU
+    model and clock, and the memory. Missing files give None: a run is never refused
+    for them."""
+    boot = _read(proc / "sys/kernel/random/boot_id")
+    cpuinfo = {}
+    for line in (_read(proc / "cpuinfo") or "").splitlines():
+        key, _, value = line.partition(":")
+        cpuinfo.setdefault(key.strip(), value.strip())  # the first CPU's
+    memory = None
+    for line in (_read(proc / "meminfo") or "").splitlines():
+        if line.startswith("MemTotal:"):
+            memory = int(line.split()[1]) * 1024
+    try:
+        mhz = float(cpuinfo["cpu MHz"])
+    except (KeyError, ValueError):
+        mhz = None
+    return {"boot_id": boot.strip() if boot else None, "cpu_model": cpuinfo.get("model name"),
+            "cpu_mhz": mhz, "memory_bytes": memory}
+
+
+def cpu_loop_ms(repeats: int = 3) -> float:
+    """Milliseconds one core takes for a fixed pure-Python loop, the fastest of
+    ``repeats`` (the others met other work): a box's speed, comparable between runs
+    under one Python. About 15 ms a repeat on the 2-core AMD EPYC boxes."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        total = 0
+        for i in range(500_000):
+            total += i * i
+        times.append(time.perf_counter() - start)
+    return round(min(times) * 1000, 2)
+
+
 def idle_share(before: BoxTimes, after: BoxTimes) -> float:
     total = after.total - before.total
     return (after.idle - before.idle) / total if total > 0 else 0.0

@@ -1,5 +1,5 @@
 """A sweep's ``report.html`` and console summary, read from its directory:
-``results.csv`` (one row per cell), ``sweep.yaml``, each cell's ``summary.json``
+``results.csv`` (one row per cell, with the box that ran it), ``sweep.yaml``, each cell's ``summary.json``
 for the reasons behind an untrustworthy cell, and any figures already written there
 (``trainbed figures``)."""
 from __future__ import annotations
@@ -50,6 +50,25 @@ class SweepData:
             reasons.insert(0, row["error"])
         return reasons or ["no reason recorded"]
 
+    def boxes(self) -> str | None:
+        """Which boxes the completed cells ran on, where more than one did (or some cells
+        have no box record: run before boxes were recorded), as one line; None for one box."""
+        done = [row for row in self.rows if row.get("completed") == "true"]
+        by: dict[str, list[dict]] = {}
+        for row in done:
+            by.setdefault(row.get("box") or "", []).append(row)
+        unknown = by.pop("", [])
+        if len(by) + bool(unknown) < 2:
+            return None
+        shown = []
+        for box, cells in by.items():
+            loops = [float(row["box_cpu_loop_ms"]) for row in cells if row.get("box_cpu_loop_ms")]
+            loop = f", CPU loop {min(loops):.1f} ms" if loops else ""
+            shown.append(f"{box} ({len(cells)} cell{'s' if len(cells) != 1 else ''}{loop})")
+        if unknown:
+            shown.append(f"{len(unknown)} cell{'s' if len(unknown) != 1 else ''} with no box recorded")
+        return f"cells ran on more than one box: {', '.join(shown)}; compare cells across boxes with care"
+
     def kind(self) -> str | None:
         for row in self.rows:
             try:
@@ -96,6 +115,9 @@ def render_sweep(sweep: SweepData) -> str:
                 + (f" · base spec {sweep.record['spec']}" if sweep.record.get("spec") else "")  # in full: the record
                 + (f" · backend {sweep.record['backend']}" if sweep.record.get("backend") else ""))
     parts = []
+    boxes = sweep.boxes()
+    if boxes:
+        parts.append(html.section("Boxes", html.paragraph(f"{boxes} (the box column of the results).")))
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
@@ -150,6 +172,9 @@ def sweep_summary(sweep_dir: str | Path) -> str:
         lines.append(f"  {label} by scheduler: " + ", ".join(
             f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''}{f', pooled over {r[4]}' if r[4] else ''})"
             for r in rows))
+    boxes = sweep.boxes()
+    if boxes:
+        lines.append(f"  {boxes}")
     for cell, reasons in sweep.problems.items():
         lines.append(f"  {cell}: " + "; ".join(reasons))
     report = sweep.path / REPORT
