@@ -271,15 +271,12 @@ class TrainbedController(app_manager.OSKenApp):
             raise PolicyError(f"switch {dp.id:#x}: {len(errors)} message(s) refused, first with OpenFlow error "
                               f"(type, code) {next(iter(errors.values()))}")
 
-    def _apply(self, ops: list) -> None:
-        """Host tc changes in one batch per host, switch changes with one barrier per switch."""
+    def _apply_hosts(self, ops: list) -> None:
+        """The host tc ops, in one batch per host."""
         by_host: dict[str, list[str]] = defaultdict(list)
-        by_switch: dict[int, list] = defaultdict(list)
         for op in ops:
             if op[0] == "host_tc":
                 by_host[op[1]] += op[2]
-            else:
-                by_switch[op[1].dpid].append(op)
         for host, cmds in by_host.items():
             pid = self.host_pids.get(host)
             if pid is None:
@@ -288,14 +285,32 @@ class TrainbedController(app_manager.OSKenApp):
                 run_tc_batch(cmds, pid, where=f"host {host}", tolerate_missing_deletes=True)
             except TcError as err:
                 raise PolicyError(str(err)) from None
+
+    def _apply(self, ops: list) -> None:
+        """Host tc changes in one batch per host, switch changes with one barrier per switch."""
+        by_switch: dict[int, list] = defaultdict(list)
+        for op in ops:
+            if op[0] != "host_tc":
+                by_switch[op[1].dpid].append(op)
+        self._apply_hosts(ops)
         for dpid, switch_ops in by_switch.items():
             self._apply_switch_ops(self.datapaths[dpid], switch_ops)
 
     def _change(self, changes: list[tuple[str, object]]) -> list[int]:
-        """Plan, apply, and only then commit and persist a batch of policy changes."""
+        """Plan, apply, and only then commit and persist a batch of policy changes. A
+        batch that fails part-way puts the senders back as the table has them (a
+        sender class left behind would steer its flow once its id is reused); the
+        switches' leftovers are overwritten in place by the policies that reuse them."""
         with self.changing:
             ids, ops, by_key = self.policies.plan(changes)
-            self._apply(ops)
+            try:
+                self._apply(ops)
+            except Exception:
+                try:
+                    self._apply_hosts(self.policies.host_restore(by_key))
+                except PolicyError as err:
+                    self.logger.error("senders not restored after a failed batch: %s", err)
+                raise
             self.policies.commit(by_key)
             self._save_state()
         return ids

@@ -14,10 +14,22 @@ import socket
 import time
 
 RETRY_INTERVAL_S = 0.2
+NO_POLICY = "policy.id: no policy with id "  # the controller's answer to a remove of an unknown id
 
 
 class ControllerError(RuntimeError):
     pass
+
+
+def _removed_before(problem: str, attempts: int) -> int | None:
+    """The policy id a retried call found already gone: the attempt that lost its
+    reply removed it. None on a first attempt (an unknown id is the caller's error)."""
+    if attempts < 2 or not problem.startswith(NO_POLICY):
+        return None
+    try:
+        return int(problem[len(NO_POLICY):])
+    except ValueError:
+        return None
 
 
 class ControllerClient:
@@ -51,6 +63,8 @@ class ControllerClient:
     def call(self, op: str, retry_s: float | None = None, **fields) -> dict:
         deadline = time.monotonic() + (self.retry_s if retry_s is None else retry_s)
         attempts = 0
+        changes = fields.get("changes") if op == "apply" and isinstance(fields.get("changes"), list) else []
+        done: set[int] = set()  # the batch's removes that an attempt which lost its reply made
         while True:
             attempts += 1
             try:
@@ -60,10 +74,21 @@ class ControllerClient:
                 problem = f"controller unreachable ({err})"
             else:
                 if reply.get("ok"):
+                    if done:  # each change's id in its place, the removes already made included
+                        ids = iter(reply["ids"])
+                        reply["ids"] = [changes[i]["remove"] if i in done else next(ids) for i in range(len(changes))]
                     return reply
                 problem = reply.get("error", "unknown error")
-                if op == "remove_policy" and attempts > 1 and problem.startswith("policy.id: no policy"):
-                    return {"ok": True}  # the attempt that lost its reply removed it
+                gone = _removed_before(problem, attempts)
+                if gone is not None and op == "remove_policy" and fields.get("id") == gone:
+                    return {"ok": True}
+                if gone is not None and op == "apply":
+                    index = next((i for i, change in enumerate(changes)
+                                  if i not in done and isinstance(change, dict) and change.get("remove") == gone), None)
+                    if index is not None:  # a set of the same flow keeps its id: the rest is sent again
+                        done.add(index)
+                        fields["changes"] = [change for i, change in enumerate(changes) if i not in done]
+                        continue
                 if not problem.startswith("fabric not ready"):
                     raise ControllerError(problem)
             if time.monotonic() >= deadline:

@@ -36,9 +36,25 @@ def run_tc_batch(cmds: list[str], netns_pid: int | None = None, where: str = "",
                           capture_output=True, text=True)
     if proc.returncode == 0:
         return
-    failed = [cmds[int(n) - 1] for n in _FAILED_LINE.findall(proc.stderr) if 0 < int(n) <= len(cmds)]
-    fatal = [c for c in failed if not (tolerate_missing_deletes and " del " in f" {c} ")]
+    failed = {n: message for n, message in _failures(proc.stderr).items() if 0 < n <= len(cmds)}
+    fatal = [n for n in failed if not (tolerate_missing_deletes and " del " in f" {cmds[n - 1]} ")]
     if fatal or not failed:
-        message = next((line for line in proc.stderr.splitlines() if line and "Command failed" not in line),
-                       f"exit {proc.returncode}")
-        raise TcError(f"{where + ': ' if where else ''}`{fatal[0] if fatal else 'tc -batch'}` failed: {message}")
+        command = cmds[fatal[0] - 1] if fatal else "tc -batch"
+        message = (failed[fatal[0]] if fatal else proc.stderr.strip().splitlines()[0] if proc.stderr.strip()
+                   else "") or f"exit {proc.returncode}"
+        raise TcError(f"{where + ': ' if where else ''}`{command}` failed: {message}")
+
+
+def _failures(stderr: str) -> dict[int, str]:
+    """Each failed line's number and the first line of its own error: tc prints a
+    command's error, then ``Command failed -:N`` (so an earlier tolerated delete's
+    error is not blamed on a later command)."""
+    failures, pending = {}, []
+    for line in stderr.splitlines():
+        found = _FAILED_LINE.search(line)
+        if found:
+            failures[int(found.group(1))] = pending[0] if pending else ""
+            pending = []
+        elif line.strip():
+            pending.append(line.strip())
+    return failures

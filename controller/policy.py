@@ -266,6 +266,25 @@ class PolicyTable:
     def commit(self, by_key: dict) -> None:
         self.by_key = by_key
 
+    def host_restore(self, by_key: dict) -> list:
+        """Host ops that put the senders back as the committed table has them after a
+        batch planned as ``by_key`` failed part-way (a host's tc or a switch refused it,
+        after other hosts took their part): every policy whose entry the batch changed
+        has its sender part removed (the filter delete takes every filter at its pref)
+        and its committed one set again. Deletes of what is gone must be tolerated."""
+        now = {pid: policy for pid, policy in self.by_key.values()}
+        planned = {pid: policy for pid, policy in by_key.values()}
+        ops: list = []
+        for pid in sorted(now.keys() | planned.keys()):
+            old, new = now.get(pid), planned.get(pid)
+            if old == new:
+                continue
+            removed = _host_remove(new, pid) if new else []  # one key, one sender: old's removal is the same
+            ops += removed or (_host_remove(old, pid) if old else [])
+            if old:
+                ops += _host_set(old, pid, self.fabric)
+        return ops
+
     def switch_state(self, dpid: int) -> list:
         """Ops that (re)install every current policy's meter and rule on one switch."""
         ops: list = []

@@ -748,6 +748,27 @@ def test_a_failed_host_tc_batch_fails_before_any_switch_message(ready, tc):
     assert ready.sent() == {} and ready.call(op="list_policies")["policies"] == []
 
 
+def test_a_batch_a_switch_refuses_puts_the_senders_back_as_the_table_has_them(ready, tc):
+    """The senders took their part before the switch refused: the changed policy's
+    class is rebuilt as committed, the new one's removed (its id is free again)."""
+    ready.call(op="register_hosts", pids={"tbh3": 4242})
+    ready.call(op="set_policy", policy={**POLICY, "rate_mbps": 40})  # id 1, a sender rate class
+    table, state = ready.call(op="list_policies"), ready.state_text()
+    ready.switches[LEAF2].refuse = refuse_kind("flow", TABLE_FULL)
+    with pytest.raises(PolicyError, match="^switch 0x2002: "):
+        ready.call(op="apply", changes=[{"set": {**POLICY, "rate_mbps": 30, "queue": 3}},
+                                        {"set": {**POLICY, "dst_port": 5202, "rate_mbps": 20}}])
+    committed, applied, restore = tc.batches
+    assert any("rate 30mbit" in c for c in applied.cmds) and any("5202" in c for c in applied.cmds)
+    slot1, slot2 = "1:101", "1:102"  # HOST_FLOW_MINOR_BASE 0x100 + id
+    assert [c.split(" dev ")[0] for c in restore.cmds] == ["tc filter del", "tc qdisc del", "tc class del", *[
+        c.split(" dev ")[0] for c in committed.cmds], "tc filter del", "tc qdisc del", "tc class del"]
+    assert restore.cmds[3:-3] == committed.cmds  # id 1 exactly as committed: 40 Mbit/s
+    assert f"classid {slot1}" in restore.cmds[2] and f"classid {slot2}" in restore.cmds[-1]
+    assert (restore.pid, restore.tolerate) == (4242, True)
+    assert ready.call(op="list_policies") == table and ready.state_text() == state
+
+
 # --- recovery from the state file -----------------------------------------------------------
 
 def test_a_restarted_controller_reinstalls_every_policy_with_its_id(make_app):
