@@ -29,7 +29,7 @@ from collections import defaultdict
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+from os_ken.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from os_ken.lib import hub
 from os_ken.lib.packet import arp, ethernet, packet
 from os_ken.ofproto import ofproto_v1_3
@@ -37,7 +37,7 @@ from os_ken.ofproto import ofproto_v1_3
 from controller import routing
 from controller.hostnet import TcError, run_tc_batch
 from controller.policy import FlowPolicy, PolicyError, PolicyTable
-from controller.rules import FlowRule, Meter, SelectGroup
+from controller.rules import ETH_ARP, FlowRule, Meter, SelectGroup
 from topologies.fabric import Fabric
 
 BARRIER_TIMEOUT_S = 5.0
@@ -119,7 +119,7 @@ class TrainbedController(app_manager.OSKenApp):
             with self.changing:
                 for group in self.groups:
                     if group.dpid == dpid:
-                        self._upsert(dp, "group", group, None)
+                        self._upsert(dp, "group", group)
                 xids = [self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
                         for rule in self.rules if rule.dpid == dpid]
                 self._apply_switch_ops(dp, self.policies.switch_state(dpid), xids)
@@ -129,6 +129,17 @@ class TrainbedController(app_manager.OSKenApp):
             return
         self.logger.info("switch %#x ready (%d/%d)%s", dpid, len(self.datapaths), len(self.expected),
                          " after recovery" if self.recovered else "")
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def switch_gone(self, ev):
+        """A switch whose connection closed is not ready until it reconnects and is
+        installed again: calls answer "fabric not ready" (the client retries) instead of
+        each waiting out a barrier that a closed connection never answers."""
+        dp = ev.datapath
+        if dp.id is not None and self.datapaths.get(dp.id) is dp:  # not a newer connection of it
+            del self.datapaths[dp.id]
+            self.logger.warning("switch %#x disconnected (%d/%d ready)", dp.id, len(self.datapaths),
+                                len(self.expected))
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def error_msg(self, ev):
@@ -151,7 +162,7 @@ class TrainbedController(app_manager.OSKenApp):
         if mac is None:
             return
         reply = packet.Packet()
-        reply.add_protocol(ethernet.ethernet(ethertype=0x0806, dst=req.src_mac, src=mac))
+        reply.add_protocol(ethernet.ethernet(ethertype=ETH_ARP, dst=req.src_mac, src=mac))
         reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=mac, src_ip=req.dst_ip,
                                    dst_mac=req.src_mac, dst_ip=req.src_ip))
         reply.serialize()
@@ -219,25 +230,23 @@ class TrainbedController(app_manager.OSKenApp):
             raise PolicyError(f"switch {dp.id:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
         return {xid: self.of_errors.pop((dp.id, xid)) for xid in xids if (dp.id, xid) in self.of_errors}
 
-    def _upsert(self, dp, what: str, item, existed: bool | None) -> None:
-        """Add or modify a group or meter: ``existed`` None means unknown, so try one
-        command and fall back to the other on the switch's "exists"/"unknown" error."""
+    def _upsert(self, dp, what: str, item) -> None:
+        """Add or modify a group or meter whose presence on the switch is unknown: modify
+        it, and add it on the switch's "unknown group/meter" error."""
         ofp = dp.ofproto
         add, modify = ((ofp.OFPGC_ADD, ofp.OFPGC_MODIFY) if what == "group" else (ofp.OFPMC_ADD, ofp.OFPMC_MODIFY))
         build = self._group_msg if what == "group" else self._meter_msg
-        first = modify if existed or existed is None else add
-        xid = self._send(dp, build(dp, item, first))
-        if existed is not None:
-            return  # confirmed with the rest of the batch
+        item_id = item.group_id if what == "group" else item.meter_id
+        xid = self._send(dp, build(dp, item, modify))
         error = self._confirm(dp, [xid]).get(xid)
         if error is None:
             return
         if _UNKNOWN.get(error) != what:
-            raise PolicyError(f"switch {dp.id:#x}: {what} {first} refused with OpenFlow error {error}")
+            raise PolicyError(f"switch {dp.id:#x}: {what} {item_id} modify refused with OpenFlow error {error}")
         xid = self._send(dp, build(dp, item, add))
         error = self._confirm(dp, [xid]).get(xid)
         if error is not None:
-            raise PolicyError(f"switch {dp.id:#x}: {what} add refused with OpenFlow error {error}")
+            raise PolicyError(f"switch {dp.id:#x}: {what} {item_id} add refused with OpenFlow error {error}")
 
     # --- policies -------------------------------------------------------------
     def _apply_switch_ops(self, dp, ops: list, xids: list[int] | None = None) -> None:
@@ -250,7 +259,7 @@ class TrainbedController(app_manager.OSKenApp):
             kind = op[0]
             if kind == "meter_set":
                 if op[2] is None:
-                    self._upsert(dp, "meter", op[1], None)
+                    self._upsert(dp, "meter", op[1])
                 else:
                     xids.append(self._send(dp, self._meter_msg(dp, op[1], ofp.OFPMC_MODIFY if op[2]
                                                                else ofp.OFPMC_ADD)))
@@ -333,7 +342,7 @@ class TrainbedController(app_manager.OSKenApp):
         if len(self.datapaths) < len(self.expected):
             return {"ok": False, "error": f"fabric not ready: {len(self.datapaths)}/{len(self.expected)} switches"}
         if op == "set_policy":
-            return {"ok": True, "id": self._change([("set", FlowPolicy.from_dict(req.get("policy") or {}))])[0]}
+            return {"ok": True, "id": self._change([("set", FlowPolicy.from_dict(req.get("policy", {})))])[0]}
         if op == "remove_policy":
             self._change([("remove", req.get("id"))])
             return {"ok": True}

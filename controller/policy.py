@@ -22,7 +22,6 @@ from dataclasses import asdict, dataclass, replace
 from controller.rules import (
     ETH_IP,
     FORWARD_TABLE,
-    IP_PROTO,
     POLICY_TABLE,
     FlowRule,
     Meter,
@@ -125,7 +124,7 @@ def validate(policy: FlowPolicy, fabric: Fabric) -> None:
 def of_match(policy: FlowPolicy, fabric: Fabric) -> dict:
     match = {"eth_type": ETH_IP, "ipv4_src": fabric.host(policy.src).ip, "ipv4_dst": fabric.host(policy.dst).ip}
     if policy.proto:
-        match["ip_proto"] = IP_PROTO[policy.proto]
+        match["ip_proto"] = queues.IP_PROTO[policy.proto]
         if policy.src_port is not None:
             match[f"{policy.proto}_src"] = policy.src_port
         if policy.dst_port is not None:
@@ -256,6 +255,8 @@ class PolicyTable:
             if kind == "set":
                 pid, change_ops = self._plan_set(by_key, arg)
             elif kind == "remove":
+                if not isinstance(arg, int) or isinstance(arg, bool):  # True == 1 would remove policy 1
+                    raise PolicyError(f"policy.id: must be an integer, got {arg!r}")
                 pid, change_ops = arg, self._plan_remove(by_key, arg)
             else:
                 raise PolicyError(f"changes: unknown change {kind!r} (set or remove)")

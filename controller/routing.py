@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import ipaddress
+
 from controller.rules import (
     ETH_ARP,
     ETH_IP,
@@ -19,13 +21,14 @@ from controller.rules import (
     FlowRule,
     SelectGroup,
 )
-from topologies.fabric import Fabric
+from topologies.fabric import HOST_SUBNET, Fabric
 
 UPLINK_GROUP = 1
 PRIO_HOST = 100
 PRIO_REMOTE = 10
 PRIO_ARP = 200
-SUBNET = ("10.0.0.0", "255.255.0.0")
+_HOSTS = ipaddress.ip_network(HOST_SUBNET)
+SUBNET = (str(_HOSTS.network_address), str(_HOSTS.netmask))  # as OpenFlow masks it
 
 
 def forwarding(fabric: Fabric) -> tuple[list[FlowRule], list[SelectGroup]]:

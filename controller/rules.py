@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 ETH_IP = 0x0800
 ETH_ARP = 0x0806
-IP_PROTO = {"tcp": 6, "udp": 17}
 
 # Pipeline: table 0 = per-flow scheduler policies (marking, meters); table 1 =
 # forwarding. Policies never touch forwarding, forwarding never sees policies.

@@ -674,6 +674,9 @@ VALID = {"set": {**POLICY, "queue": 2}}
     ({"op": "set_policy", "policy": {**POLICY, "host_queue": 1}},
      "policy.src: host tbh3 has not been registered (register_hosts)"),
     ({"op": "remove_policy", "id": 99}, "policy.id: no policy with id 99"),
+    ({"op": "remove_policy", "id": True}, "policy.id: must be an integer, got True"),
+    ({"op": "remove_policy", "id": 1.0}, "policy.id: must be an integer, got 1.0"),
+    ({"op": "set_policy", "policy": []}, "policy: must be a mapping of fields"),
     ({"op": "apply", "changes": VALID}, "changes: must be a list of {set: policy} or {remove: id}"),
     ({"op": "apply", "changes": [VALID, {"drop": 1}]}, "changes[1]: must be {set: policy} or {remove: id}"),
     ({"op": "apply", "changes": [VALID, {**VALID, "remove": 1}]}, "changes[1]: must be"),
@@ -767,6 +770,21 @@ def test_a_batch_a_switch_refuses_puts_the_senders_back_as_the_table_has_them(re
     assert f"classid {slot1}" in restore.cmds[2] and f"classid {slot2}" in restore.cmds[-1]
     assert (restore.pid, restore.tolerate) == (4242, True)
     assert ready.call(op="list_policies") == table and ready.state_text() == state
+
+
+def test_a_disconnected_switch_is_not_ready_until_it_is_installed_again(ready):
+    """Its connection closed: calls answer "fabric not ready" (the client retries)
+    rather than each waiting for a barrier; a late notice of an old connection of a
+    switch that already reconnected leaves the new one alone."""
+    old = ready.switches[LEAF2]
+    ready.app.switch_gone(ofp_event.EventOFPStateChange(old))
+    assert ready.call(op="status")["switches_ready"] == 3
+    reply = ready.call(op="set_policy", policy={**POLICY, "queue": 2})
+    assert reply == {"ok": False, "error": "fabric not ready: 3/4 switches"} and old.seen == []
+    new = ready.connect(LEAF2)
+    ready.app.switch_gone(ofp_event.EventOFPStateChange(old))
+    assert ready.app.datapaths[LEAF2] is new and ready.call(op="status")["switches_ready"] == 4
+    assert ready.call(op="set_policy", policy={**POLICY, "queue": 2}) == {"ok": True, "id": 1}
 
 
 # --- recovery from the state file -----------------------------------------------------------

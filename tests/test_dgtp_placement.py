@@ -18,7 +18,6 @@ from placement_execution import oes_makespan
 from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
     MOVABLE,
-    RESOURCES,
     Machine,
     Problem,
     Task,
@@ -55,6 +54,22 @@ def test_guaranteed_rates_are_eq_26_over_one_iterations_flows():
     # Flows g1->s0 (B->A), w0->p0 (A->B), p0->w0 (B->A): Δ_out(B) = Δ_in(A) = 2, Δ_out(A) = Δ_in(B) = 1.
     assert guaranteed_rates(small(), PS_ON_B) == pytest.approx(
         {("g1", "s0"): min(100 / 2, 50 / 2), ("w0", "p0"): min(50 / 1, 100 / 1), ("p0", "w0"): min(100 / 2, 50 / 2)})
+
+
+def test_guaranteed_rates_are_oes_rates_with_every_flow_of_an_iteration_active():
+    """Eq. 26 is OES's rule (``oes.oes_rates``), written again over the placement for
+    ETP's hot path: the two agree on every placement of the hand-worked problem."""
+    from controller.schedulers import oes
+    problem = small()
+    machines = [oes.Machine(m.name, m.nic_in, m.nic_out) for m in problem.machines.values()]
+    movable = [t for t in problem.tasks.values() if t.home is None]
+    for hosts in itertools.product(problem.machines, repeat=len(movable)):
+        placement = {t.task_id: t.home for t in problem.tasks.values() if t.home} | {
+            t.task_id: m for t, m in zip(movable, hosts)}
+        rates = guaranteed_rates(problem, placement)
+        flows = [oes.Flow(f"{src}>{dst}", placement[src], placement[dst]) for src, dst in rates]
+        assert rates == pytest.approx({tuple(fid.split(">")): rate for fid, rate in
+                                       oes.oes_rates(machines, flows).items()})
 
 
 def test_nic_seconds_is_the_busiest_nics_bytes_of_an_iteration():
@@ -623,4 +638,3 @@ def test_ring_task_off_its_worker_is_refused():
 
 def test_usage_counts_every_task_on_its_machine():
     assert usage(small(), PS_ON_B) == {"A": {"cpu": 3, "mem": 12, "gpu": 1}, "B": {"cpu": 2, "mem": 0, "gpu": 0}}
-    assert set(RESOURCES) == {"cpu", "mem", "gpu"}

@@ -163,7 +163,9 @@ def test_counters_parse_back_per_queue():
 
 
 @pytest.mark.parametrize("args, field", [((2, 1, 998), "hosts_per_leaf"), ((998, 1, 2), "spines"),
-                                         ((1, 1000, 1), "leaves"), ((1000, 1, 1), "spines")])
+                                         ((1, 1000, 1), "leaves"), ((1000, 1, 1), "spines"),
+                                         ((1, 1000, 70), "leaves"),  # switch numbers before the host count
+                                         ((1, 999, 70), "leaves"), ((1, 100, 700), "hosts_per_leaf")])
 def test_too_many_ports_or_switches_name_the_field_that_makes_them(args, field):
     spines, leaves, hosts_per_leaf = args
     with pytest.raises(fab.TopologyError, match=f"^{field}: "):

@@ -209,17 +209,19 @@ def leaf_spine(spines: int = 2, leaves: int = 3, hosts_per_leaf: int = 2, host_m
     _check_count("hosts_per_leaf", hosts_per_leaf)
     host_mbps = _check_rate("host_mbps", host_mbps)
     fabric_mbps = _check_rate("fabric_mbps", fabric_mbps)
-    n_hosts = leaves * hosts_per_leaf
-    if n_hosts > MAX_HOSTS:
-        raise TopologyError(f"hosts_per_leaf: {n_hosts} hosts exceed the address plan ({MAX_HOSTS})")
     # interface names carry port and switch numbers of three digits
+    if max(spines, leaves) > 999:
+        raise TopologyError(f"{'spines' if spines > 999 else 'leaves'}: switch numbers must stay below 1000 "
+                            f"(interface names)")
     if hosts_per_leaf + spines > 999:  # a leaf's ports: its hosts, then one uplink per spine
         field = "hosts_per_leaf" if hosts_per_leaf >= spines else "spines"
         raise TopologyError(f"{field}: a leaf's {hosts_per_leaf} host ports and {spines} uplinks must number "
                             f"below 1000 (interface names)")
-    if max(spines, leaves) > 999:
-        raise TopologyError(f"{'spines' if spines > 999 else 'leaves'}: switch numbers must stay below 1000 "
-                            f"(interface names)")
+    n_hosts = leaves * hosts_per_leaf
+    if n_hosts > MAX_HOSTS:  # the larger factor is the one to cut
+        field = "hosts_per_leaf" if hosts_per_leaf >= leaves else "leaves"
+        raise TopologyError(f"{field}: {leaves} leaves x {hosts_per_leaf} hosts = {n_hosts} hosts exceed the "
+                            f"address plan ({MAX_HOSTS})")
     rates = _host_rates(n_hosts, host_mbps, host_mbps_overrides)
     fab = Fabric(kind="leaf_spine")
     fab.switches = [Switch(f"{PREFIX}s{i}", 0x1000 + i, "spine") for i in range(1, spines + 1)]

@@ -116,6 +116,7 @@ def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[s
 
 
 SEGMENTATIONS = ("wire", "offload")
+IP_PROTO = {"tcp": 6, "udp": 17}  # IP protocol numbers: tc's u32 match and OpenFlow's ip_proto
 
 
 # Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
@@ -168,7 +169,7 @@ def host_route_cmds(intf: str, subnet: str, rto_min_ms: float | None = None,
 def host_flow_match(dst_ip: str, proto: str | None, src_port: int | None, dst_port: int | None) -> str:
     parts = [f"match ip dst {dst_ip}/32"]
     if proto:
-        parts.append(f"match ip protocol {6 if proto == 'tcp' else 17} 0xff")
+        parts.append(f"match ip protocol {IP_PROTO[proto]} 0xff")
     if src_port is not None:
         parts.append(f"match ip sport {src_port} 0xffff")
     if dst_port is not None:

@@ -21,15 +21,16 @@ flows that cross machines.
 - ``simulate``: a fluid simulation of flows with sizes and release times under OES,
   max-min fair rates or a baseline of ``coflow_rates`` (``rate_policies``), with
   the pipeline; event-driven (rates are constant between releases and
-  completions), so its times are exact, the continuous limit of Alg. 1's time slots. With ``max_degree`` and ``chain_lower_bound`` it checks
-  Theorem 1 on flow-only instances: T_OES <= Δ x the bound (24) <= Δ x T*.
+  completions), so its times are exact, the continuous limit of Alg. 1's time
+  slots. ``max_degree`` and ``chain_lower_bound`` are Theorem 1's terms: the tests
+  check T_OES <= Δ x the bound (24) <= Δ x T* on flow-only instances with them.
 """
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 _EPS = 1e-9
 
@@ -271,7 +272,7 @@ def simulate(flows: Sequence[TimedFlow], machines: Iterable[Machine], policy: st
             pipeline.start(arrivals[nxt].flow)
             nxt += 1
         active = pipeline.active
-        rates = rates_of(table.values(), [replace(f, remaining_mbit=left[f.flow_id]) for f in active])
+        rates = rates_of(table.values(), [f.with_remaining(left[f.flow_id]) for f in active])
         step = min([left[f.flow_id] / rates[f.flow_id] for f in active if rates[f.flow_id] > 0]
                    + ([arrivals[nxt].release_s - now] if nxt < len(arrivals) else []))
         now += step

@@ -43,7 +43,7 @@ class Paths:
                 for port in (f"{a}>{b}", f"{b}>{a}"):
                     self.capacity[port] = rate
                     self.bottlenecks.add(port)
-        self.spines = [s.name for s in fabric.switches if s.role == "spine"]
+        self.spines = [s.name for s in fabric.spines()]
         self._spine: dict[Hashable, str] = {}
 
     def ports(self, src: str, dst: str, flow: Hashable) -> tuple[str, ...]:

@@ -35,7 +35,8 @@ def guaranteed_rates(problem: Problem, placement: Mapping[str, str]) -> dict[tup
     Eq. 26: min(B_in(m(j')) / Δ̂_in(m(j')), B_out(m(j)) / Δ̂_out(m(j))), with Δ̂ of Eqs.
     21-22 counting F_one_iter, the inter-machine flows of one iteration (one per task
     pair, the PS's parameters included). That is OES's rate (``oes.oes_rates``) with
-    every flow of an iteration active; by Lemma 1 no flow ever gets less under OES.
+    every flow of an iteration active (written again here for ETP's hot path; a test
+    holds the two equal); by Lemma 1 no flow ever gets less under OES.
     """
     flows = [(p.src, p.dst) for p in problem.data_pairs if placement[p.src] != placement[p.dst]]
     into: dict[str, int] = {}
