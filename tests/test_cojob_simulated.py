@@ -48,6 +48,11 @@ def test_one_job_alone_iterates_at_the_link_rate_with_its_compute():
     assert simulated.flow_quantiles(result.flow_s)["flow_max_s"] == pytest.approx(2.0)
     # worker 0's iterations are events the T90 metric reads
     assert [e["iteration"] for e in result.events if e["kind"] == "iteration_end"] == [0, 1, 2]
+    # numbered across the job's stages, as a task numbers them (T90 reads them as iterations since the start)
+    for variant in simulated.VARIANTS:
+        _, staged = _run(_workload((0, 2.0, 0.008, (2, 3), [(["h1"], ["h2"])])), variant=variant)
+        assert [(e["stage"], e["iteration"]) for e in staged.events if e["kind"] == "iteration_end"] == [
+            (0, 0), (0, 1), (1, 2), (1, 3), (1, 4)], variant
     # 2 workers x 2 PSs on four hosts: 1e6 bytes per partition, each worker sends two
     # pushes through its port (2 s), each PS two pulls (2 s), then 1 s of compute.
     workload = _workload((0, 2.0, 0.008, (3,), [(["h1", "h2"], ["h3", "h4"])]))

@@ -6,7 +6,8 @@
   packet within ``TRANSITION_S`` after a change may carry the old or the new mark.
 - Sender queue: on each host NIC, the share of the bytes each queue sent is
   compared with the share the decisions asked for (every flow's bytes, from its
-  ``flow_end`` event, counted in the sender queue in force when it started); the
+  ``flow_end`` event, counted in the sender queue in force when it started; a flow
+  between two tasks of one host crosses no NIC and is left out); the
   overlap of the two distributions, weighted by bytes, is the match share.
 """
 from __future__ import annotations
@@ -75,6 +76,8 @@ def sender_queue_share(events: list[dict], decisions: list[dict], host_counters:
         if event.get("kind") != "flow_end" or event["flow"] not in starts:
             continue
         start = starts[event["flow"]]
+        if start["src"] == start["dst"]:  # over loopback: no NIC queue sends it
+            continue
         key = (start["src"], start["dst"], "tcp", start["src_port"], start["dst_port"])
         decision = _in_force(history, key, start["t"])
         expected[start["src"]][queues.LOWEST_QUEUE if decision is None else decision[1]] += event["bytes"]

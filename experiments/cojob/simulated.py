@@ -87,7 +87,7 @@ class _Job:
     left: list[int] = field(default_factory=list)  # per worker: iterations left in the stage
     pending: list[int] = field(default_factory=list)  # per worker: its flows of this iteration not yet delivered
     pushes: list[int] = field(default_factory=list)  # per PS: pushes of this iteration arrived
-    done: int = 0  # iterations worker 0 finished in the stage
+    done: int = 0  # iterations worker 0 finished in the job, across its stages (as a task counts them)
     w0_flows: set[int] = field(default_factory=set)  # bulk: worker 0's transfers in flight
 
 
@@ -260,7 +260,7 @@ class CojobSimulation:
 
     def start_stage(self, job: _Job, stage: int, iterations: int) -> None:
         workers, ps = len(job.placement.workers), len(job.placement.ps)
-        job.stage, job.iterations, job.left, job.done = stage, iterations, [iterations] * workers, 0
+        job.stage, job.iterations, job.left = stage, iterations, [iterations] * workers
         job.pushes = [0] * ps
         if self.variant.iterations:
             job.pending = [0] * workers
