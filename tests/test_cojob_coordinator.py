@@ -235,3 +235,16 @@ def test_baraat_places_a_later_stage_when_it_starts_not_on_a_period():
     # cojob 1 ends: cojob 0's stage moves up to queue 1
     [decision] = _decisions(coordinator.worker_done("c1j0", 0, 0, 2.0))
     assert decision.order == ("c0/s1",) and {key.job: pair for key, pair in decision.queues.items()} == {"c0j0": (1, 1)}
+
+
+@pytest.mark.parametrize("scheduler", scheduling.ON_STAGE_START)
+def test_a_stage_end_decides_once(scheduler):
+    """A stage that ends and starts the next is one decision, not the same one twice
+    (the next stage's start re-ranks after every change of the end); the last stage's
+    end re-ranks once too."""
+    workload = _workload((0, 1.0, (1, 1, 1), [(["h1"], ["h2"], 3)]), (1, 3.0, (5,), [(["h1"], ["h3"], 1)]))
+    coordinator, _ = _started(workload, scheduler)
+    for stage, now in ((0, 1.0), (1, 2.0), (2, 3.0)):
+        coordinator.iteration_done("c0j0")
+        decisions = _decisions(coordinator.worker_done("c0j0", 0, stage, now))
+        assert len(decisions) == 1, (stage, decisions)

@@ -160,3 +160,20 @@ def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_an
     with tarfile.open(out / "colocate-gpu.tar.gz") as tar:
         names = tar.getnames()
     assert {"colocate-gpu/part-1", "colocate-gpu/part-2"} <= set(names)  # unpacks under results/ as it was
+
+
+@pytest.mark.parametrize("scale, grid", [(["--scale", "0.01"], "cpu"), ([], "gpu")])
+def test_the_estimator_grid_follows_the_graphs_scale(tmp_path, monkeypatch, scale, grid):
+    """Shrunk graphs (a CPU check of the command) validate the scaled-down grid; real
+    sizes the real one."""
+    from experiments.colocation import gpu_validation
+    ran = []
+
+    def run_validation(device, grid_name, out):
+        ran.append((device, grid_name))
+        out.mkdir(parents=True)
+        (out / "validation.md").write_text("table\n")
+
+    monkeypatch.setattr(gpu_validation, "run_validation", run_validation)
+    main(["--device", "cpu", "--part", "validation", *scale, "--out", str(tmp_path / "c")])
+    assert ran == [("cpu", grid)]

@@ -77,6 +77,13 @@ def test_empty_task_list_is_refused():
         validate(_with(("queue",), {"tasks": []}))
 
 
+@pytest.mark.parametrize("key, value", [("models", ["GAT"]), ("datasets", ["cora"]), ("count", 50), ("layers", 9)])
+def test_a_drawn_queues_field_beside_a_task_list_is_refused(key, value):
+    """It was dropped without a word: the resolved queue kept only the tasks."""
+    with pytest.raises(SpecError, match=rf"^queue.{key}: not with queue.tasks "):
+        validate(_with(("queue",), {"tasks": [{"model": "GCN", "dataset": "cora"}], key: value}))
+
+
 @pytest.mark.parametrize("key", ["hidden", "sampling_ratio"])
 def test_a_listed_task_takes_the_queues_width_and_sampling(key):
     """Per task they were taken and dropped; the queue's fields set them."""

@@ -223,7 +223,8 @@ class CojobCoordinator:
         else:
             actions += self._start_stage(c, stage + 1, now)
         on_end = self.scheduler == "grouper-immediate" or self.per_iteration
-        if on_end or (last and self.scheduler in scheduling.ON_STAGE_START):
+        next_stage_rescheduled = not last and self.scheduler in scheduling.ON_STAGE_START  # after every change above
+        if not next_stage_rescheduled and (on_end or (last and self.scheduler in scheduling.ON_STAGE_START)):
             # sincronia: the killed and finished jobs' coflows are gone; baraat: an ended
             # cojob's ranks are free, the stages lumped in the lowest queue may move up
             actions += self._reschedule(now)

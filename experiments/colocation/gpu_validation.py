@@ -18,8 +18,9 @@ The paper queues train for 200 epochs and send 100 requests; ``--epochs`` and
 ``--requests`` shorten them, ``--repeats`` sets the repeats (3 by default; ``--repeats-now N`` measures no repeat
 past the N-th in this call, so a short session gets every queue's first answer),
 ``--queues``, ``--loads``, ``--training-methods`` and ``--inference-methods`` pick
-queues, inference loads and methods and ``--scale`` shrinks the graphs (a CPU check of the command), all
-recorded in each run's resolved spec. ``--part`` runs one part.
+queues, inference loads and methods and ``--scale`` shrinks the graphs (a CPU check of the command; below 1
+the estimator runs its scaled-down ``cpu`` grid), all recorded in each run's resolved spec. ``--part`` runs
+one part.
 """
 from __future__ import annotations
 
@@ -103,7 +104,9 @@ def _campaign(args: argparse.Namespace) -> int:
 
     if args.part in ("all", "validation"):
         if not (root / "validation" / "summary.json").exists():  # an interrupted grid runs again whole
-            run_validation(args.device, "gpu", out=root / "validation")
+            # shrunk graphs (--scale < 1): the estimator's scaled-down grid too
+            grid = "cpu" if args.scale is not None and args.scale < 1 else "gpu"
+            run_validation(args.device, grid, out=root / "validation")
         print((root / "validation" / "validation.md").read_text(), flush=True)
     if args.part in ("all", "training"):
         for q in queues:

@@ -151,6 +151,10 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
     if "tasks" in raw:
         if kind != TRAINING:
             raise SpecError("queue.tasks", "explicit task lists are for training queues")
+        for key in ("models", "datasets", "count", "layers", "subgraphs_per_dataset", "subgraph_fraction"):
+            if key in raw:  # a drawn queue's field beside a list of its own: one of the two is a mistake
+                raise SpecError(f"queue.{key}", "not with queue.tasks (each task names its model, dataset "
+                                                "and layers)")
         tasks = items("queue.tasks", raw["tasks"])
         if not tasks:
             raise SpecError("queue.tasks", "empty: no tasks")
