@@ -619,15 +619,6 @@ def cojob_port_loads(plan: CojobPlan, placements: Mapping[str, JobPlacement], it
     return loads
 
 
-def alone_comm_s(placement: JobPlacement, bytes_per_partition: int, link_mbps: float) -> float:
-    """Communication seconds of one iteration of the job alone on a fabric whose only
-    bottlenecks are host NICs of ``link_mbps``: push, then pull, each as long as its
-    busiest port."""
-    flows = iteration_flows(placement, bytes_per_partition)
-    return sum(max(_port_bytes([f for f in flows if f.phase == phase]).values(), default=0) * 8 / (link_mbps * 1e6)
-               for phase in (PUSH, PULL))
-
-
 @dataclass(frozen=True)
 class Workload:
     """Everything a run replays: its cojobs (arrivals, stages, offline kills) and

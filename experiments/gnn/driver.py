@@ -77,7 +77,7 @@ class GnnDriver(Driver):
             em, self.oes_machines, self.decisions_out, self.readback_out, oes.rate_policies()[self.scheduler])
         self.finished: set[str] = set()
         self.stopping = False
-        self.reached_t: float | None = None  # when worker 0 reported the target accuracy
+        self.target_reached = False  # worker 0 reported the target accuracy (its time is the note's)
 
     # --- lifecycle -----------------------------------------------------------------
     def start(self) -> None:
@@ -160,8 +160,8 @@ class GnnDriver(Driver):
         if accuracy is not None:
             self.progress(f"iteration {message['iteration']}: loss {message['loss']:.3f}, "
                           f"validation accuracy {accuracy:.3f}")
-        if target is not None and accuracy is not None and accuracy >= target and self.reached_t is None:
-            self.reached_t = message["t"]
+        if target is not None and accuracy is not None and accuracy >= target and not self.target_reached:
+            self.target_reached = True
             self.note("target_reached", iteration=message["iteration"], val_accuracy=accuracy)
             self.progress(f"target accuracy {target} reached at iteration {message['iteration']}; stopping")
             self.stop_all()
