@@ -84,6 +84,24 @@ def test_a_drawn_queues_field_beside_a_task_list_is_refused(key, value):
         validate(_with(("queue",), {"tasks": [{"model": "GCN", "dataset": "cora"}], key: value}))
 
 
+def test_a_graph_budget_below_a_datasets_smallest_graph_is_refused():
+    """Two nodes a class is the floor: shrinking towards a smaller budget looped for ever."""
+    spec = _with(("graphs",), {"max_graph_mib": 0.05})
+    with pytest.raises(SpecError, match=r"^graphs.max_graph_mib: too small: \w+'s smallest graph takes \d+ bytes"):
+        validate(spec)
+
+
+def test_gcn_is_not_sampled():
+    """trainbed-v1's GCN normalises its edge weights over the whole graph: sampled
+    edges would not match them (the model failed on the first layer)."""
+    spec = _with(("queue",), {"variant": "trainbed-v1", "models": ["GCN"], "datasets": ["cora"],
+                              "sampling_ratio": {"GCN": 0.5}})
+    with pytest.raises(SpecError, match=r"^queue.sampling_ratio.GCN: GCN is not sampled in trainbed-v1"):
+        validate(spec)
+    spec["queue"]["sampling_ratio"]["GCN"] = 1
+    assert validate(spec)["queue"]["sampling_ratio"]["GCN"] == 1
+
+
 @pytest.mark.parametrize("key", ["hidden", "sampling_ratio"])
 def test_a_listed_task_takes_the_queues_width_and_sampling(key):
     """Per task they were taken and dropped; the queue's fields set them."""

@@ -99,6 +99,12 @@ def validate(raw: dict) -> dict:
     }
 
     spec["queue"] = _queue(raw["queue"], kind, defaults)
+    queue = spec["queue"]
+    for dataset in sorted({t["dataset"] for t in queue["tasks"]} if "tasks" in queue else set(queue["datasets"])):
+        try:
+            dataset_shape(dataset, spec["graphs"]["scale"], int(spec["graphs"]["max_graph_mib"] * MIB))
+        except ValueError as err:
+            raise SpecError("graphs.max_graph_mib", f"too small: {err}") from None
     if kind == INFERENCE:
         arrivals = mapping("arrivals", raw.get("arrivals"), allowed=("mean_per_tick", "tick_solo_multiple"),
                            optional=True)
@@ -143,6 +149,9 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
             where = at("queue.sampling_ratio", model)
             _model(where, model)
             ratios[model] = _fraction(where, ratio)
+            if model == "GCN" and ratios[model] < 1:  # its normalised weights are one per edge of the whole graph
+                raise SpecError(where, "GCN is not sampled in trainbed-v1 (its edge weights are normalised over "
+                                       "the whole graph): leave it at 1")
         queue["sampling_ratio"] = ratios
     elif "sampling_ratio" in raw:
         raise SpecError("queue.sampling_ratio", f"only for variant {TRAINBED_V1}: the artifact's models "

@@ -63,13 +63,17 @@ class Graph:
 
 def dataset_shape(name: str, scale: float = 1.0, max_bytes: int | None = None) -> GraphShape:
     """The shape of dataset ``name`` at ``scale``, shrunk further (and recorded) when
-    its raw tensors would exceed ``max_bytes``."""
+    its raw tensors would exceed ``max_bytes``; a ValueError when even its smallest
+    graph (two nodes a class) would."""
     nodes, edges, features, classes = DATASETS[name]
     shape = _scaled(name, nodes, edges, features, classes, scale, variant=0)
     factor = scale
     while max_bytes is not None and shape.raw_bytes > max_bytes:
         factor *= min(0.999, max_bytes / shape.raw_bytes)
-        shape = _scaled(name, nodes, edges, features, classes, factor, 0)
+        smaller = _scaled(name, nodes, edges, features, classes, factor, 0)
+        if smaller.raw_bytes >= shape.raw_bytes:  # at its floor: shrinking further changes nothing
+            raise ValueError(f"{name}'s smallest graph takes {shape.raw_bytes} bytes, more than {max_bytes}")
+        shape = smaller
     return shape
 
 

@@ -299,8 +299,8 @@ class _MethodRun:
         return next((i for i, t in enumerate(self.queue) if t.arrival_s != self.queue[0].arrival_s), len(self.queue))
 
     def wait_for_head(self) -> None:
-        while self.queue[0].arrival_s > self.now():
-            time.sleep(self.queue[0].arrival_s - self.now())
+        while (delay := self.queue[0].arrival_s - self.now()) > 0:  # one reading: a second could be past it
+            time.sleep(delay)
 
     # -- policies: batches of groups -----------------------------------------------------
     def groups(self, policy, plan: Plan, allocatable: int, workers: int, pipelined: bool) -> list[list[list[str]]]:
