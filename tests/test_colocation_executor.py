@@ -207,6 +207,28 @@ def test_a_worker_that_dies_fails_its_task_only():
     assert not pool.workers and not survivor.process.is_alive()
 
 
+def test_a_standby_that_cannot_prepare_fails_its_task_and_one_retired_before_go_exits_cleanly():
+    """Preparation (the model, the allocator's cap) is the task's: its error is the
+    task's record and the worker serves on; a standby retired while it waits for GO
+    (a run stopping) exits without a traceback."""
+    tasks, _, _ = _plan()
+    inputs = PreparedInputs(seed=3)
+    broken = replace(tasks[0], model="NoSuchModel")
+    pool = WorkerPool(torch.device("cpu"), DeviceLedger(64 << 20, context()))
+    try:
+        pool.start(1)
+        worker = pool.hand(Job(broken, inputs.get(broken.graph), None, threads=1, gated=True))
+        outcome, = pool.wait(timeout=30)
+        assert outcome.task_id == broken.task_id and outcome.error.startswith("ValueError: ")
+        assert "NoSuchModel" in outcome.error and worker in pool.workers and worker.process.is_alive()
+        pool.hand(Job(tasks[1], inputs.get(tasks[1].graph), None, threads=1, gated=True), worker)
+        while not worker.ready:
+            assert pool.wait(timeout=30) == []
+    finally:
+        pool.close()
+    assert worker.process.exitcode == 0 and not pool.workers
+
+
 def test_repeats_give_n_rows_per_method_with_mean_and_spread(tmp_path):
     spec = dict(TRAINING, repeats=2, methods=["pipeswitch", "bmc"], primary="bmc",
                 queue=dict(TRAINING["queue"], count=3, epochs=1))
@@ -243,6 +265,8 @@ def test_mps_daemon_is_started_and_stopped_in_the_runs_own_directory(tmp_path):
     calls = [line.strip() for line in log.read_text().splitlines()]
     assert calls == [f"-d {tmp_path}/run/pipe", f"{tmp_path}/run/pipe quit"]
     assert mps.start(tmp_path, "cuda", binary=str(tmp_path / "missing")).startswith("nvidia-cuda-mps-control -d")
+    control.unlink()  # gone by the end of the run: stop says so, it raises nothing over the run's own error
+    assert daemon.stop() == "nvidia-cuda-mps-control quit: No such file or directory"
 
 
 def test_cli_colocate_writes_run_and_latest(tmp_path, monkeypatch, capsys):

@@ -31,10 +31,18 @@ class MpsDaemon:
                 "CUDA_MPS_LOG_DIRECTORY": str(self.directory / "log")}
 
     def stop(self) -> str | None:
-        """Ask the daemon to quit; the error, if it would not."""
-        done = subprocess.run([self.binary], input="quit\n", env={**os.environ, **self.env}, capture_output=True, text=True,
-                              timeout=30)
+        """Ask the daemon to quit; the error, if it would not (never raised: it runs
+        where a run's own error may be on its way out)."""
+        try:
+            done = subprocess.run([self.binary], input="quit\n", env={**os.environ, **self.env}, capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return f"{CONTROL} quit: {_reason(err)}"
         return None if done.returncode == 0 else f"{CONTROL} quit: exit {done.returncode} {done.stderr.strip()}"
+
+
+def _reason(err: OSError | subprocess.TimeoutExpired) -> str:
+    return f"no answer in {err.timeout:g} s" if isinstance(err, subprocess.TimeoutExpired) else str(err.strerror)
 
 
 def start(directory: Path, device_type: str, binary: str | None = None) -> MpsDaemon | str:
@@ -50,8 +58,8 @@ def start(directory: Path, device_type: str, binary: str | None = None) -> MpsDa
     try:
         done = subprocess.run([binary, "-d"], env={**os.environ, **daemon.env}, capture_output=True, text=True,
                               timeout=30)
-    except OSError as err:
-        return f"{CONTROL} -d: {err.strerror}"
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{CONTROL} -d: {_reason(err)}"
     if done.returncode != 0:
         return f"{CONTROL} -d: exit {done.returncode} {done.stderr.strip()}".strip()
     return daemon

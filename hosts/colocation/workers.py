@@ -256,7 +256,10 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
         job = conn.recv()
         if job is None:
             return
-        conn.send(_run(job, conn, device, ledger, allocator))
+        outcome = _run(job, conn, device, ledger, allocator)
+        if outcome is None:  # retired while it waited for GO
+            return
+        conn.send(outcome)
 
 
 def _warm_up(device: torch.device) -> None:
@@ -267,22 +270,36 @@ def _warm_up(device: torch.device) -> None:
         run_task(Task("warm-up", TRAINING, model, shape, layers=2, hidden=8, sampling_ratio=1.0), graph, device)
 
 
-def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: Allocator) -> Outcome:
+def _error_text(err: BaseException) -> str:
+    text = str(err).splitlines()[0] if str(err) else ""
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: Allocator) -> Outcome | None:
+    """The job's outcome; None when the parent retired the worker before a gated job's GO."""
     task = job.task
     outcome = Outcome(task.task_id, os.getpid())
     torch.set_num_threads(job.threads)
     model = None
-    if job.gated:  # a standby prepares on the host what needs no device memory: the model
-        model = build_model(task.config)
-        if job.pipelined and device.type == "cuda":  # PipeSwitch's transfer reads it from pinned memory
-            for tensor in [*model.parameters(), *model.buffers()]:
-                tensor.data = tensor.data.pin_memory()
-    held = limit(allocator, job.budget_bytes, job.overhead_bytes)
+    try:
+        if job.gated:  # a standby prepares on the host what needs no device memory: the model
+            model = build_model(task.config)
+            if job.pipelined and device.type == "cuda":  # PipeSwitch's transfer reads it from pinned memory
+                for tensor in [*model.parameters(), *model.buffers()]:
+                    tensor.data = tensor.data.pin_memory()
+        held = limit(allocator, job.budget_bytes, job.overhead_bytes)
+    except Exception as err:  # noqa: BLE001 - the task's record (was: the worker's death, its cause lost)
+        outcome.error = _error_text(err)
+        outcome.start = outcome.end = time.monotonic()
+        return outcome
     outcome.ready = time.monotonic()
     if job.gated:
         conn.send(READY)
-        if conn.recv() != GO:
-            raise RuntimeError("a gated job expects GO")
+        message = conn.recv()
+        if message is None:
+            return None
+        if message != GO:
+            raise RuntimeError(f"a gated job expects GO, got {message!r}")
     watch = TaskMemoryWatch(job.budget_bytes, ledger, device.type, enforce=True)
     over_at_start, crossings = ledger.snapshot()
     outcome.start = time.monotonic()
@@ -296,8 +313,7 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
     except torch.OutOfMemoryError:
         outcome.error = OUT_OF_MEMORY
     except Exception as err:  # noqa: BLE001 - a task's failure is its record, the worker serves on
-        text = str(err).splitlines()[0] if str(err) else ""
-        outcome.error = f"{type(err).__name__}: {text}" if text else type(err).__name__
+        outcome.error = _error_text(err)
     outcome.end = time.monotonic()
     watch.settle()
     _, crossings_after = ledger.snapshot()
