@@ -14,8 +14,9 @@ happened, ``host`` and ``task``, the sender's task id, e.g. "c0j3/w1"):
   direction: what a per-flow policy matches). Cojob tasks add ``job`` and ``stage``;
   GNN tasks add ``src_task`` and ``dst_task`` on the start, and report the end from
   the receiver, with ``flow`` and ``bytes`` only (``hosts.gnn.wire``).
-- ``iteration_end``: a worker finished an iteration; ``job``, ``iteration``, ``stage``
-  (GNN workers: ``loss``, ``val_accuracy`` or null, ``compute_s``, ``sync_s``, ``wait_s``).
+- ``iteration_end``: a worker finished an iteration; ``iteration``; cojob workers add
+  ``job`` and ``stage``, GNN workers ``loss``, ``val_accuracy`` or null, ``compute_s``,
+  ``sync_s``, ``wait_s``.
 - ``compute``: a task's execution in one iteration; ``iteration``, ``seconds``. GNN
   tasks add what a model of the job needs: a graph store reports each request it
   served (``peer``, ``step`` = the reply's phase, ``request_bytes``, ``reply_bytes``),

@@ -241,3 +241,21 @@ def test_frames_on_the_wire_are_the_same_bytes_in_the_same_writes():
     assert np.array_equal(arrays["feat"], feat) and np.array_equal(arrays["label"], label)
     assert arrays["empty"].shape == (0,)
     assert receiver.events == [("flow_end", {"flow": "sampler0->worker0/i9/minibatch", "bytes": total})]
+
+
+def test_a_samplers_batches_are_full_and_distinct_across_epoch_ends():
+    """Every batch has batch_size distinct seeds (the whole shard when smaller), and
+    each epoch visits the shard once: its leftover then the next epoch's others."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from hosts.gnn.task import Sampler
+    for shard_size, batch_size in ((50, 32), (20, 32), (64, 16)):
+        sampler = SimpleNamespace(shard=np.arange(100, 100 + shard_size), order=np.empty(0, dtype=np.int64),
+                                  rng=np.random.default_rng(7), job=SimpleNamespace(batch_size=batch_size))
+        batches = [Sampler.seeds(sampler) for _ in range(12)]
+        size = min(batch_size, shard_size)
+        assert all(len(b) == size == len(set(b.tolist())) for b in batches), (shard_size, batch_size)
+        assert all(set(b.tolist()) <= set(sampler.shard.tolist()) for b in batches)
+        counts = Counter(np.concatenate(batches).tolist())  # once an epoch: every seed as often as any, +-1 epoch
+        assert set(counts) == set(sampler.shard.tolist()) and max(counts.values()) - min(counts.values()) <= 2

@@ -15,7 +15,8 @@ import numpy as np
 import torch
 
 # name: (nodes, edges, features, classes). CoGNN Table IV; GNNSched Table 4 adds
-# reddit (its "amazon" has amazon0601's counts).
+# reddit (its "amazon" has amazon0601's counts), as that table states it: 50 classes
+# and one edge fewer than DGL's Reddit (41 classes), which hosts/gnn/graphs.py uses.
 DATASETS: dict[str, tuple[int, int, int, int]] = {
     "cora": (2_708, 10_858, 1_433, 7),
     "citeseer": (3_327, 9_464, 3_703, 6),

@@ -8,8 +8,8 @@ Roles, each one process in its machine's namespace (``--task`` names it):
   (seeded per request from the job seed, iteration, sampler and hop, so training is
   the same whatever the network did) and a feature request with the feature rows
   and labels.
-- ``sampler<i>``: serves worker i // S. Per iteration it picks ``batch_size`` seeds
-  from its shard of the training nodes, samples L hops (per hop, one request to every
+- ``sampler<i>``: serves worker i // S. Per iteration it picks ``batch_size`` distinct
+  seeds from its shard of the training nodes (the whole shard when it is smaller), samples L hops (per hop, one request to every
   store that owns frontier nodes; blocks by ``dgl.to_block``), fetches the input
   nodes' features from their owners, and sends the mini-batch (blocks, features,
   labels) to its worker. It runs at most ``prefetch`` iterations ahead of the worker
@@ -29,8 +29,9 @@ reads each connection in its own thread, so a transfer completes when the networ
 delivers it, not when the receiver is ready to use it. Transfers between machines
 are reported as flows (``hosts.gnn.wire``). Per iteration, tasks also report their
 execution time (``compute``: task, iteration, seconds; on a machine of compute
-factor f, f times what the step took on this box, ``computed``), and worker 0 its
-loss and, on evaluation iterations, the validation accuracy (``iteration_end``).
+factor f, f times what the step took on this box, ``computed``), and every worker
+its loss (``iteration_end``), worker 0's with the validation accuracy on evaluation
+iterations.
 
 The run's ``--config`` (JSON written by the driver) holds the job: graph files,
 task placement (host, ip, port per task), model and training parameters.
@@ -260,10 +261,18 @@ class Sampler:
             self.credits.release()
 
     def seeds(self) -> np.ndarray:
-        if self.order.size < self.job.batch_size:  # a new epoch over this sampler's shard
-            self.order = np.concatenate([self.order, self.rng.permutation(self.shard)])
-        batch, self.order = self.order[:self.job.batch_size], self.order[self.job.batch_size:]
-        return np.unique(batch)
+        """``batch_size`` distinct seeds of the shard (the whole shard when it is
+        smaller), sorted. At an epoch's end its leftover seeds come first, then seeds
+        of the next epoch's order that are not among them (a batch used to drop such
+        repeats and come out short)."""
+        size = min(self.job.batch_size, self.shard.size)
+        if self.order.size >= size:
+            batch, self.order = self.order[:size], self.order[size:]
+        else:  # a new epoch over this sampler's shard
+            leftover, fresh = self.order, self.rng.permutation(self.shard)
+            taken = fresh[~np.isin(fresh, leftover)][:size - leftover.size]
+            batch, self.order = np.concatenate([leftover, taken]), fresh[~np.isin(fresh, taken)]
+        return np.sort(batch)
 
     def ask_owners(self, kind: int, iteration: int, nodes: np.ndarray, **scalars) -> list[tuple[np.ndarray, dict]]:
         """Send each store its share of ``nodes``; gather the replies concurrently."""
