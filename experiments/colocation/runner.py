@@ -44,7 +44,7 @@ from experiments.validation import read_yaml
 from hosts.colocation.allocator import class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
-from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, run_task
+from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, profile_key, profiled, run_task
 
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
@@ -322,10 +322,10 @@ def profile_alone(tasks: list[Task], dev: torch.device, inputs: PreparedInputs, 
     seconds: dict[tuple, float] = {}
     measured, solo = {}, {}
     for task in tasks:
-        key = (task.config, task.graph, task.kind, min(task.epochs, 2))
+        key = profile_key(task)
         if key not in peaks:
             graph = inputs.get(task.graph)
-            short = replace(task, epochs=min(task.epochs, 2))
+            short = profiled(task)
             peaks[key] = measure_peak(lambda: run_task(short, graph, dev), dev)
             if time_it:
                 seconds[key] = min(_timed_run(task, graph, dev) for _ in range(2))

@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -60,7 +60,7 @@ from hosts.colocation.allocator import reserved_overhead
 from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, BATCH_BASELINES, POLICIES, Item
-from hosts.colocation.tasks import Task
+from hosts.colocation.tasks import Task, profile_key, profiled
 from hosts.colocation.utilization import UtilizationSampler
 from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Worker, WorkerPool, context
 
@@ -207,10 +207,9 @@ class Executor:
         try:
             pool.start(1)
             for task in tasks:
-                key = (task.config, task.graph, task.kind, min(task.epochs, 2))
+                key = profile_key(task)
                 if key not in measured:
-                    short = replace(task, epochs=min(task.epochs, 2))
-                    pool.hand(Job(short, self._inputs.get(task.graph), None, self._cores))
+                    pool.hand(Job(profiled(task), self._inputs.get(task.graph), None, self._cores))
                     outcomes = []
                     while not outcomes:
                         outcomes = pool.wait()

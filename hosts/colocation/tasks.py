@@ -7,14 +7,14 @@ worker executes and what the estimator predicts the peak of.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
-from hosts.colocation.datasets import Graph, GraphShape
+from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.estimator import TaskShape, estimate_peak_bytes
-from hosts.colocation.models import ARTIFACT, ModelConfig, build_model
+from hosts.colocation.models import ARTIFACT, MODELS, ModelConfig, build_model
 
 TRAINING, INFERENCE = "training", "inference"
 # Multiplied onto the estimate before packing (CoGNN §III-C, GNNSched §4.5).
@@ -53,6 +53,28 @@ class Task:
         d = asdict(self)
         d["graph"] = asdict(self.graph)
         return d
+
+
+PROFILED_EPOCHS = 2  # every later epoch repeats the peak of the first two
+
+
+def profiled(task: Task) -> Task:
+    """The task as it is profiled alone: training for at most ``PROFILED_EPOCHS`` epochs."""
+    return replace(task, epochs=min(task.epochs, PROFILED_EPOCHS))
+
+
+def profile_key(task: Task) -> tuple:
+    """Tasks with one key profile alike: one profiling run serves them all."""
+    return task.config, task.graph, task.kind, min(task.epochs, PROFILED_EPOCHS)
+
+
+def warm_up_models(device: torch.device) -> None:
+    """Initialise the device and PyG's generated layer code of every model on a tiny
+    graph, outside any measured time."""
+    shape = GraphShape("warm-up", 32, 128, 8, 2, 1.0, 0)
+    graph = synthesize(shape, 0)
+    for model in MODELS:
+        run_task(Task("warm-up", TRAINING, model, shape, layers=2, hidden=8, sampling_ratio=1.0), graph, device)
 
 
 def run_task(task: Task, graph: Graph, device: torch.device, model: torch.nn.Module | None = None,

@@ -1,14 +1,12 @@
 """Estimator validation: estimated against measured peak, task by task, on one device."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from hosts.colocation.datasets import synthesize
 from hosts.colocation.estimator import relative_error
 from hosts.colocation.memory import measure_peak
-from hosts.colocation.tasks import Task, run_task
+from hosts.colocation.tasks import Task, profiled, run_task, warm_up_models
 
 
 def validate_estimator(tasks: list[Task], device: torch.device, seed: int = 0) -> list[dict]:
@@ -16,10 +14,9 @@ def validate_estimator(tasks: list[Task], device: torch.device, seed: int = 0) -
     repeats) and compare ``measure_peak`` with the estimate."""
     rows = []
     if tasks:  # first use: PyG generates its layers' code, CUDA creates handles and workspaces
-        warm = replace(tasks[0], epochs=1)
-        run_task(warm, synthesize(warm.graph, seed), device)
+        warm_up_models(device)
     for task in tasks:
-        short = replace(task, epochs=min(task.epochs, 2))
+        short = profiled(task)
         graph = synthesize(task.graph, seed)
         measured = measure_peak(lambda: run_task(short, graph, device), device)
         estimated = task.estimate_bytes(device.type)

@@ -41,10 +41,10 @@ import torch
 import torch.multiprocessing  # noqa: F401 - registers the reducers that pass tensors through shared memory
 
 from hosts.colocation.allocator import Allocator, device_allocator, limit, reserved_growth
-from hosts.colocation.datasets import Graph, GraphShape, synthesize
+from hosts.colocation.datasets import Graph
 from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch
-from hosts.colocation.models import MODELS, build_model
-from hosts.colocation.tasks import TRAINING, Task, run_task
+from hosts.colocation.models import build_model
+from hosts.colocation.tasks import Task, run_task, warm_up_models
 
 READY, GO, UP = "ready", "go", "up"
 OUT_OF_MEMORY = "out of memory"
@@ -249,7 +249,7 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if warm:  # a fresh worker pays its device's and its model's first use in its task, as a new process does
-        _warm_up(device)
+        warm_up_models(device)
     allocator = device_allocator(device)
     conn.send(UP)
     while True:
@@ -260,14 +260,6 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
         if outcome is None:  # retired while it waited for GO
             return
         conn.send(outcome)
-
-
-def _warm_up(device: torch.device) -> None:
-    """Initialise the device and PyG's generated layer code outside any task's time."""
-    shape = GraphShape("warm-up", 32, 128, 8, 2, 1.0, 0)
-    graph = synthesize(shape, 0)
-    for model in MODELS:
-        run_task(Task("warm-up", TRAINING, model, shape, layers=2, hidden=8, sampling_ratio=1.0), graph, device)
 
 
 def _error_text(err: BaseException) -> str:
