@@ -277,10 +277,10 @@ def run_ps(args, task: Task) -> None:
 
 
 def address(text: str) -> tuple[str, int]:
-    ip, _, port = text.rpartition(":")
-    if not ip or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"not ip:port: {text!r}")
-    return ip, int(port)
+    try:
+        return framing.ipv4_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

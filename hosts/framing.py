@@ -125,6 +125,19 @@ def send_repeated(sock: socket.socket, nbytes: int, chunk: memoryview) -> None:
         remaining -= len(part)
 
 
+def ipv4_address(text: str) -> tuple[str, int]:
+    """``IPv4:PORT`` as (ip, port); a ValueError naming the text otherwise (the
+    fabric's address plan is IPv4 and its sockets AF_INET)."""
+    host, sep, port = text.strip().rpartition(":")
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        sep = ""
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not IPv4:PORT: {text!r}")
+    return host, int(port)
+
+
 def tcp_socket(congestion: str | None = None) -> socket.socket:
     """A TCP socket with the given congestion control (a listener's connections inherit
     it); per socket, because a namespace's default may only be what the kernel allows."""

@@ -41,6 +41,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from hosts.framing import ipv4_address
+
 CHUNK_BYTES = 256 * 1024
 # Unsent bytes a connection may hold in its send buffer. Without a bound, autotuning
 # grows each send buffer to megabytes, and at the end 23 connections sharing a
@@ -58,11 +60,6 @@ def goodput_series(report: dict) -> list[tuple[float, float]]:
     interval_s = report["interval_s"]
     totals = [sum(column) for column in zip(*report["received"].values())]
     return [((i + 1) * interval_s, total * 8 / interval_s / 1e6) for i, total in enumerate(totals)]
-
-
-def split_address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host, int(port)
 
 
 @dataclass
@@ -119,7 +116,7 @@ class Mesh:
     def run(self) -> None:
         """Drive every connection until all have closed, an error, or the end plus GRACE_S."""
         try:
-            self.listener = socket.create_server(split_address(self.listen), backlog=socket.SOMAXCONN)
+            self.listener = socket.create_server(ipv4_address(self.listen), backlog=socket.SOMAXCONN)
         except OSError as err:
             self.errors.append(f"cannot listen on {self.listen}: {err}")
             return
@@ -208,7 +205,7 @@ class Mesh:
                 sock.close()
                 self.errors.append(f"cannot use congestion control {self.congestion}: {err}")
                 return
-        code = sock.connect_ex(split_address(out.peer))
+        code = sock.connect_ex(ipv4_address(out.peer))
         if code not in (0, errno.EINPROGRESS):
             sock.close()
             self.retry_later(out, os.strerror(code))
@@ -330,14 +327,10 @@ class Mesh:
 
 
 def address_arg(text: str) -> str:
-    host, sep, port = text.strip().rpartition(":")
-    try:  # IPv4 only: the fabric's plan, and AF_INET sockets
-        socket.inet_aton(host)
-    except OSError:
-        sep = ""
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"not IPv4:PORT: {text!r}")
-    return f"{host}:{int(port)}"
+    try:
+        return "%s:%d" % ipv4_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def peers_arg(text: str) -> list[str]:

@@ -199,3 +199,15 @@ def test_sockets_use_the_requested_congestion_control():
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b"\0") == name.encode()
     with pytest.raises(OSError):
         framing.tcp_socket("no-such-algorithm")
+
+
+@pytest.mark.parametrize("text, parsed", [("10.0.0.1:5201", ("10.0.0.1", 5201)), (" 10.0.1.2:1 ", ("10.0.1.2", 1))])
+def test_an_address_is_ipv4_and_a_port(text, parsed):
+    assert framing.ipv4_address(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["10.0.0.1", "tbh1:5201", "10.0.0.1:0", "10.0.0.1:65536", "10.0.0.1:x", ":80",
+                                  "[::1]:80"])
+def test_anything_else_is_refused_naming_the_text(text):
+    with pytest.raises(ValueError, match=r"^not IPv4:PORT: "):
+        framing.ipv4_address(text)
