@@ -32,3 +32,70 @@ def test_a_failed_packet_capture_makes_the_run_untrustworthy():
     assert marked["fidelity"]["untrustworthy_reasons"] == ["packet capture failed (tbh1: tcpdump exited with 1)"]
     kept = _with_capture_cost({"trustworthy": True, "fidelity": {"trustworthy": True}}, {"queue_sampler_cpu_s": 0.1})
     assert kept["trustworthy"] is True and kept["fidelity"]["queue_sampler_cpu_s"] == 0.1
+
+
+class FakeFabric:
+    """Stands in for the Emulation: what run_workload asks of a fabric, nothing started."""
+
+    def __init__(self, fabric, run, options=None):
+        from types import SimpleNamespace
+        self.run_id = "tb0"
+        self.record = SimpleNamespace(path=run / "record.json", add_file=lambda path: None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def controller_outages(self, t0):
+        return []
+
+
+class FailingWorkload:
+    """Its run fails, then its stop and its counters fail too."""
+
+    t0 = None
+
+    def __init__(self):
+        self.calls = []
+
+    def start(self, em, events_path):
+        self.calls.append("start")
+
+    def run(self):
+        raise RuntimeError("the driver lost worker 0")
+
+    def stop(self):
+        self.calls.append("stop")
+        raise OSError("kill: no such process")
+
+    def collect(self, em):
+        self.calls.append("collect")
+        raise RuntimeError("fabric counters not collected: tc failed")
+
+    def summary_fields(self):
+        return {}
+
+    def analyse(self, cpu, outages):
+        return {}
+
+
+def test_a_runs_first_fault_is_its_error_and_every_step_of_the_end_still_runs(tmp_path, monkeypatch):
+    import threading
+
+    from experiments.platform import run as run_mod
+    monkeypatch.setattr(run_mod, "Emulation", FakeFabric)
+    monkeypatch.setattr(run_mod.emulation_spec, "fabric_of", lambda spec: None)
+    monkeypatch.setattr(run_mod.emulation_spec, "options_of", lambda spec: {})
+    workload = FailingWorkload()
+    before = threading.active_count()
+    with pytest.raises(RunError, match="the driver lost worker 0"):
+        run_workload({"name": "faulty"}, str(tmp_path / "run"), lambda spec, run: workload)
+    assert workload.calls == ["start", "stop", "collect"]
+    assert threading.active_count() == before  # the CPU monitor was stopped although stop raised
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["completed"] is False and "the driver lost worker 0" in summary["error"]
+    trace = (tmp_path / "run" / "traceback.txt").read_text()
+    assert "then, while stopping: OSError: kill: no such process" in trace
+    assert "then, while stopping: RuntimeError: fabric counters not collected: tc failed" in trace

@@ -66,17 +66,27 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
             events_path = str(em.record.path.parent / f"{em.run_id}.events.sock")
             em.record.add_file(events_path)
             cpu.start()
+            failures: list[BaseException] = []
+
+            def step(action: Callable[[], object]) -> None:
+                try:
+                    action()
+                except BaseException as err:  # noqa: BLE001 - every later step still runs
+                    failures.append(err)
+
+            step(lambda: (capture.start(em), workload.start(em, events_path), workload.run()))
+            # Each step of the end runs whatever an earlier one raised, so nothing is left
+            # running and the run's first fault stays its error.
+            step(workload.stop)
+            step(capture.stop)
+            step(lambda: (cpu.stopped.set(), cpu.join()))
+            step(lambda: workload.collect(em))
             try:
-                capture.start(em)
-                workload.start(em, events_path)
-                workload.run()
-            finally:
-                workload.stop()
-                capture.stop()
-                cpu.stopped.set()
-                cpu.join()
-                workload.collect(em)
                 outages = em.controller_outages(workload.t0 or started)
+            except BaseException as err:  # noqa: BLE001 - as above
+                failures.append(err)
+            if failures:
+                raise _first_fault(failures)
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
         error = err
     finally:
@@ -86,6 +96,16 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
     summary = {"name": spec["name"], "backend": "emulated", **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
                **cpu.summary(), **capture.fields}
     return finish_run(run, summary, error, lambda: _with_capture_cost(workload.analyse(cpu, outages), capture.fields))
+
+
+def _first_fault(failures: list[BaseException]) -> BaseException:
+    """The run's error: its first fault, or a signal's interrupt wherever it came (so a
+    sweep stops too); the others as notes on it, in ``traceback.txt``."""
+    first = next((f for f in failures if isinstance(f, KeyboardInterrupt)), failures[0])
+    for other in failures:
+        if other is not first:
+            first.add_note(f"then, while stopping: {one_line(other)}")
+    return first
 
 
 def _with_capture_cost(analysis: dict, fields: dict) -> dict:
