@@ -497,7 +497,8 @@ def cells_to_run(sweep: Sweep, directory: Path | None, only=()) -> list[Cell]:
 def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, force: bool) -> tuple[dict, dict | None]:
     """(the checkout's git state, the directory's sweep record or None). Refuses a
     directory holding a run's summary.json, one holding a sweep of another base spec, whose cells would be mixed with
-    this one's under the same ids, and one started under other code (another commit,
+    this one's under the same ids, one holding run cells this sweep lacks (they would leave its
+    tables), and one started under other code (another commit,
     or a clean tree that is dirty now) where cells would run, unless ``force``:
     then it warns on one line."""
     now = store.git_state()
@@ -509,8 +510,18 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
             print(f"warning: the sweep records no commit: {now['git_note']}", file=sys.stderr, flush=True)
         return now, None
     previous = read_yaml(path, "--out", "sweep record")
-    if not isinstance(previous, dict) or previous.get("base_spec") != sweep.base_spec:
+    if not isinstance(previous, dict):
+        raise SpecError("--out", f"{path} is not a sweep record (a mapping); choose a new directory")
+    if previous.get("base_spec") != sweep.base_spec:
         raise SpecError("--out", f"{directory} holds a sweep of a different base spec; choose a new directory")
+    ids = {cell.id for cell in sweep.cells}
+    recorded = [c.get("id") for c in previous.get("cells") or [] if isinstance(c, dict)]
+    dropped = [cell for cell in recorded if cell not in ids and (directory / "cells" / str(cell) / "summary.json").exists()]
+    if dropped:  # its rows would leave results.csv and sweep.yaml, its directory kept unlisted
+        more = f" and {len(dropped) - 1} more" if len(dropped) > 1 else ""
+        raise SpecError("--out", f"{directory} holds cells this sweep does not have ({dropped[0]}{more}): a resume "
+                                 "may add cells, not drop them; resume with the sweep that ran them, or choose a new "
+                                 "directory")
     if runs_cells:
         store.check_same_code(str(directory), previous, now, force)
     return now, previous

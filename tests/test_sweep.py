@@ -247,7 +247,7 @@ def test_a_sweep_directory_whose_record_is_not_a_sweep_is_refused(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "sweep.yaml").write_text("- a list\n")
-    with pytest.raises(SpecError, match=r"^--out: .* holds a sweep of a different base spec"):
+    with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not a sweep record \(a mapping\); choose a new "):
         sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
     (out / "sweep.yaml").write_text("name: [\n")
     with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not valid YAML at line 2$"):
@@ -329,3 +329,20 @@ def test_a_sweep_mixes_emulated_and_simulated_parts(tmp_path, monkeypatch):
     record = yaml.safe_load((tmp_path / "out" / "sweep.yaml").read_text())
     assert record["parts"][1]["backend"] == "simulated" and "backend" not in record["parts"][0]
     assert [cell.get("backend") for cell in record["cells"]] == [None, None, "simulated", "simulated"]
+
+
+def test_a_resume_may_add_cells_but_not_drop_finished_ones(tmp_path):
+    """Dropped cells would leave results.csv and sweep.yaml while their directories
+    stay: refused, naming one. Added seeds run beside the kept cells."""
+    out = tmp_path / "out"
+    sweep_mod.run_any_sweep(write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1]}), out=str(out),
+                            run_cell=FakeRunner())
+    runner = FakeRunner()
+    result = sweep_mod.run_any_sweep(write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2]}),
+                                     out=str(out), run_cell=runner)
+    assert runner.calls == ["sched-fs_seed-2", "sched-grouper_seed-2"] and len(result.rows) == 4
+    with pytest.raises(SpecError, match=r"^--out: .* holds cells this sweep does not have \(sched-grouper_seed-1 "
+                                        r"and 1 more\): a resume may add cells, not drop them"):
+        sweep_mod.run_any_sweep(write(tmp_path, {"schedulers": ["fs"], "seeds": [1, 2]}), out=str(out),
+                                run_cell=FakeRunner())
+    assert len(read_csv(out / "results.csv")) == 4

@@ -24,7 +24,7 @@ from experiments.store import REPO_ROOT
 SWEEP = REPO_ROOT / "experiments/sweeps/grouper-sim-figures-smoke.yaml"
 ONLY = "*workload_factor-0.5"  # 10 cells in 2 groups: seeds 1 and 2, five schedulers each
 SEED_1 = "*seed-1_workload.arrivals.workload_factor-0.5"
-TIMED = ("cell_s", "wall_s")  # the columns that differ from run to run
+TIMED = ("cell_s", "wall_s", "box_cpu_loop_ms")  # the columns that differ from run to run
 
 
 def held_then_simulated(spec, out_dir):
