@@ -119,6 +119,18 @@ def _run_colocation(spec: dict, out: str | None = None) -> Path:
     return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out)
 
 
+def resume_colocation(raw: dict, out: str | Path) -> Path:
+    """A sweep's co-location cell, continued in ``out`` where an interrupted run of it
+    is (its measured repeats kept, as ``trainbed colocate --out`` keeps them), else
+    run there afresh. Its spec is the cell's and its code was checked by the sweep."""
+    import torch
+
+    from experiments.colocation.runner import run_colocate
+    spec = _validate_colocation(raw)
+    held = (Path(out) / "spec.yaml").exists()
+    return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out, resume=held, force=held)
+
+
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind("timetable", _validate_timetable, _run_timetable,
          summary="flows started and re-prioritised at set times (a spec without workload: is one)"),

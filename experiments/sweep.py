@@ -18,7 +18,8 @@ or by another ``Executor`` (a Dask cluster: ``experiments.cluster``), into
 (``sched-grouper_seed-1_topology.host_mbps-100``), so it is the same on every run of
 the sweep. Re-running into the same directory resumes: a cell whose summary.json
 says ``"completed": true`` is kept; any other is set aside under ``DIR/failed/`` and
-run again into a fresh directory (a runner refuses a directory holding a summary).
+run again into a fresh directory (a runner refuses a directory holding a summary),
+except a co-location cell run here: it continues in place, its measured repeats kept.
 Before the first cell runs, and before anything is written, every cell to run is
 checked by its kind for errors (``validation.errors_only``: quick, a searched
 placement's ETP steps are left to its run); one invalid cell refuses the whole
@@ -76,6 +77,7 @@ from experiments.errors import SpecError, one_line
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
 from experiments.results import csv_value, durations, lookup, read_environment, read_summary
+from experiments.kinds import resume_colocation
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import (
     at,
@@ -408,8 +410,11 @@ def simulate_with_runner(spec: dict, out_dir: Path) -> Path:
 
 
 def backend_runner(cell: Cell) -> RunCell:
-    """The cell runner of the cell's backend (looked up when called, so a test may swap one)."""
-    return simulate_with_runner if cell.backend == "simulated" else run_with_runner
+    """The cell runner of the cell's backend (looked up when called, so a test may swap
+    one); a co-location cell's continues an interrupted run of it in place."""
+    if cell.backend == "simulated":
+        return simulate_with_runner
+    return resume_colocation if is_colocation(cell.spec) else run_with_runner
 
 
 def _shown(value) -> str:
@@ -581,6 +586,14 @@ class SerialExecutor:
             yield cell, error_text, time.monotonic() - began
 
 
+def _resumed_in_place(cell: Cell, run_cell: RunCell | None, executor: Executor) -> bool:
+    """A co-location cell run here by the project's runner keeps its directory: the
+    runner continues its measured repeats there (``resume_colocation``). A cluster
+    runs a cell afresh in a directory of its own."""
+    return (run_cell is None and isinstance(executor, SerialExecutor) and cell.backend != "simulated"
+            and is_colocation(cell.spec))
+
+
 def cell_dir(directory: Path, cell: Cell) -> Path:
     return directory / "cells" / cell.id
 
@@ -663,7 +676,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         if cell.id not in pending_ids:
             land(cell, read_summary(cell_dir(directory, cell)), None, earlier.get(cell.id), kept=True)
     for cell in pending:
-        if cell_dir(directory, cell).exists():
+        if cell_dir(directory, cell).exists() and not _resumed_in_place(cell, run_cell, executor):
             _set_aside(cell_dir(directory, cell), directory / "failed")
     started = (lambda cell: print(f"{where(cell)} ...", flush=True))  # a line of its own: the run prints its summary
     for cell, error_text, seconds in executor.run(sweep, pending, directory, runner, started):

@@ -52,3 +52,26 @@ def test_schedulers_on_a_co_location_spec_get_a_one_line_error(tmp_path):
 def test_the_shipped_workers_sweep_loads():
     sweep = load("experiments/sweeps/colocate-workers.yaml")
     assert sorted({cell.spec["workers"] for cell in sweep.cells}) == [2, 3] and len(sweep.cells) == 4
+
+
+def test_a_resumed_sweep_continues_an_interrupted_colocation_cell_in_place(tmp_path, monkeypatch):
+    """Its measured methods are kept (as trainbed colocate --out keeps them): only
+    what it had not measured runs, in the same directory, none set aside."""
+    from hosts.colocation.executor import Executor
+    calls, real_run = [], Executor.run
+
+    def run(self, method, plan):
+        calls.append(method)
+        if len(calls) == 2:
+            raise RuntimeError("device time ran out")
+        return real_run(self, method, plan)
+
+    monkeypatch.setattr(Executor, "run", run)
+    sweep = load(_sweep(tmp_path))
+    assert run_sweep(sweep, tmp_path / "out").failed == [sweep.cells[0].id]
+    cell = tmp_path / "out" / "cells" / sweep.cells[0].id
+    assert (cell / "records-default.json").exists() and calls == ["default", "bmc"]
+    result = run_sweep(sweep, tmp_path / "out")
+    assert result.failed == [] and calls == ["default", "bmc", "bmc"]  # default was not measured again
+    assert not (tmp_path / "out" / "failed").exists()
+    assert json.loads((cell / "summary.json").read_text())["completed"] is True
