@@ -345,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
 # bug and keeps its traceback. A new subcommand raises SpecError for bad input.
 USER_ERRORS = (SpecError, FileExistsError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError,
                RuntimeError)
+BUGS = (RecursionError, NotImplementedError)  # RuntimeErrors that are never the user's: their tracebacks stay
 
 
 def error_line(err: BaseException) -> str:
@@ -359,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except USER_ERRORS as err:
+        if isinstance(err, BUGS):
+            raise
         print(error_line(err), file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:

@@ -194,3 +194,21 @@ def test_cli_run_of_a_workload_kind_that_is_a_mapping_or_list_is_one_line(tmp_pa
     assert capsys.readouterr().err == "trainbed: error: workload.kind: must be the name of a workload kind " \
                                       f"(cojob, gnn, programs, timetable), got {got}\n"
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("raised, shown", [(RuntimeError("the controller did not start"), True),
+                                           (NotImplementedError("a kind's missing step"), False),
+                                           (RecursionError("maximum recursion depth exceeded"), False)])
+def test_a_refused_request_is_one_line_and_a_bug_keeps_its_traceback(monkeypatch, capsys, raised, shown):
+    from experiments import cli
+
+    def fail(args):
+        raise raised
+
+    monkeypatch.setattr(cli, "_figures", fail)
+    if shown:
+        assert cli.main(["figures", "dgtp", "somewhere"]) == 2
+        assert capsys.readouterr().err == f"trainbed: error: {raised}\n"
+    else:
+        with pytest.raises(type(raised)):
+            cli.main(["figures", "dgtp", "somewhere"])
