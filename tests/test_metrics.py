@@ -57,3 +57,15 @@ def test_seconds_with_a_flow_still_ramping_up_are_not_judged():
     # seconds 4-5 (high starting) would otherwise count low's squeezed sender as a slow link
     assert per_host["h2"] == {"sent": pytest.approx(0.95)}
     assert per_host["h1"]["received"] == pytest.approx(0.95)
+
+
+def test_every_rate_change_counts_not_only_the_first():
+    """Limited to 30 Mbit/s at 4 s, its policy removed at 10 s: after the removal (and
+    its settling) the flow fills its link again and is judged; the seconds around
+    each change are not."""
+    flows = [{"name": "a", "src": "h1", "dst": "h3", "start_s": 0, "duration_s": 20,
+              "rate_changes": [(4.0, 30.0), (10.0, None)]}]
+    series = {"a": [(t / 2, 95.0 if t <= 8 else 29.0 if t <= 20 else 60.0) for t in range(1, 41)]}
+    per_host = metrics.host_link_goodput(flows, series, {"h1": 100.0, "h3": 100.0})
+    # judged: seconds 2-3 (0.95), then 12-18 (0.6); 4-5 and 10-11 settle, 6-9 run below the link
+    assert per_host == {"h1": {"sent": pytest.approx(0.6)}, "h3": {"received": pytest.approx(0.6)}}

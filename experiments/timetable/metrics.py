@@ -78,9 +78,17 @@ def saturated_directions(active: list[dict], link_mbps: dict[str, float]) -> set
     return saturated
 
 
+def _rate_in_second(flow: dict, k: int) -> tuple[float | None, float | None]:
+    """(the flow's rate limit in force in second k, when it last changed before k's end;
+    None: never). ``rate_changes``: (at_s, Mbit/s or None), in time order."""
+    changed = [(at, rate) for at, rate in flow.get("rate_changes", []) if at < k + 1]
+    return (changed[-1][1], changed[-1][0]) if changed else (flow.get("rate_mbps"), None)
+
+
 def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dict[str, float]) -> dict:
     """Median goodput / link rate of every host link direction, over the whole seconds
-    in which a max-min fair share would fill it (after settling, limits applied)."""
+    in which a max-min fair share would fill it (after settling, each flow at the rate
+    limit in force; a second within SETTLE_S of any of its policy changes is no steady one)."""
     bins = {f["name"]: per_second(series.get(f["name"], [])) for f in flows}
     samples: dict[tuple[str, str], list[float]] = {}
     last = int(max(f["start_s"] + f["duration_s"] for f in flows))
@@ -90,12 +98,12 @@ def host_link_goodput(flows: list[dict], series: dict[str, list], link_mbps: dic
             end = f["start_s"] + f["duration_s"]
             if f["start_s"] >= k + 1 or end <= k:
                 continue  # not running in second k
-            limited = f.get("limited_from_s") is not None and k >= f["limited_from_s"]
+            rate, changed_at = _rate_in_second(f, k)
             if (k <= f["start_s"] + SETTLE_S or k >= end - 1
-                    or (limited and k < f["limited_from_s"] + SETTLE_S + 1)):
-                active = None  # a flow is starting, ending or being limited: not a steady second
+                    or (changed_at is not None and k < changed_at + SETTLE_S + 1)):
+                active = None  # a flow is starting, ending or changing its policy: not a steady second
                 break
-            active.append({**f, "rate_mbps": f.get("limited_mbps") if limited else f.get("rate_mbps")})
+            active.append({**f, "rate_mbps": rate})
         if not active:
             continue
         for host, direction in saturated_directions(active, link_mbps):

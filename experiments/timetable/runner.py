@@ -176,12 +176,9 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
                                        "cwnd_bytes": p.cwnd_bytes, "rtt_ms": round(p.rtt_ms, 3)}
                                       for name, sender in senders.items() for p in sender.intervals),
                     ["time_s", "flow", "retransmits", "cwnd_bytes", "rtt_ms"])
-    for f in good:
-        limits = [c["at_s"] for c in spec["policy_changes"] if c["flow"] == f["name"] and "rate_mbps" in c]
-        if limits:
-            f["limited_from_s"] = min(limits)
-            f["limited_mbps"] = next(c["rate_mbps"] for c in spec["policy_changes"]
-                                     if c["flow"] == f["name"] and c["at_s"] == f["limited_from_s"])
+    for f in good:  # a change sets the flow's whole policy: its rate then, None when it sets none or removes it
+        f["rate_changes"] = sorted((c["at_s"], None if c["remove"] else c.get("rate_mbps"))
+                                   for c in spec["policy_changes"] if c["flow"] == f["name"])
     link_mbps = {link.a: link.mbps for link in fab.host_links()}
     per_host = metrics.host_link_goodput(good, series, link_mbps) if good else {}
     ratios = metrics.link_goodput(per_host)
