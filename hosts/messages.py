@@ -73,6 +73,8 @@ def decode(line: bytes | str) -> dict:
         raise MessageError("a message is an object with `kind` (event) or `cmd` (command)")
     if "kind" in message and message["kind"] not in EVENTS:
         raise MessageError(f"kind: unknown event {message['kind']!r}")
+    if "kind" in message and not (isinstance(message.get("task"), str) and message["task"]):
+        raise MessageError("task: an event names the task that sent it")  # the driver keys its tasks by it
     if "cmd" in message and message["cmd"] not in COMMANDS:
         raise MessageError(f"cmd: unknown command {message['cmd']!r}")
     return message

@@ -168,3 +168,16 @@ def test_close_stops_the_tasks_kills_what_stays_and_logs_what_is_still_queued(to
     assert [e["kind"] for e in _events(d)] == ["hello", "bye"]  # heard, never handled, still logged
     assert d.handled == [] and d.events_out.closed and d.decisions_out.closed
     assert not (d.run_dir / "events.sock").exists()
+
+
+def test_an_event_naming_no_task_is_a_bad_message_and_the_reader_goes_on(toy):
+    """A hello without its task used to kill the connection's reader (a KeyError),
+    losing every later event of that task."""
+    d = toy()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as task:
+        task.connect(d.server.path)
+        task.sendall(b'{"kind": "hello", "host": "h2"}\n' + encode(event("hello", "h2", "t2")))
+        heard = [d.server.inbox.get(timeout=5), d.server.inbox.get(timeout=5)]
+    assert heard[0]["kind"] == "error" and heard[0]["error"] == "bad message: task: an event names the task that sent it"
+    assert heard[1]["kind"] == "hello" and heard[1]["task"] == "t2" and "t2" in d.server.conns
+    d.close()
