@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import os
 import platform
@@ -43,15 +44,17 @@ def new_run_dir(kind: str, name: str, out: str | os.PathLike | None = None) -> P
         run = Path(out)
         if (run / "summary.json").exists():
             raise SpecError("out", f"{run}: already holds a run (summary.json); choose a new directory")
-    else:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        run = results_root() / f"{stamp}-{kind}-{name}"
-        n = 1
-        while run.exists():
-            n += 1
-            run = results_root() / f"{stamp}-{kind}-{name}-{n}"
-    run.mkdir(parents=True, exist_ok=True)
-    return run
+        run.mkdir(parents=True, exist_ok=True)
+        return run
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    results_root().mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        run = results_root() / (f"{stamp}-{kind}-{name}" + (f"-{n}" if n > 1 else ""))
+        try:
+            run.mkdir()  # made here or not at all: two runs started in one second get one each
+        except FileExistsError:
+            continue
+        return run
 
 
 def point_latest(run: Path) -> None:

@@ -96,3 +96,14 @@ def test_a_run_into_a_directory_holding_a_run_is_one_line(tmp_path):
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(SpecError, match=r"^out: .*: already holds a run \(summary.json\); choose a new directory$"):
         new_run_dir("run", "x", tmp_path)
+
+
+def test_runs_started_in_one_second_get_a_directory_each(tmp_path, monkeypatch):
+    """The name is claimed by making it (another process may have made it between a
+    check and a make)."""
+    from experiments import store
+    monkeypatch.setenv("TRAINBED_RESULTS", str(tmp_path))
+    monkeypatch.setattr(store.time, "strftime", lambda fmt, t=None: "20261129-010000")
+    (tmp_path / "20261129-010000-run-x").mkdir()  # another process's, made a moment ago
+    made = [store.new_run_dir("run", "x") for _ in range(2)]
+    assert [p.name for p in made] == ["20261129-010000-run-x-2", "20261129-010000-run-x-3"]

@@ -19,7 +19,7 @@ Format (docs/programs.md)::
           start_s: 10
           role: background             # stopped when the main programs are done
       policies:                        # static, by 5-tuple, port range or program
-        - {name: bulk-low, src: tbh5, dst: tbh1, proto: tcp, dst_ports: [20100, 20199], queue: 7}
+        - {name: bulk-low, src: tbh5, dst: tbh1, proto: tcp, dst_ports: [20100, 20163], queue: 7}
         - {name: ddp-high, program: ddp, queue: 1}
       policy_changes:                  # at times: a named policy's new fields, or remove
         - {at_s: 30, policy: bulk-low, queue: 2}
