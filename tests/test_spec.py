@@ -116,6 +116,8 @@ BAD = [
     ("emulation.tcp_rto_min_ms", 0, "emulation.tcp_rto_min_ms: must be"),
     ("emulation.mtu", 9001, "emulation.mtu: must be"),
     ("emulation.mtu", "jumbo", "emulation.mtu: must be an integer"),
+    ("emulation.ovs_instances", "per-switch", 'emulation.ovs_instances: must be an integer >= 1 or "per_switch"'),
+    ("emulation.ovs_instances", 0, "emulation.ovs_instances: must be >= 1, got 0"),
 ]
 
 

@@ -27,6 +27,8 @@ def emulation_options(raw) -> dict:
     section = mapping("emulation", raw, allowed=EMULATION_FIELDS, optional=True)
     defaults = EmulationOptions()
     instances = section.get("ovs_instances", defaults.ovs_instances)
+    if isinstance(instances, str) and instances != "per_switch":
+        raise SpecError("emulation.ovs_instances", f"must be an integer >= 1 or \"per_switch\", got {instances!r}")
     if instances != "per_switch":
         instances = integer("emulation.ovs_instances", instances, minimum=1)
     segmentation = choice("emulation.segmentation", section.get("segmentation", defaults.segmentation),
