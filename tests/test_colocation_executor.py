@@ -295,6 +295,7 @@ def test_a_fault_mid_run_leaves_a_summary_with_what_was_measured_and_no_worker(t
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["completed"] is False and summary["error"] == "RuntimeError: injected fault"
     assert summary["methods"]["default"]["makespan_s"] > 0 and "bmc" not in summary["methods"]
+    assert "RuntimeError: injected fault" in (tmp_path / "run" / "traceback.txt").read_text()
     assert multiprocessing.active_children() == []
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -91,8 +92,10 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
         done = {method: aggregate(rows) for method, rows in runs.items() if rows}
         write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, **profile,
                                           "methods": done})
+        (run / "traceback.txt").write_text("".join(traceback.format_exception(err)))
         write_runs_csv(run / "runs.csv", runs)
-        publish_run(run)  # report.html and the console summary, as every runner's end
+        point_latest(run)  # results/latest and report.html, as at every runner's end, failed or not
+        publish_run(run)
         raise
     methods = {method: aggregate(rows) for method, rows in runs.items()}
     write_runs_csv(run / "runs.csv", runs)
