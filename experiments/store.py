@@ -179,6 +179,16 @@ def _code(state: dict) -> str:
     return f"commit {state['git_commit'][:12]} ({'dirty' if state['git_dirty'] else 'clean'})"
 
 
+def utc_now() -> str:
+    """The time as every record of this store writes it (``2026-11-29T01:30:00Z``)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def resumed(record: dict, now: dict) -> list[dict]:
+    """``record``'s ``resumes`` with one more: this one's time and code (``git_state``)."""
+    return [*(record.get("resumes") or []), {"time_utc": utc_now(), **now}]
+
+
 def check_same_code(where: str, recorded: dict, now: dict, force: bool) -> None:
     """Resuming ``where`` (a sweep's cells, a co-location run) whose first run recorded
     ``recorded`` (its ``git_state()``) under the checkout's ``now``: refused in one line
@@ -250,6 +260,6 @@ def environment() -> dict:
         **cpu.box_identity(),
         "cpu_loop_ms": cpu.cpu_loop_ms(),
         "loadavg": list(os.getloadavg()),
-        "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "time_utc": utc_now(),
         **git_state(),
     }

@@ -539,9 +539,7 @@ def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, run
         record = {**sweep.resolved(), **now}
     else:
         first = {key: previous[key] for key in ("git_commit", "git_dirty", "git_note") if key in previous}
-        resumes = previous.get("resumes") or []
-        if runs_cells:
-            resumes = [*resumes, {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
+        resumes = store.resumed(previous, now) if runs_cells else previous.get("resumes") or []
         record = {**sweep.resolved(), **(first or {"git_commit": None, "git_dirty": None,
                                                    "git_note": "not recorded by the sweep's first run"}),
                   **({"resumes": resumes} if resumes else {})}

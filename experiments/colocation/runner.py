@@ -39,8 +39,8 @@ from experiments.colocation.report import write_report
 from experiments.reports import publish_run
 from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError, one_line
-from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, read_json, write_csv,
-                               write_json, write_spec)
+from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, read_json, resumed,
+                               write_csv, write_json, write_spec)
 from experiments.validation import read_yaml
 from hosts.colocation.allocator import class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
@@ -142,7 +142,7 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
         differ = "; ".join(f"{key} {there.get(key)!r} there, {here.get(key)!r} here"
                            for key in sorted(there.keys() | here.keys()) if there.get(key) != here.get(key))
         raise SpecError("--device", f"{run} was measured on another device ({differ})")
-    env["resumes"] = [*env.get("resumes", []), {"time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **now}]
+    env["resumes"] = resumed(env, now)
     write_json(run / "environment.json", env)
     return run
 
