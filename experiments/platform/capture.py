@@ -11,7 +11,7 @@
 - Queue occupancy (``queue_interval_s``): every interval, every switch egress port's
   backlog per queue from ``tc -s class show`` (the root namespace holds the switch
   ports); ``raw/queue_occupancy.csv`` (``time_s,port,queue,backlog_bytes``, run time
-  from the fabric's start). The sampler's own cost, the CPU time of its tc processes,
+  from the run's start, before the fabric's bring-up, as ``cpu.csv``'s). The sampler's own cost, the CPU time of its tc processes,
   is reported (``queue_sampler_cpu_s``, ``queue_sampler_cpu_share`` of the box's
   CPU time over the sampling) beside the run's fidelity fields: it competes with the
   emulation for the same cores.
@@ -200,8 +200,10 @@ class QueueSampler(threading.Thread):
 class Capture:
     """What the spec's ``capture:`` asks for, started on a live fabric and stopped before it goes down."""
 
-    def __init__(self, options: dict | None, raw: Path):
-        self.options, self.raw = options, raw
+    def __init__(self, options: dict | None, raw: Path, t0: float | None = None):
+        """``t0``: the time.monotonic() the run's times count from (as ``cpu.csv``'s);
+        None: when the capture starts."""
+        self.options, self.raw, self.t0 = options, raw, t0
         self.packets: dict[str, subprocess.Popen] = {}
         self.sampler: QueueSampler | None = None
         self.fields: dict = {}
@@ -213,7 +215,7 @@ class Capture:
         self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
         if o["queue_interval_s"]:
             self.sampler = QueueSampler(em.fabric, self.raw / "queue_occupancy.csv", o["queue_interval_s"],
-                                        time.monotonic())
+                                        time.monotonic() if self.t0 is None else self.t0)
             self.sampler.start()
 
     def stop(self) -> None:
