@@ -72,7 +72,7 @@ class FailingWorkload:
 
     def collect(self, em):
         self.calls.append("collect")
-        raise RuntimeError("fabric counters not collected: tc failed")
+        raise RuntimeError("counters unreadable: tc failed")
 
     def summary_fields(self):
         return {}
@@ -98,4 +98,34 @@ def test_a_runs_first_fault_is_its_error_and_every_step_of_the_end_still_runs(tm
     assert summary["completed"] is False and "the driver lost worker 0" in summary["error"]
     trace = (tmp_path / "run" / "traceback.txt").read_text()
     assert "then, while stopping: OSError: kill: no such process" in trace
-    assert "then, while stopping: RuntimeError: fabric counters not collected: tc failed" in trace
+    assert "then, while stopping: RuntimeError: counters unreadable: tc failed" in trace
+
+
+class UnreadCounters(FailingWorkload):
+    """It ran to its end; one counter file could not be read."""
+
+    def run(self):
+        self.calls.append("run")
+
+    def stop(self):
+        self.calls.append("stop")
+
+    def collect(self, em):
+        self.calls.append("collect")
+        return ["port_counters.json: tc -s class show failed"]
+
+    def analyse(self, cpu, outages):
+        return {"trustworthy": True, "fidelity": {"trustworthy": True, "untrustworthy_reasons": []}}
+
+
+def test_a_run_whose_counters_could_not_all_be_read_completed_but_is_not_trusted(tmp_path, monkeypatch):
+    """The same for every kind (the timetable kept such a run, the others failed it)."""
+    from experiments.platform import run as run_mod
+    monkeypatch.setattr(run_mod, "Emulation", FakeFabric)
+    monkeypatch.setattr(run_mod.emulation_spec, "fabric_of", lambda spec: None)
+    monkeypatch.setattr(run_mod.emulation_spec, "options_of", lambda spec: {})
+    run_workload({"name": "unread"}, str(tmp_path / "run"), lambda spec, run: UnreadCounters())
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["completed"] is True and summary["trustworthy"] is False
+    assert summary["collect_errors"] == ["port_counters.json: tc -s class show failed"]
+    assert summary["fidelity"]["untrustworthy_reasons"] == ["not collected: port_counters.json: tc -s class show failed"]

@@ -105,15 +105,14 @@ class CojobWorkload:
         if failed:  # the conformance check reads fewer packets than it was given to read
             store.write_json(self.run_dir / "raw" / SAMPLE_ERRORS, failed)
 
-    def collect(self, em: Emulation) -> None:
-        """Every counter file, or an error naming the fabric counters that could not be read."""
+    def collect(self, em: Emulation) -> list[str]:
+        """Every counter file; the fabric counters that could not be read, named."""
         raw = self.run_dir / "raw"
         store.write_json(raw / "host_queue_counters.json", _host_queue_counters(em))
         unread = collect_fabric_counters(em, raw)
         store.write_json(raw / "tcp_counters.json", _host_tcp_counters(em))
         store.write_json(raw / "ovs_reports.json", em.ovs_reports())
-        if unread:
-            raise RuntimeError(f"fabric counters not collected: {'; '.join(unread)}")
+        return unread
 
     def summary_fields(self) -> dict:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"]}

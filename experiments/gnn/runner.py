@@ -74,8 +74,8 @@ class GnnWorkload:
         if self.driver is not None:
             self.driver.close()
 
-    def collect(self, em: Emulation) -> None:
-        """Every counter file, or an error naming the fabric counters that could not be read."""
+    def collect(self, em: Emulation) -> list[str]:
+        """Every counter file; the fabric counters that could not be read, named."""
         raw = self.run_dir / "raw"
         store.write_json(raw / "fabric_bytes.json", {"before": self.bytes_before, "after": host_bytes_into_fabric(em)})
         unread = collect_fabric_counters(em, raw)
@@ -85,8 +85,7 @@ class GnnWorkload:
                                                    "readbacks": len(readbacks),
                                                    "edge_cut_share": self.driver.config["edge_cut_share"],
                                                    "placement": self.driver.tasks})
-        if unread:
-            raise RuntimeError(f"fabric counters not collected: {'; '.join(unread)}")
+        return unread
 
     def summary_fields(self) -> dict:
         return {"scheduler": self.spec["scheduler"]["name"], "seed": self.spec["seed"],

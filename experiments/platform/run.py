@@ -44,7 +44,7 @@ class Workload(Protocol):
     def start(self, em: Emulation, events_path: str) -> None: ...
     def run(self) -> None: ...
     def stop(self) -> None: ...  # safe after a start that failed halfway
-    def collect(self, em: Emulation) -> None: ...
+    def collect(self, em: Emulation) -> list[str]: ...  # the parts it could not read, "file: error" each
     def summary_fields(self) -> dict: ...
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict: ...
 
@@ -59,6 +59,7 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
     cpu = CpuMonitor(time.monotonic())
     capture = Capture(spec.get("capture"), run / "raw", cpu.t0)  # one time axis for cpu.csv and the queues
     outages: list[dict] = []
+    unread: list[str] = []  # the fabric's counters (and a kind's other files) that could not be read
     error: BaseException | None = None
     started = time.monotonic()
     try:
@@ -80,7 +81,7 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
             step(workload.stop)
             step(capture.stop)
             step(lambda: (cpu.stopped.set(), cpu.join()))
-            step(lambda: workload.collect(em))
+            step(lambda: unread.extend(workload.collect(em)))
             try:
                 outages = em.controller_outages(workload.t0 or started)
             except BaseException as err:  # noqa: BLE001 - as above
@@ -94,8 +95,9 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
             signal.signal(sig, handler)
     cpu.write_csv(run / "cpu.csv")
     summary = {"name": spec["name"], "backend": "emulated", **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
-               **cpu.summary(), **capture.fields}
-    return finish_run(run, summary, error, lambda: _with_capture_cost(workload.analyse(cpu, outages), capture.fields))
+               **cpu.summary(), **capture.fields, **({"collect_errors": unread} if unread else {})}
+    return finish_run(run, summary, error, lambda: _with_unread(
+        _with_capture_cost(workload.analyse(cpu, outages), capture.fields), unread))
 
 
 def _first_fault(failures: list[BaseException]) -> BaseException:
@@ -106,6 +108,18 @@ def _first_fault(failures: list[BaseException]) -> BaseException:
         if other is not first:
             first.add_note(f"then, while stopping: {one_line(other)}")
     return first
+
+
+def _with_unread(analysis: dict, unread: list[str]) -> dict:
+    """A run whose counters could not all be read completed, but its fidelity cannot be
+    judged in full: untrustworthy, each unread part a reason (the run's
+    ``collect_errors``)."""
+    if unread:
+        fidelity = analysis.get("fidelity") if isinstance(analysis.get("fidelity"), dict) else {}
+        analysis["fidelity"] = {**fidelity, "trustworthy": False, "untrustworthy_reasons": [
+            *fidelity.get("untrustworthy_reasons", []), *(f"not collected: {u}" for u in unread)]}
+        analysis["trustworthy"] = False
+    return analysis
 
 
 def _with_capture_cost(analysis: dict, fields: dict) -> dict:

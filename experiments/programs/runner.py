@@ -175,15 +175,14 @@ class ProgramsWorkload:
         if self.t0 is not None:
             self._reap()
 
-    def collect(self, em: Emulation) -> None:
+    def collect(self, em: Emulation) -> list[str]:
         errors = collect_fabric_counters(em, self.raw)
         try:
             store.write_json(self.raw / "policies.json", em.client.policies())
         except Exception as err:  # noqa: BLE001 - a missing part must not lose the others
             errors.append(f"policies.json: {one_line(err)}")
         self._write_host_bytes()
-        if errors:
-            raise RuntimeError(f"fabric counters not collected: {'; '.join(errors)}")
+        return errors
 
     def _write_host_bytes(self) -> None:
         with open(self.raw / "host_bytes.csv", "w", newline="") as f:

@@ -105,7 +105,7 @@ class TimetableWorkload:
                 proc.kill()
                 proc.wait()
 
-    def collect(self, em: Emulation) -> None:
+    def collect(self, em: Emulation) -> list[str]:
         """Raw data kept from the live fabric; each part independently of the others."""
         errors = collect_fabric_counters(em, self.raw)
         try:
@@ -115,11 +115,10 @@ class TimetableWorkload:
         else:
             store.write_json(self.raw / "policies.json", policies)
             self.played["policies"] = policies
-        if errors:
-            self.played.setdefault("collect_errors", []).extend(errors)
+        return errors
 
     def summary_fields(self) -> dict:
-        return {"collect_errors": self.played["collect_errors"]} if self.played.get("collect_errors") else {}
+        return {}
 
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict:
         return analyse(self.spec, self.run_dir, self.played, cpu, outages)
