@@ -64,7 +64,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
     per OVS instance the cores it used and the share of the run its main thread was
     ready but off the CPU (``vswitchd_waited``)."""
     names = [h.name for h in fabric.hosts]
-    rate = {link.a: link.mbps for link in fabric.host_links()}
+    rate = fabric.host_mbps()
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with Emulation(fabric, workdir, options=options) as em:

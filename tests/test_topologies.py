@@ -170,3 +170,9 @@ def test_too_many_ports_or_switches_name_the_field_that_makes_them(args, field):
     spines, leaves, hosts_per_leaf = args
     with pytest.raises(fab.TopologyError, match=f"^{field}: "):
         fab.leaf_spine(spines, leaves, hosts_per_leaf)
+
+
+def test_host_mbps_is_each_hosts_nic_rate_in_host_order():
+    f = fab.leaf_spine(1, 2, 2, host_mbps=100, host_mbps_overrides={"tbh3": 25})
+    assert f.host_mbps() == {"tbh1": 100.0, "tbh2": 100.0, "tbh3": 25.0, "tbh4": 100.0}
+    assert list(f.host_mbps()) == [h.name for h in f.hosts]

@@ -116,6 +116,11 @@ class Fabric:
         hosts = {h.name for h in self.hosts}
         return [link for link in self.links if link.a in hosts]
 
+    def host_mbps(self) -> dict[str, float]:
+        """Host -> its link's Mbit/s (its NIC's rate, each way), in host order."""
+        rates = {link.a: link.mbps for link in self.host_links()}
+        return {h.name: rates[h.name] for h in self.hosts}
+
     def switch_ports(self) -> list[tuple[str, str, float]]:
         """(switch, interface, Mbit/s) of every switch egress port."""
         hosts = {h.name for h in self.hosts}

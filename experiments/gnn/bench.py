@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from controller.schedulers import oes
 from experiments.benchrows import row, show
+from experiments.gnn.coordinator import oes_machines
 from experiments.gnn.driver import OesRates
 from experiments.platform.net import Emulation
 from experiments.runner import read_spec, run_any_spec
@@ -36,7 +36,7 @@ def _flow_event(n: int, src: str, dst: str) -> dict:
 
 def rate_update_latency(workdir: Path) -> list[dict]:
     fabric = star(hosts=4, host_mbps=100)
-    machines = [oes.Machine(link.a, link.mbps, link.mbps) for link in fabric.host_links()]
+    machines = oes_machines(fabric)
     hosts = [h.name for h in fabric.hosts]
     one, fifty = [], []
     with Emulation(fabric, workdir / "oes-rates") as em:

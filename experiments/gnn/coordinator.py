@@ -43,6 +43,12 @@ class RateDecision:
     rates: dict[FlowKey, float]  # Mbit/s per flow 5-tuple, in flow id order
 
 
+def oes_machines(fabric) -> list[oes.Machine]:
+    """The fabric's hosts as OES sees them: each NIC's rate in and out (the emulated
+    driver, the simulator and the bench alike)."""
+    return [oes.Machine(host, mbps, mbps) for host, mbps in fabric.host_mbps().items()]
+
+
 class RateCoordinator:
     def __init__(self, machines: Sequence[oes.Machine], policy: oes.RatePolicy = oes.oes_rates):
         self.machines, self.policy = list(machines), policy

@@ -43,7 +43,7 @@ from pathlib import Path
 from controller.hostnet import netns_cmd
 from controller.schedulers import oes
 from experiments.gnn import job as job_mod
-from experiments.gnn.coordinator import RateCoordinator, installed_mbps
+from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
 from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
 from experiments.platform.policysync import PolicySync
@@ -66,8 +66,7 @@ class GnnDriver(Driver):
         self.scheduler = spec["scheduler"]["name"]
         self.fabric = em.fabric
         self.machines = [h.name for h in self.fabric.hosts]
-        rates = {link.a: link.mbps for link in self.fabric.host_links()}  # the host is end a
-        self.oes_machines = [oes.Machine(host, rates[host], rates[host]) for host in self.machines]
+        self.oes_machines = oes_machines(self.fabric)
         self.tasks = dict(self.workload["placement"]["tasks"])
         self.config = job_mod.prepare(self.workload, self.tasks, {h.name: h.ip for h in self.fabric.hosts},
                                       self.machines, spec["seed"], run_dir / "job")

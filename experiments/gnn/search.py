@@ -95,8 +95,7 @@ def hosts_of(spec: Mapping) -> dict[str, float]:
     """host -> its link's Mbit/s, in fabric order (rates beyond what this box emulates allowed)."""
     with simulated_rates():
         fabric = fabric_of(dict(spec))
-    rates = {link.a: link.mbps for link in fabric.host_links()}
-    return {h.name: rates[h.name] for h in fabric.hosts}
+    return fabric.host_mbps()
 
 
 def _profile(profile) -> Profile:

@@ -82,7 +82,7 @@ from experiments.errors import SpecError, one_line
 from experiments.gnn import metrics
 from experiments.gnn import placement as placement_mod
 from experiments.gnn import spec as gnn_spec
-from experiments.gnn.coordinator import RateCoordinator, installed_mbps
+from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
 from experiments.platform.run import simulate_workload
 from experiments.platform.spec import fabric_of
 from experiments.sim.network import FluidNetwork
@@ -290,9 +290,8 @@ class GnnSimulation:
         self.paths = Paths(fabric)
         self.net = FluidNetwork(self.paths.capacity)
         self.wire = wire_factor(spec["emulation"]["mtu"])
-        rates = {link.a: link.mbps for link in fabric.host_links()}  # the host is end a
         self.coordinator = None if scheduler == "default" else RateCoordinator(
-            [oes.Machine(host, mbps, mbps) for host, mbps in rates.items()], oes.rate_policies()[scheduler])
+            oes_machines(fabric), oes.rate_policies()[scheduler])
         self.evaluation = {}  # iteration -> which evaluation it is (0, 1, ...)
         for n in range(self.iterations):
             if is_eval(n, workload["eval_every"], workload["iterations"]):

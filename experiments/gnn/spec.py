@@ -238,7 +238,7 @@ def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
         raise SpecError("workload.placement", f"must be distdgl, distdgl-fast-ps, spread, a mapping of task id to "
                                               f"host (explicit) or {{kind: etp | ifs, profile: ...}}, "
                                               f"got {describe(raw)}")
-    nic_mbps = ({link.a: link.mbps for link in emulation_spec.fabric_of(common).host_links()}
+    nic_mbps = (emulation_spec.fabric_of(common).host_mbps()
                 if kind == "distdgl-fast-ps" else None)
     tasks = placement_mod.place(kind, hosts, workload["machines"], workload["task_resources"], workload["workers"],
                                 workload["samplers_per_worker"], workload["ps"],

@@ -178,7 +178,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
     for f in good:  # a change sets the flow's whole policy: its rate then, None when it sets none or removes it
         f["rate_changes"] = sorted((c["at_s"], None if c["remove"] else c.get("rate_mbps"))
                                    for c in spec["policy_changes"] if c["flow"] == f["name"])
-    link_mbps = {link.a: link.mbps for link in fab.host_links()}
+    link_mbps = fab.host_mbps()
     per_host = metrics.host_link_goodput(good, series, link_mbps) if good else {}
     ratios = metrics.link_goodput(per_host)
     summary: dict = {"name": spec["name"], "flows": {}, "failed_flows": failures}
