@@ -16,6 +16,7 @@ import bisect
 from collections import defaultdict
 from pathlib import Path
 
+from experiments.platform.policysync import flow_key
 from topologies import queues
 from topologies.fabric import Fabric
 
@@ -78,7 +79,7 @@ def sender_queue_share(events: list[dict], decisions: list[dict], host_counters:
         start = starts[event["flow"]]
         if start["src"] == start["dst"]:  # over loopback: no NIC queue sends it
             continue
-        key = (start["src"], start["dst"], "tcp", start["src_port"], start["dst_port"])
+        key = flow_key(start)
         decision = _in_force(history, key, start["t"])
         expected[start["src"]][queues.LOWEST_QUEUE if decision is None else decision[1]] += event["bytes"]
     overlap = total = 0.0

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from controller.schedulers import oes
 from experiments.platform.channel import DriverError
+from experiments.platform.policysync import flow_key
 
 FlowKey = tuple  # (src host, dst host, "tcp", src port, dst port)
 MIN_REMAINING_SHARE = 0.01  # of a transfer: the least remaining volume estimated while it is active
@@ -80,7 +81,7 @@ class RateCoordinator:
                 self.ended_early.discard(flow_id)
                 return False
             self.started[flow_id] = message
-            self.keys[flow_id] = (message["src"], message["dst"], "tcp", message["src_port"], message["dst_port"])
+            self.keys[flow_id] = flow_key(message)
             if self.reads_remaining:
                 self.total_mbit[flow_id] = message["bytes"] * 8 / 1e6
             if not self.pipeline.start(self._flow(message)):

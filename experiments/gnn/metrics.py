@@ -26,6 +26,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from experiments.platform.policysync import flow_key
 from experiments.stats import percentile
 
 
@@ -41,7 +42,7 @@ def flows(events: list[dict], decisions: list[dict]) -> list[dict]:
     for fid, e in sorted(starts.items(), key=lambda item: item[1]["t"]):
         end = ends.get(fid)
         duration = None if end is None else max(end - e["t"], 1e-6)
-        key = (e["src"], e["dst"], "tcp", e["src_port"], e["dst_port"])
+        key = flow_key(e)
         rows.append({"flow": fid, "src": e["src"], "dst": e["dst"], "src_task": e["src_task"],
                      "dst_task": e["dst_task"], "phase": e["phase"], "iteration": e["iteration"],
                      "bytes": e["bytes"], "start_t": e["t"], "duration_s": duration,

@@ -11,6 +11,12 @@ from typing import Mapping, NamedTuple
 FLOW_FIELDS = ("src", "dst", "proto", "src_port", "dst_port")
 
 
+def flow_key(start: Mapping) -> tuple:
+    """The 5-tuple a per-flow policy matches, of a host program's ``flow_start`` event
+    (its ports are the TCP connection's, in the flow's direction)."""
+    return start["src"], start["dst"], "tcp", start["src_port"], start["dst_port"]
+
+
 def flow_match(key: tuple) -> dict:
     """A flow 5-tuple (src, dst, proto, src_port, dst_port) as a policy's match fields."""
     return dict(zip(FLOW_FIELDS, key))
