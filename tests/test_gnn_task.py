@@ -259,3 +259,47 @@ def test_a_samplers_batches_are_full_and_distinct_across_epoch_ends():
         assert all(set(b.tolist()) <= set(sampler.shard.tolist()) for b in batches)
         counts = Counter(np.concatenate(batches).tolist())  # once an epoch: every seed as often as any, +-1 epoch
         assert set(counts) == set(sampler.shard.tolist()) and max(counts.values()) - min(counts.values()) <= 2
+
+
+@pytest.mark.parametrize("workers, size", [(2, 7), (3, 10), (4, 5), (5, 23)])
+def test_ring_allreduce_leaves_every_worker_the_mean_of_all_gradients(workers, size):
+    """Worker.sync_ring's chunk indices, run by threads over in-process links: every
+    worker ends with the exact mean (the ring's 2(W-1) steps, reduce-scatter then
+    all-gather), whatever the chunk sizes."""
+    import queue as queue_mod
+    import threading
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hosts.gnn.task import Worker
+
+    class Link:  # worker i's ring_next is worker i+1's ring_prev
+        def __init__(self):
+            self.q = queue_mod.Queue()
+
+        def send(self, kind, iteration, payload, phase):
+            self.q.put(payload)
+
+        def get(self, kind, iteration, timeout_s):
+            return self.q.get(timeout=timeout_s)
+
+    rng = np.random.default_rng(workers * 100 + size)
+    grads = [rng.standard_normal(size).astype(np.float32) for _ in range(workers)]
+    links = [Link() for _ in range(workers)]
+    loaded, failures = {}, []
+    ring = []
+    for i in range(workers):
+        ring.append(SimpleNamespace(
+            job=SimpleNamespace(workers=workers, timeout_s=10), index=i, task=SimpleNamespace(fail=failures.append),
+            ring_next=links[(i + 1) % workers], ring_prev=links[i], flat=lambda grads, g=grads[i]: g,
+            load=lambda values, grads, i=i: loaded.__setitem__(i, values), optimizer=SimpleNamespace(step=lambda: None)))
+    threads = [threading.Thread(target=Worker.sync_ring, args=(w, 0)) for w in ring]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert failures == [] and sorted(loaded) == list(range(workers))
+    mean = np.mean(grads, axis=0)
+    for i in range(workers):
+        assert loaded[i] == pytest.approx(mean, abs=1e-6), i
