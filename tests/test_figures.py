@@ -150,3 +150,24 @@ def test_a_sweep_with_no_usable_cell_or_of_another_kind_is_refused(sweep_dir):
     (sweep_dir / "sweep.yaml").write_text(yaml.safe_dump({"base_spec": {"workload": {"kind": "gnn"}}}))
     with pytest.raises(SpecError, match="a sweep of gnn cells; trainbed figures grouper reads cojob sweeps"):
         figures.grouper_figures(sweep_dir)
+
+
+def test_a_solo_calibration_of_several_cojobs_or_another_setting_is_refused(sweep_dir, tmp_path):
+    """A solo SCT of another cluster or scale would divide the cells' SCTs into
+    slowdowns of nothing (the 9-host solo sweep once sat beside the 24-host cells)."""
+    two = tmp_path / "two"
+    write_run(two, [*events(5), {"kind": "cojob_arrival", "t": 1, "cojob": 1, "model": "deepspeech2"}])
+    with pytest.raises(SpecError, match=r"^--solo: .*two: 2 cojobs ran, not one alone$"):
+        figures.grouper_figures(sweep_dir, solo_runs=[two])
+    cell = sweep_dir / "cells" / "sched-fs_seed-1"
+    setting = {"topology": {"kind": "star", "hosts": 9, "host_mbps": 100},
+               "workload": {"kind": "cojob", "bytes_scale": 0.02, "only_cojob": None, "placement": "gpu_servers"}}
+    (cell / "spec.yaml").write_text(yaml.safe_dump(setting))
+    solo = tmp_path / "solo"
+    (solo / "spec.yaml").write_text(yaml.safe_dump({**setting, "workload": {
+        **setting["workload"], "only_cojob": 0, "placement": "spread"}}))  # what a solo run may change
+    figures.grouper_figures(sweep_dir, solo_runs=[solo])
+    (solo / "spec.yaml").write_text(yaml.safe_dump({**setting, "topology": {**setting["topology"], "host_mbps": 40},
+                                                    "workload": {**setting["workload"], "bytes_scale": 0.01}}))
+    with pytest.raises(SpecError, match=r"^--solo: .*solo: its topology differs from the sweep's cells in host_mbps: "):
+        figures.grouper_figures(sweep_dir, solo_runs=[solo])

@@ -116,11 +116,12 @@ def test_summarise_headline_figures():
     assert [row["slowdown"] for row in summary["stage_slowdown"]] == [2.0, 2.0, 1.5]
     assert summary["avg_stage_slowdown"] == pytest.approx(5.5 / 3)
     assert summary["p90_stage_slowdown"] == pytest.approx(2.0)
-    assert {k: summary[k] for k in ("stages_completed", "stages_unfinished", "stages_without_solo",
-                                    "cojobs_completed", "cojobs_unfinished", "jobs_without_t90",
+    assert {k: summary[k] for k in ("stages_completed", "stages_planned", "stages_unfinished", "stages_without_solo",
+                                    "cojobs_completed", "cojobs_planned", "cojobs_unfinished", "jobs_without_t90",
                                     "jobs_ended", "jobs_unfinished")} == {
-        "stages_completed": 3, "stages_unfinished": 1, "stages_without_solo": 0, "cojobs_completed": 1,
-        "cojobs_unfinished": 1, "jobs_without_t90": 2, "jobs_ended": 3, "jobs_unfinished": 1}
+        "stages_completed": 3, "stages_planned": 4, "stages_unfinished": 1, "stages_without_solo": 0,
+        "cojobs_completed": 1, "cojobs_planned": 2, "cojobs_unfinished": 1, "jobs_without_t90": 2, "jobs_ended": 3,
+        "jobs_unfinished": 1}
     json.dumps(summary)  # goes into summary.json as it is
 
 
@@ -138,7 +139,7 @@ def test_solo_sct_averages_each_model_stage_over_solo_runs_from_their_arrival():
     # arrives at 50, starts at 51: its stage 0 lasts 16 s and completes 17 s after the arrival
     run_b = [ev("cojob_arrival", 50, cojob=0), ev("stage_start", 51, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
              ev("stage_end", 67, cojob=0, stage=0)]
-    assert gm.solo_sct(run_a, WORKLOAD) == {("deepspeech2", 0): 15, ("deepspeech2", 1): 35}
+    assert gm.pool_solo([(run_a, WORKLOAD)]) == {("deepspeech2", 0): 15, ("deepspeech2", 1): 35}
     assert gm.pool_solo([(run_a, WORKLOAD), (run_b, WORKLOAD)]) == {("deepspeech2", 0): (15 + 17) / 2,
                                                                      ("deepspeech2", 1): 35}
 

@@ -5,8 +5,8 @@ used cell's run directory, and writes into DIR (or ``out_dir``), data first: ``f
 ``figure-N.md`` (the measured values beside the paper's), then ``figure-N.png``.
 
 - Fig. 10: stage slowdown, its CDF per scheduler (``figure-10-cdf.csv``) and its
-  average and 90th percentile; needs a solo calibration (``--solo`` run directories
-  of cojobs run alone, or ``stage_slowdown`` in the cells' summaries).
+  average and 90th percentile; needs a solo calibration (``--solo`` run directories,
+  each of one cojob of the cells' own setting run alone).
 - Fig. 11: average SCT, CoJCT, JCT and T90 of each scheduler, normalised to FS.
 - Fig. 12: each model's average SCT per scheduler, normalised to FS.
 
@@ -89,32 +89,59 @@ def canonical(scheduler: str) -> str:
     return ALIASES.get(scheduler.lower(), scheduler)
 
 
-def solo_calibration(run_dirs: Iterable[str | Path]) -> gm.SoloSct:
-    """The pooled solo SCTs of runs whose cojobs ran alone."""
+SOLO_FREE = ("only_cojob", "placement")  # what a solo run may differ in from the cells' workload
+
+
+def solo_calibration(run_dirs: Iterable[str | Path], reference: Path | None = None) -> gm.SoloSct:
+    """The pooled solo SCTs of runs in each of which one cojob ran alone; with
+    ``reference`` (a cell's run directory), each run must have run that cell's topology
+    and workload (but for ``SOLO_FREE``): a solo SCT of another cluster or scale would
+    divide the cells' SCTs into slowdowns of nothing."""
     runs = []
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
         if not gm.has_run(run_dir):
             raise SpecError("--solo", f"{run_dir}: no events.jsonl and workload.json (a solo run directory holds both)")
-        runs.append(gm.read_run(run_dir))
+        events, workload = gm.read_run(run_dir)
+        cojobs = {e["cojob"] for e in events if e.get("kind") == "cojob_arrival"}
+        if len(cojobs) != 1:
+            raise SpecError("--solo", f"{run_dir}: {len(cojobs)} cojobs ran, not one alone")
+        if reference is not None:
+            _same_setting(run_dir, reference)
+        runs.append((events, workload))
     return gm.pool_solo(runs)
+
+
+def _same_setting(solo: Path, cell: Path) -> None:
+    ran, wanted = (read_yaml(d / "spec.yaml", "--solo", "run spec") for d in (solo, cell))
+    for field in ("topology", "workload"):
+        a, b = (({k: v for k, v in (spec.get(field) or {}).items() if k not in SOLO_FREE}) for spec in (ran, wanted))
+        if a != b:
+            keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+            raise SpecError("--solo", f"{solo}: its {field} differs from the sweep's cells in {', '.join(keys)}: a "
+                                      "solo calibration runs the cells' own setting, one cojob alone")
 
 
 def _cell_metrics(cell_dir: Path, summary: dict, solo: gm.SoloSct | None) -> dict:
     if gm.has_run(cell_dir):
         return gm.summarise(*gm.read_run(cell_dir), solo)
-    if solo:
+    if solo:  # a cell kept without its events: its summary's per-stage SCTs
         return {**summary, "stage_slowdown": gm.stage_slowdown(summary.get("sct_s", []), solo)}
     return summary
+
+
+def _rows_of(results_dir: Path) -> list[dict]:
+    table = results_dir / "results.csv"
+    if not table.is_file():
+        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
+    return read_csv(table)
 
 
 def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tuple[list[CellResult], list[str]]:
     """The usable cells of a sweep directory, and one note per cell left out (why)."""
     results_dir = Path(results_dir)
     table = results_dir / "results.csv"
-    if not table.is_file():
-        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
-    rows = read_csv(table)
+    rows = _rows_of(results_dir)
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy"):
         if rows and column not in rows[0]:
             raise SpecError(f"{table.name}", f"has no column {column!r}")
@@ -464,13 +491,13 @@ def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = (
     returns the paths written."""
     results_dir = Path(results_dir)
     target = Path(out_dir) if out_dir is not None else results_dir
-    solo = solo_calibration(solo_runs) if solo_runs else None
+    reference = next((results_dir / "cells" / row["cell"] for row in _rows_of(results_dir)
+                      if (results_dir / "cells" / row["cell"] / "spec.yaml").is_file()), None)
+    solo = solo_calibration(solo_runs, reference) if solo_runs else None
     cells, left_out = load_results(results_dir, solo)
     if solo:
         solo_note = (f"Solo calibration: {len(solo_runs)} run(s), {len(solo)} (model, stage) pairs "
                      "(solo-sct.csv).")
-    elif any(c.metrics.get("stage_slowdown") for c in cells):
-        solo_note = "Solo calibration: the cells' own summaries (stage_slowdown)."
     else:
         solo_note = ("No solo calibration: stage slowdown needs runs of each cojob alone "
                      "(`trainbed figures grouper DIR --solo RUN_DIR`).")

@@ -37,7 +37,7 @@ Each metric is the paper's, read as follows:
 - Stage slowdown: §V-A's "ratio between its completion time and its minimum
   completion time if running alone in the network", i.e. the stage's SCT over the
   SCT of the same (model, stage) when its cojob ran alone, from a solo calibration
-  (``solo_sct``) measured the same way (from the solo cojob's arrival).
+  (``pool_solo``) measured the same way (from the solo cojob's arrival).
 
 A stage, cojob or job whose end event is missing (a run cut short) has no
 completion time; ``summarise`` counts such unfinished ones instead of guessing.
@@ -169,11 +169,6 @@ def pool_solo(runs: Iterable[tuple[Sequence[Mapping], Mapping]]) -> SoloSct:
     return {key: mean(values) for key, values in sorted(samples.items())}
 
 
-def solo_sct(events: Sequence[Mapping], workload: Mapping) -> SoloSct:
-    """The solo calibration ``{(model, stage): seconds}`` of one run whose cojobs ran alone."""
-    return pool_solo([(events, workload)])
-
-
 def stage_slowdown(scts: Sequence[Mapping], solo: Mapping[tuple[str, int], float]) -> list[dict]:
     """``{cojob, model, stage, slowdown}`` of every stage whose (model, stage) has a solo SCT."""
     return [{"cojob": row["cojob"], "model": row["model"], "stage": row["stage"],
@@ -206,6 +201,7 @@ def summarise(events: Sequence[Mapping], workload: Mapping,
     t90s = job_t90(events, workload)
     slowdowns = stage_slowdown(scts, solo) if solo else []
     slowdown_values = [row["slowdown"] for row in slowdowns]
+    plans = _plans(events, workload)
     started_stages = {(e["cojob"], e["stage"]) for e in events if e.get("kind") == "stage_start"}
     started_jobs = {job for e in events if e.get("kind") == "stage_start" for job in e.get("jobs", ())}
     return {
@@ -218,9 +214,11 @@ def summarise(events: Sequence[Mapping], workload: Mapping,
         "p90_stage_slowdown": percentile(slowdown_values, 90),  # linear, numpy's default
         "per_model_avg_sct_s": per_model_avg_sct(scts),
         "stages_completed": len(scts),
+        "stages_planned": sum(len(plan.stage_iterations) for plan in plans.values()),
         "stages_unfinished": len(started_stages) - len(scts),
         "stages_without_solo": len(scts) - len(slowdowns) if solo else None,
         "cojobs_completed": len(cojcts),
+        "cojobs_planned": len(plans),
         "cojobs_unfinished": len(_arrivals(events)) - len(cojcts),
         "jobs_without_t90": sum(row["t90_s"] is None for row in t90s),
         "jobs_ended": len(jcts),

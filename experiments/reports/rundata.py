@@ -174,16 +174,17 @@ def _timetable(data: RunData) -> list[Row]:
 
 def _cojob(data: RunData) -> list[Row]:
     s = data.summary
-    done = s.get("stages_completed")
-    stages = None if done is None else f"{done} of {done + (s.get('stages_unfinished') or 0)}"
-    cojobs = s.get("cojobs_completed")
+    done, cojobs = s.get("stages_completed"), s.get("cojobs_completed")
+    # of what the workload plans (a run cut short never started the rest); older summaries: of what started
+    stages = None if done is None else f"{done} of {s.get('stages_planned') or done + (s.get('stages_unfinished') or 0)}"
+    cojobs_of = None if cojobs is None else s.get("cojobs_planned") or cojobs + (s.get("cojobs_unfinished") or 0)
     rows = [("scheduler", str(s.get("scheduler", "n/a"))),
             ("avg SCT", num(s.get("avg_sct_s"), "s")),
             ("avg CoJCT", num(s.get("avg_cojct_s"), "s")),
             ("avg JCT", num(s.get("avg_jct_s"), "s")),
             ("avg T90", num(s.get("avg_t90_s"), "s")),
             ("stages done", stages or "n/a"),
-            ("cojobs done", "n/a" if cojobs is None else f"{cojobs} of {cojobs + (s.get('cojobs_unfinished') or 0)}"),
+            ("cojobs done", "n/a" if cojobs is None else f"{cojobs} of {cojobs_of}"),
             ("scheduling decisions", num(s.get("decisions")))]
     if s.get("simulated_s") is not None:
         rows.append(("simulated time", num(s["simulated_s"], "s")))
