@@ -240,3 +240,22 @@ def test_bad_placements_are_one_line_errors_naming_the_field(placement, message)
     raw["workload"]["placement"] = placement
     with pytest.raises(cojob_spec.SpecError, match="^" + message):
         cojob_spec.validate(raw)
+
+
+def test_a_new_cojobs_start_up_waits_for_the_batchs_other_actions(driver):
+    """A stage end that brings another cojob's arrival: the continuing cojob's next
+    stage and the decision go out before the new cojob's processes are started."""
+    from experiments.cojob.coordinator import Note, RunStage, StartCojob
+    d = driver("grouper")
+    done = []
+    d.note = lambda kind, **fields: done.append(kind)
+    d.start_cojob = lambda cojob: done.append(f"start cojob {cojob}")
+    d.server.send = lambda task, message: done.append(message["cmd"])
+    d.apply = lambda decision: done.append("decision")
+    job = d.workload.cojobs[0].jobs[0].key
+    d.started_t[0] = 0.0  # its stage 0 ran
+    d.carry_out([Note("stage_end", {"cojob": 0, "stage": 0}), Note("cojob_arrival", {"cojob": 1, "model": "x"}),
+                 StartCojob(1), Note("stage_start", {"cojob": 0, "stage": 1}), RunStage(0, 1, (job,), 3),
+                 Decision(("c0/s1",), {})])
+    assert done[:3] == ["stage_end", "cojob_arrival", "stage_start"] and done[-2:] == ["decision", "start cojob 1"]
+    assert set(done[3:-2]) == {"run_stage"}

@@ -109,7 +109,11 @@ class CojobDriver(Driver):
 
     # --- the coordinator's actions -------------------------------------------------
     def carry_out(self, actions: list) -> None:
-        for action in actions:
+        # A new cojob's start-up (its tasks' processes: seconds) goes after the batch's
+        # other actions, so a stage end that brings an arrival does not hold up the
+        # continuing cojob's next stage (nothing of the batch waits for those tasks: the
+        # new cojob's stage 0 starts when they say hello).
+        for action in sorted(actions, key=lambda a: isinstance(a, StartCojob)):
             if isinstance(action, Note):
                 self.note(action.kind, **action.fields)
                 self._progress(action)
