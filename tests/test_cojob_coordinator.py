@@ -76,10 +76,12 @@ def test_sincronia_reranks_when_a_stage_end_takes_coflows_away_not_on_its_period
     assert {key.job: pair[1] for key, pair in decision.queues.items() if key.phase == "push"} == {"c0j0": 1, "c1j0": 2}
 
 
-def test_at_every_iteration_end_the_order_in_force_is_what_a_re_rank_would_give():
+def test_at_every_iteration_end_the_order_in_force_is_what_a_re_rank_of_the_live_jobs_would_give():
     """The paper's Sincronia re-ranks as iterations end; the coordinator re-ranks only
-    where coflows come and go (stage 0 starts, stage ends), and on the smoke spec a
-    fresh BSSI ranking at each of its iteration ends equals the order in force."""
+    where the set of live jobs changes (stage 0 starts, stage ends), and on the smoke
+    spec a fresh BSSI ranking of the live jobs at each of its iteration ends equals the
+    order in force: no change of that set goes without its decision. (Every live job is
+    ranked, also one computing: the reading docs/grouper.md states.)"""
     spec = simulated.validate(read_spec("experiments/specs/grouper-smoke.yaml"))
     spec["scheduler"]["name"] = "sincronia"
     simulation = simulated.build_simulation(spec, simulated.VARIANTS["iterations+compute"])

@@ -65,27 +65,30 @@ def test_sct_counts_from_the_cojob_arrival_and_the_duration_from_the_stage_start
 
 
 def test_the_papers_fig_3b_fair_share_example_has_average_sct_8():
-    # Fig. 3(b): cojob A (jobs 1, 2) and B (jobs 3, 4) arrive at 0; stages,
-    # B-1, B-2 complete at time steps 4, 7, 9, 12: "average SCT is (4+7+9+12)/4 = 8".
-    # Their durations are 4, 7 - 4, 9, 12 - 9: average 19/4. CoJCT: A 7, B 12; JCT:
-    # job 2 killed at 4, job 1 done at 7, job 4 killed at 9, job 3 done at 12.
+    # Fig. 3(b): cojob A (jobs 1, 2) and B (jobs 3, 4) arrive at 0; under per-flow fair
+    # share stages A-1, B-1, A-2, B-2 complete at time steps 4, 7, 9, 12 (worked out by
+    # hand in test_grouper_scheduler.py): "average SCT is (4+7+9+12)/4 = 8". Durations:
+    # 4, 7, 9 - 4, 12 - 7: 21/4. CoJCT: A 9, B 12; JCT: job 2 killed at 4, job 4 at 7,
+    # job 1 done at 9, job 3 at 12.
     fig3 = [ev("cojob_arrival", 0, cojob=0), ev("cojob_arrival", 0, cojob=1),
             ev("stage_start", 0, cojob=0, stage=0, jobs=["c0j0", "c0j1"]),
             ev("stage_start", 0, cojob=1, stage=0, jobs=["c1j0", "c1j1"]),
             ev("stage_end", 4, cojob=0, stage=0), ev("job_killed", 4, job="c0j1", cojob=0, after_stage=0),
             ev("stage_start", 4, cojob=0, stage=1, jobs=["c0j0"]),
-            ev("stage_end", 7, cojob=0, stage=1), ev("job_finished", 7, job="c0j0", cojob=0),
-            ev("cojob_end", 7, cojob=0),
-            ev("stage_end", 9, cojob=1, stage=0), ev("job_killed", 9, job="c1j1", cojob=1, after_stage=0),
-            ev("stage_start", 9, cojob=1, stage=1, jobs=["c1j0"]),
+            ev("stage_end", 7, cojob=1, stage=0), ev("job_killed", 7, job="c1j1", cojob=1, after_stage=0),
+            ev("stage_start", 7, cojob=1, stage=1, jobs=["c1j0"]),
+            ev("stage_end", 9, cojob=0, stage=1), ev("job_finished", 9, job="c0j0", cojob=0),
+            ev("cojob_end", 9, cojob=0),
             ev("stage_end", 12, cojob=1, stage=1), ev("job_finished", 12, job="c1j0", cojob=1),
             ev("cojob_end", 12, cojob=1)]
     summary = gm.summarise(fig3, WORKLOAD)
     assert summary["avg_sct_s"] == 8
-    assert summary["avg_stage_duration_s"] == 19 / 4
-    assert summary["avg_cojct_s"] == (7 + 12) / 2
+    assert summary["avg_stage_duration_s"] == 21 / 4
+    assert summary["avg_cojct_s"] == (9 + 12) / 2
     assert summary["avg_jct_s"] == (4 + 7 + 9 + 12) / 4
-    assert summary["per_model_avg_sct_s"] == {"deepspeech2": (4 + 7) / 2, "vgg19": (9 + 12) / 2}
+    assert summary["per_model_avg_sct_s"] == {"deepspeech2": (4 + 9) / 2, "vgg19": (7 + 12) / 2}
+    assert [(r["cojob"], r["stage"], r["sct_s"]) for r in summary["sct_s"]] == [(0, 0, 4), (0, 1, 9), (1, 0, 7),
+                                                                               (1, 1, 12)]
 
 
 def test_cojct_is_the_last_stages_sct_and_jct_counts_from_the_cojob_arrival():

@@ -374,3 +374,11 @@ def test_a_verdict_says_the_window_its_cpu_was_judged_over_and_what_a_run_has_le
     left = verdict(RunData(Path("run"), {"completed": False, "left": ["bmc repeat 2", "lmcf repeat 2"]},
                            None, {}, "colocation"))
     assert left.trustworthy is False and left.reasons == ["not yet complete: left bmc repeat 2, lmcf repeat 2"]
+
+
+@pytest.mark.parametrize("value, digits, shown", [(999.7, 3, "1000 s"), (99.96, 2, "100 s"), (12.345, 3, "12.3 s"),
+                                                  (-999.7, 3, "-1000 s"), (123456.7, 3, "123457 s"),
+                                                  (0.000123, 3, "0.000123 s")])
+def test_a_number_just_below_a_power_of_ten_is_not_shown_in_exponent_form(value, digits, shown):
+    from experiments.reports.rundata import num
+    assert num(value, "s", digits) == shown

@@ -135,7 +135,8 @@ def num(value, unit: str = "", digits: int = 3) -> str:
     if value is None:
         return "n/a"
     if isinstance(value, float):
-        text = f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
+        # by the rounded value: 999.7 at 3 digits is 1000, not "1e+03"
+        text = f"{value:.{digits}g}" if abs(float(f"{value:.{digits}g}")) < 10 ** digits else f"{value:.0f}"
     else:
         text = str(value)
     return f"{text} {unit}".rstrip()
