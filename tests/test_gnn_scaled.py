@@ -111,6 +111,10 @@ def test_cells_written_are_read_back_for_their_setting_only(tmp_path):
     assert [(r["design"], r["batch_factor"], r["iteration_s"]) for r in back] == \
         [(r["design"], 1.0, r["iteration_s"]) for r in rows]
     assert scaled.read(tmp_path, scaled.SETTINGS["products"]) == []
+    products = [{**r, "setting": "products", "iteration_s": 9.0} for r in rows]
+    scaled.write(tmp_path, products, scaled.SETTINGS["products"])  # another setting's rows stay
+    assert len(scaled.read(tmp_path, scaled.SETTINGS["papers100m"])) == len(rows)
+    assert [r["iteration_s"] for r in scaled.read(tmp_path, scaled.SETTINGS["products"])] == [9.0] * len(rows)
 
 
 def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, monkeypatch):
@@ -123,9 +127,12 @@ def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, mo
     def no_search(*args, **kwargs):
         raise AssertionError("a done cell was searched again")
     monkeypatch.setattr(scaled.search, "etp_placement", no_search)
-    scaled.figures(tmp_path, setting, batches=(1.0,), pmrs=())
+    scaled.figures(tmp_path, setting, steps=10, batches=(1.0,), pmrs=())
     assert [(r["design"], r["iteration_s"]) for r in scaled.read(tmp_path, setting)] == \
         [(label, 5.0) for label, _, _ in scaled.POLICIES]
+    # a cell kept must be the one these arguments would run: other steps are refused, not mixed in
+    with pytest.raises(ValueError, match=r"^etp_steps: .* holds Fig. 10 1 with etp_steps 10, this run asks 2000: "):
+        scaled.figures(tmp_path, setting, steps=2000, batches=(1.0,), pmrs=())
 
 
 def test_judging_the_best_candidates_needs_the_model(tmp_path):

@@ -284,12 +284,23 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
     out.mkdir(parents=True, exist_ok=True)
     base = simulated.load_profile(PROFILE)
     spec, drawn = cluster(out, setting, cluster_seed)
+    # The job at least as long as its longest simulation here (a shorter one simulates
+    # a prefix): its last iteration evaluates (is_eval), which inside a longer window
+    # would be an evaluation the job does not make there.
+    spec["workload"]["iterations"] = max(spec["workload"]["iterations"], iterations, search_iterations)
     print(f"{setting.name}: {setting.machines} machines (cluster drawn with seed {drawn}), {setting.workers} "
           f"workers x {setting.samplers_per_worker} samplers, traffic x {setting.traffic:.2f} the profiled", flush=True)
     rows = read(out, setting)
     for figure, values in (("10", batches), ("11", pmrs)):
         for value in values:
-            done = {r["design"] for r in rows if r["figure"] == figure and r[COLUMNS[figure]] == value}
+            kept = [r for r in rows if r["figure"] == figure and r[COLUMNS[figure]] == value]
+            for row in kept:  # a cell kept must be the one these arguments would run
+                for field, now in (("etp_steps", steps), ("search_iterations", search_iterations),
+                                   ("iterations", iterations)):
+                    if str(row.get(field)) != str(now):
+                        raise ValueError(f"{field}: {out} holds Fig. {figure} {value:g} with {field} {row.get(field)}, "
+                                         f"this run asks {now}: use another directory")
+            done = {r["design"] for r in kept}
             if done >= {label for label, _, _ in POLICIES}:
                 print(f"Fig. {figure} {value}: in {out} already", flush=True)
                 continue
@@ -377,7 +388,8 @@ def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0
               f"{rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates {rows[-1]['candidates_least_nic_s']} s",
               flush=True)
     path = out / "floors.csv"
-    store.write_csv(path, rows, list(rows[0]))
+    others = [r for r in store.read_csv(path) if r.get("setting") != setting.name] if path.exists() else []
+    store.write_csv(path, others + rows, list(rows[0]))  # another setting's floors in ``out`` kept
     return path
 
 
@@ -397,13 +409,15 @@ def read(out: Path, setting: Setting) -> list[dict]:
 
 
 def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) -> list[Path]:
-    """``figure-10.csv`` / ``figure-11.csv`` and their plots from the measured rows."""
+    """``figure-10.csv`` / ``figure-11.csv`` (``setting``'s rows, replacing its earlier
+    ones; another setting's kept) and their plots of ``setting``'s rows."""
     paths = []
     for figure, column in COLUMNS.items():
         mine = sorted((r for r in rows if r["figure"] == figure), key=lambda r: r[column])
         path = out / f"figure-{figure}.csv"
-        store.write_csv(path, mine, ["setting", "figure", column, "design", "iteration_s", "iterations",
-                                     "etp_steps", "search_iterations", "candidates", "verified"])
+        others = [r for r in store.read_csv(path) if r.get("setting") != setting.name] if path.exists() else []
+        store.write_csv(path, others + mine, ["setting", "figure", column, "design", "iteration_s", "iterations",
+                                              "etp_steps", "search_iterations", "candidates", "verified"])
         paths.append(path)
         values = sorted({r[column] for r in mine})
         if not values:

@@ -15,8 +15,8 @@
   iteration is a pure dependency (a worker's own all-reduce steps, for instance).
 - ``Problem``: the three, validated together, and the derived task pairs and
   per-iteration order the DAG is built from. ``check_placement``, ``usage``,
-  ``capacity_penalty`` (Eq. 27's term) and ``nic_seconds`` (the busiest NIC's bytes
-  per iteration) judge a placement (task id -> machine name).
+  ``capacity_penalty`` (Eq. 27's term) and ``nic_seconds`` (the busiest NIC's seconds
+  per iteration: its bytes over its rate) judge a placement (task id -> machine name).
 - ``ring_allreduce``: the all-reduce tasks and transfers of a ring of workers (Fig. 2).
 
 Per-iteration values (``Task.exec_s``, ``Transfer.bytes``) are a number (the same
