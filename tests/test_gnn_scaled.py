@@ -49,6 +49,12 @@ def test_a_big_sampler_moves_what_its_profiled_one_did_times_the_batch(base, spe
     # the placement search reads it as a job of 8 machines and 57 tasks
     problem = search.problem_from_profile(spec, big)
     assert len(problem.machines) == 8 and len(problem.tasks) == 8 + 32 + 16 + 1
+    # a big sampler copies its profiled one's evaluation steps, but only sampler0
+    # evaluates (the model's k == 0): the search costs no other sampler's evaluation
+    assert any(step.startswith("eval-") for sampler, _n, step in big.requests if sampler == "sampler4")
+    evaluating = {t.dst if t.phase.startswith("eval-") else t.src for t in problem.transfers
+                  if t.phase.startswith("eval-") or t.phase == "evalbatch"}
+    assert evaluating == {"sampler0"}
 
 
 @pytest.mark.parametrize("target", [1.5, 2.5])

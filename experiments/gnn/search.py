@@ -88,6 +88,7 @@ from topologies.fabric import simulated_rates
 DEFAULT_STEPS = 10_000  # the issue's headline search size
 MAX_STEPS = 1_000_000  # a spec's or the command line's most (a search of that size takes minutes)
 WINDOW = 20  # iterations ETP costs and simulates per candidate (the paper's)
+EVALUATOR = "sampler0"  # the sampler that prepares worker 0's evaluation batch (hosts.gnn.task, the model)
 RESOURCE_OF = {"cpus": "cpu", "memory_gb": "mem", "gpus": "gpu"}  # spec's name -> the problem's
 
 
@@ -142,15 +143,15 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
         served = []
         for n in range(count):
             per_sampler: dict[str, float] = {}
-            for (sampler, iteration, _), asked in profile.requests.items():
-                if iteration == n:
+            for (sampler, iteration, step), asked in profile.requests.items():
+                if iteration == n and (sampler == EVALUATOR or not step.startswith("eval-")):
                     per_sampler[sampler] = per_sampler.get(sampler, 0.0) + sum(a[3] for a in asked if a[0] == store)
             served.append(max(per_sampler.values(), default=0.0))
         tasks.append(Task(store, "store", [t / profiled[store] for t in served], demand["store"], home=host_list[m]))
     for sampler in samplers:
         rounds = profile.rounds_s[sampler]
         tasks.append(Task(sampler, "sampler", [
-            (sum(rounds[n]) + (sum(profile.eval_rounds_s[sampler][n]) if sampler == "sampler0" and n in evaluations
+            (sum(rounds[n]) + (sum(profile.eval_rounds_s[sampler][n]) if sampler == EVALUATOR and n in evaluations
                                else 0.0)) / profiled[sampler] for n in range(count)], demand["sampler"]))
     for worker in worker_ids:
         tasks.append(Task(worker, "worker", [
@@ -161,14 +162,17 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     hops = len(workload["fanouts"])
     rounds = [f"sample{h}" for h in range(hops)] + ["feature"]
     transfers: list[Transfer] = []
+    # Only the evaluator samples and sends the evaluation batch (as the job and the model
+    # run it); a scaled profile's copies of it on other samplers are no traffic.
     for store in stores:
         for sampler in samplers:
-            for phase in rounds + [f"eval-{r}" for r in rounds]:
+            for phase in rounds + ([f"eval-{r}" for r in rounds] if sampler == EVALUATOR else []):
                 transfers.append(Transfer(store, sampler, phase, series(store, sampler, phase)))
     for k, sampler in enumerate(samplers):
         worker = f"worker{placement_mod.sampler_worker(k, per_worker)}"
         transfers.append(Transfer(sampler, worker, "minibatch", series(sampler, worker, "minibatch", True)))
-        transfers.append(Transfer(sampler, worker, "evalbatch", series(sampler, worker, "evalbatch")))
+        if sampler == EVALUATOR:
+            transfers.append(Transfer(sampler, worker, "evalbatch", series(sampler, worker, "evalbatch")))
     for worker in worker_ids:
         for p in ps_ids:
             transfers.append(Transfer(worker, p, "gradient", series(worker, p, "gradient", True)))
