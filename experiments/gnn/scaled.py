@@ -16,7 +16,10 @@ run):
   same, split over more partitions.
 - ``batch``: every sampling volume and compute (request rounds, replies, store and
   sampler compute, mini-batches, worker compute) times ``batch``; Fig. 10's
-  per-sampler batch sizes are the profiled one times 0.5, 1, 2.
+  per-sampler batch sizes are the profiled one times 0.5, 1, 2. A reading: the
+  evaluation's volumes (its requests, replies and batch) scale with the rest, its
+  compute (``eval_rounds_s``, ``eval_s``) does not; the evaluation batch is
+  ``eval_nodes``, not the training batch, so neither is clearly right.
 - ``pmr``: the peak-to-mean ratio of the store -> sampler volumes (the paper's: the
   largest pair's volume over the mean pair's, over a run) set by stretching every
   pair's volume about the mean, v' = mean + a (v - mean), a chosen so that the largest
