@@ -112,23 +112,23 @@ def _validate_colocation(raw) -> dict:
     return validate(raw)
 
 
-def _run_colocation(spec: dict, out: str | None = None) -> Path:
+def _colocation_device() -> str:
     import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
+
+def _run_colocation(spec: dict, out: str | None = None) -> Path:
     from experiments.colocation.runner import run_colocate
-    return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out)
+    return run_colocate(spec, _colocation_device(), out)
 
 
 def resume_colocation(raw: dict, out: str | Path) -> Path:
     """A sweep's co-location cell, continued in ``out`` where an interrupted run of it
     is (its measured repeats kept, as ``trainbed colocate --out`` keeps them), else
     run there afresh. Its spec is the cell's and its code was checked by the sweep."""
-    import torch
-
     from experiments.colocation.runner import run_colocate
-    spec = _validate_colocation(raw)
     held = (Path(out) / "spec.yaml").exists()
-    return run_colocate(spec, "cuda" if torch.cuda.is_available() else "cpu", out, resume=held, force=held)
+    return run_colocate(_validate_colocation(raw), _colocation_device(), out, resume=held, force=held)
 
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (

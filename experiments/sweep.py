@@ -74,10 +74,10 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
+from experiments.kinds import resume_colocation
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
 from experiments.results import csv_value, durations, lookup, read_environment, read_summary
-from experiments.kinds import resume_colocation
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.validation import (
     at,
@@ -588,8 +588,7 @@ def _resumed_in_place(cell: Cell, run_cell: RunCell | None, executor: Executor) 
     """A co-location cell run here by the project's runner keeps its directory: the
     runner continues its measured repeats there (``resume_colocation``). A cluster
     runs a cell afresh in a directory of its own."""
-    return (run_cell is None and isinstance(executor, SerialExecutor) and cell.backend != "simulated"
-            and is_colocation(cell.spec))
+    return run_cell is None and isinstance(executor, SerialExecutor) and backend_runner(cell) is resume_colocation
 
 
 def cell_dir(directory: Path, cell: Cell) -> Path:

@@ -130,18 +130,13 @@ def _cell_metrics(cell_dir: Path, summary: dict, solo: gm.SoloSct | None) -> dic
     return summary
 
 
-def _rows_of(results_dir: Path) -> list[dict]:
-    table = results_dir / "results.csv"
-    if not table.is_file():
-        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
-    return read_csv(table)
-
-
 def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tuple[list[CellResult], list[str]]:
     """The usable cells of a sweep directory, and one note per cell left out (why)."""
     results_dir = Path(results_dir)
     table = results_dir / "results.csv"
-    rows = _rows_of(results_dir)
+    if not table.is_file():
+        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
+    rows = read_csv(table)
     for column in ("cell", "scheduler", "seed", "completed", "trustworthy"):
         if rows and column not in rows[0]:
             raise SpecError(f"{table.name}", f"has no column {column!r}")
@@ -491,8 +486,7 @@ def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = (
     returns the paths written."""
     results_dir = Path(results_dir)
     target = Path(out_dir) if out_dir is not None else results_dir
-    reference = next((results_dir / "cells" / row["cell"] for row in _rows_of(results_dir)
-                      if (results_dir / "cells" / row["cell"] / "spec.yaml").is_file()), None)
+    reference = next((spec.parent for spec in sorted(results_dir.glob("cells/*/spec.yaml"))), None)
     solo = solo_calibration(solo_runs, reference) if solo_runs else None
     cells, left_out = load_results(results_dir, solo)
     if solo:

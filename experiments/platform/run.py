@@ -82,10 +82,7 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
             step(capture.stop)
             step(lambda: (cpu.stopped.set(), cpu.join()))
             step(lambda: unread.extend(workload.collect(em)))
-            try:
-                outages = em.controller_outages(workload.t0 or started)
-            except BaseException as err:  # noqa: BLE001 - as above
-                failures.append(err)
+            step(lambda: outages.extend(em.controller_outages(workload.t0 or started)))
             if failures:
                 raise _first_fault(failures)
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json, re-raised as RunError
