@@ -69,32 +69,53 @@ def test_the_problem_from_the_real_profile(spec, profile):
     assert [problem.tasks[f"store{m}"].home for m in range(4)] == ["tbh1", "tbh2", "tbh3", "tbh4"]
     assert problem.tasks["worker0"].demand == {"cpu": 1.0, "mem": 3.0, "gpu": 0.0}
     assert problem.tasks["sampler2"].demand == {"cpu": 1.0, "mem": 2.0, "gpu": 0.0}
-    # execution times per profiled iteration
+    # iterations: the model's, max(the job's 12, ETP's window 20); the job evaluates every
+    # 5th and its last (4, 9, 11, 14, 19), replaying the profile's evaluations (every 10th) in turn
     count = raw["iterations"]
-    assert all(len(task.exec_s) == count for task in problem.tasks.values())
-    assert problem.tasks["ps0"].exec_s == pytest.approx(raw["compute_s"]["ps0"][:count])
+    assert spec["workload"]["eval_every"] == 5 and search.WINDOW == 20
+    assert all(len(task.exec_s) == 20 for task in problem.tasks.values())
+    assert problem.tasks["ps0"].exec_s == pytest.approx([raw["compute_s"]["ps0"][n] for n in range(20)])
     eval_at = [n for n, s in enumerate(raw["eval_s"]["worker0"][:count]) if s is not None]
     assert eval_at == [9, 19, 29, 39, 49]
-    assert problem.tasks["worker0"].exec_s[9] == pytest.approx(raw["compute_s"]["worker0"][9]
-                                                              + raw["eval_s"]["worker0"][9])
-    assert problem.tasks["worker1"].exec_s[9] == pytest.approx(raw["compute_s"]["worker1"][9])
-    assert problem.tasks["sampler0"].exec_s[9] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler0"][9])
+    replayed = dict(zip([4, 9, 11, 14, 19], eval_at))
+    for n in range(20):
+        evaluation = raw["eval_s"]["worker0"][replayed[n]] if n in replayed else 0.0
+        assert problem.tasks["worker0"].exec_s[n] == pytest.approx(raw["compute_s"]["worker0"][n] + evaluation)
+        assert problem.tasks["worker1"].exec_s[n] == pytest.approx(raw["compute_s"]["worker1"][n])
+    assert problem.tasks["sampler0"].exec_s[4] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler0"][4])
                                                                + sum(raw["sampler_eval_rounds_s"]["sampler0"][9]))
-    assert problem.tasks["sampler1"].exec_s[3] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler1"][3]))
-    seen = {}  # store1 in iteration 4: the most any sampler's requests to it took
-    for r in raw["requests"]:
-        if r["store"] == "store1" and r["iteration"] == 4:
-            seen[r["sampler"]] = seen.get(r["sampler"], 0.0) + r["compute_s"]
-    assert problem.tasks["store1"].exec_s[4] == pytest.approx(max(seen.values()))
+    assert problem.tasks["sampler0"].exec_s[19] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler0"][19])
+                                                                + sum(raw["sampler_eval_rounds_s"]["sampler0"][49]))
+    assert problem.tasks["sampler1"].exec_s[4] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler1"][4]))
+    assert problem.tasks["sampler0"].exec_s[3] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler0"][3]))
+
+    def store_s(store, n, evaluated=None):  # the most any sampler's requests to it took
+        seen = {}
+        for r in raw["requests"]:
+            if r["store"] == store and ((r["iteration"] == n and not r["step"].startswith("eval-"))
+                                        or (r["iteration"] == evaluated and r["step"].startswith("eval-")
+                                            and r["sampler"] == "sampler0")):
+                seen[r["sampler"]] = seen.get(r["sampler"], 0.0) + r["compute_s"]
+        return max(seen.values())
+    assert problem.tasks["store1"].exec_s[3] == pytest.approx(store_s("store1", 3))
+    assert problem.tasks["store1"].exec_s[4] == pytest.approx(store_s("store1", 4, evaluated=9))
+    assert store_s("store1", 4, evaluated=9) > store_s("store1", 4)
     # transfers: bytes per iteration from the flows; the PS's parameters feed the next iteration
     minibatch = [f["bytes"] for f in sorted(raw["flows"], key=lambda f: f["iteration"])
                  if (f["src_task"], f["dst_task"], f["phase"]) == ("sampler2", "worker1", "minibatch")]
     pair = problem.pairs["sampler2", "worker1"]
-    assert [pair.bytes_at(n) for n in range(count)] == pytest.approx(minibatch)  # no evalbatch from sampler2
+    assert [pair.bytes_at(n) for n in range(20)] == pytest.approx(minibatch[:20])  # no evalbatch from sampler2
+
+    def sent(src, dst, n, evaluation):
+        return sum(f["bytes"] for f in raw["flows"] if (f["src_task"], f["dst_task"], f["iteration"]) == (src, dst, n)
+                   and (f["phase"] == "evalbatch" or f["phase"].startswith("eval-")) == evaluation)
+    assert problem.pairs["sampler0", "worker0"].bytes_at(4) == sent("sampler0", "worker0", 4, False) + sent(
+        "sampler0", "worker0", 9, True) > sent("sampler0", "worker0", 4, False)
+    assert problem.pairs["sampler0", "worker0"].bytes_at(3) == sent("sampler0", "worker0", 3, False)
+    # every round, the evaluation's too (the profile's evaluation at 19 replayed at 9)
+    assert problem.pairs["store3", "sampler0"].bytes_at(9) == sent("store3", "sampler0", 9, False) + sent(
+        "store3", "sampler0", 19, True) > 0
     assert problem.pairs["ps0", "worker0"].lag == 1 and problem.pairs["worker1", "ps0"].lag == 0
-    replies = sum(f["bytes"] for f in raw["flows"]
-                  if (f["src_task"], f["dst_task"], f["iteration"]) == ("store3", "sampler0", 9))
-    assert problem.pairs["store3", "sampler0"].bytes_at(9) == replies > 0  # every round, the eval ones too
     assert ("sampler0", "store3") not in problem.pairs  # requests are left out
     assert ("sampler0", "worker1") not in problem.pairs
     # the profiled (distdgl) placement is a placement of the problem within capacity

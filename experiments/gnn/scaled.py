@@ -362,7 +362,7 @@ def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value
 
 def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0) -> Path:
     """``floors.csv`` in ``out``: for each cell of its figure CSVs, the busiest NIC's
-    seconds per iteration (``nic_seconds``: over the profile's iterations, the bound no
+    seconds per iteration (``nic_seconds``: over the problem's iterations, the bound no
     policy's mean iteration beats) of DistDGL's placement, of IFS's, and the least of
     any of ETP's candidates (the chain re-run by Eq. 27 alone for the cell's steps, as
     seeded: the same candidates as the cell's). It says whether judging every

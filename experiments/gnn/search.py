@@ -17,18 +17,25 @@ job's model (``experiments.gnn.simulated``) predicting the chosen placement.
   m-th host; demands: the resolved ``workload.task_resources`` of the task's kind.
   With ``sync: allreduce``, the ring's tasks (``ring_allreduce``, ring in worker
   order) with no compute of their own (the profiled worker compute excludes its sync).
-- Execution time per profiled iteration n (replayed in order, n mod P):
-  a sampler: the sum of its L + 1 rounds' compute (``sampler_rounds_s``), sampler 0
-  adding its evaluation batch's rounds on evaluation iterations; a worker: its
-  ``compute_s``, worker 0 adding its evaluation (``eval_s``) on evaluation iterations;
-  a PS: its ``compute_s``; a store: the most, over the samplers, of the summed compute
-  of that sampler's requests to it in that iteration (evaluation rounds included).
+- Iterations: the problem's n = 0 .. max(the job's iterations, ETP's window) - 1 are
+  the model's (``simulated.replay``): iteration n replays profiled iteration n mod P,
+  and where the job's schedule evaluates (its ``eval_every``-th and its last
+  iteration, ``is_eval``), the profile's evaluations in turn add theirs. (Costs that
+  put the evaluations where the profile made them, every 10th, judged a job that
+  evaluates every 5th with half its evaluations.)
+- Execution time per iteration: a sampler: the sum of its L + 1 rounds' compute
+  (``sampler_rounds_s``), sampler 0 adding its evaluation batch's rounds on
+  evaluation iterations; a worker: its ``compute_s``, worker 0 adding its evaluation
+  (``eval_s``) on evaluation iterations; a PS: its ``compute_s``; a store: the most,
+  over the samplers, of the summed compute of that sampler's requests to it in that
+  iteration (evaluation rounds included).
   Reading: a request's profiled compute includes its wait for the store's one sampling
   thread, so it is the latency a sampler saw; summing over all samplers would count
   the waits twice. The paper's store runs once per iteration; this is its run as the
   slowest-served sampler saw it.
-- Transfers, bytes per profiled iteration from the profile's ``flows`` (a phase absent
-  in an iteration: 0 bytes): store -> sampler, every store to every sampler, phases
+- Transfers, bytes per iteration from the profile's ``flows`` (a phase absent in an
+  iteration: 0 bytes; the evaluation's phases from the evaluation replayed there):
+  store -> sampler, every store to every sampler, phases
   ``sample0`` .. ``sample{L-1}``, ``feature`` and their ``eval-`` rounds (one pair, one
   flow, as ``Pair`` reads the rounds); sampler -> its worker, ``minibatch`` and
   ``evalbatch``; worker -> PS, ``gradient``; PS -> worker, ``parameter`` with lag 1
@@ -115,7 +122,9 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     ids = placement_mod.task_ids(len(hosts), workers, per_worker, ps)
     view = {"workload": {**workload, "placement": {"tasks": {t: None for t in ids}}}}
     profile.check_job(view)
-    count, source = profile.iterations, profile.source
+    source = profile.source
+    replayed = simulated.replay(profile, workload["eval_every"], workload["iterations"],
+                                max(workload["iterations"], WINDOW))
     wire = simulated.wire_factor(spec["emulation"]["mtu"])
     factor = workload.get("compute_factor", {})
     machines = [Machine(host, {RESOURCE_OF[r]: v for r, v in workload["machines"][host].items()},
@@ -124,13 +133,14 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     profiled = profile.compute_factors()  # the profiled times include their hosts' factors: taken out
 
     def series(src: str, dst: str, phase: str, required: bool = False) -> list[float]:
-        got = [profile.bytes.get((src, dst, phase, n)) for n in range(count)]
+        evaluation = phase == "evalbatch" or phase.startswith("eval-")
+        got = [profile.bytes.get((src, dst, phase, e)) if evaluation else profile.bytes.get((src, dst, phase, p))
+               for p, e in replayed]
         if required and all(b is None for b in got):
             raise ProfileError(f"{source}: has no {src}->{dst} {phase} (a profile: true run's profile carries "
                                f"every transfer, same-machine ones too)")
         return [float(b or 0) for b in got]
 
-    evaluations = set(profile.evaluations)
     host_list = list(hosts)
     demand = {kind: {RESOURCE_OF[r]: v for r, v in workload["task_resources"][kind].items()}
               for kind in placement_mod.TASK_KINDS}
@@ -138,27 +148,29 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     samplers = [t for t in ids if t.startswith("sampler")]
     worker_ids = [t for t in ids if t.startswith("worker")]
     ps_ids = [t for t in ids if t.startswith("ps")]
+    # (store, sampler, profiled iteration, evaluation round?) -> the summed compute of the requests
+    asked_s: dict[tuple[str, str, int, bool], float] = {}
+    for (sampler, iteration, step), asked in profile.requests.items():
+        for store, _, _, compute_s in asked:
+            key = (store, sampler, iteration, step.startswith("eval-"))
+            asked_s[key] = asked_s.get(key, 0.0) + compute_s
     tasks: list[Task] = []
     for m, store in enumerate(stores):
-        served = []
-        for n in range(count):
-            per_sampler: dict[str, float] = {}
-            for (sampler, iteration, step), asked in profile.requests.items():
-                if iteration == n and (sampler == EVALUATOR or not step.startswith("eval-")):
-                    per_sampler[sampler] = per_sampler.get(sampler, 0.0) + sum(a[3] for a in asked if a[0] == store)
-            served.append(max(per_sampler.values(), default=0.0))
+        served = [max((asked_s.get((store, s, p, False), 0.0)
+                       + (asked_s.get((store, s, e, True), 0.0) if s == EVALUATOR and e is not None else 0.0)
+                       for s in samplers), default=0.0) for p, e in replayed]
         tasks.append(Task(store, "store", [t / profiled[store] for t in served], demand["store"], home=host_list[m]))
     for sampler in samplers:
         rounds = profile.rounds_s[sampler]
         tasks.append(Task(sampler, "sampler", [
-            (sum(rounds[n]) + (sum(profile.eval_rounds_s[sampler][n]) if sampler == EVALUATOR and n in evaluations
-                               else 0.0)) / profiled[sampler] for n in range(count)], demand["sampler"]))
+            (sum(rounds[p]) + (sum(profile.eval_rounds_s[sampler][e]) if sampler == EVALUATOR and e is not None
+                               else 0.0)) / profiled[sampler] for p, e in replayed], demand["sampler"]))
     for worker in worker_ids:
         tasks.append(Task(worker, "worker", [
-            (profile.compute_s[worker][n] + (profile.eval_s[n] if worker == "worker0" and n in evaluations else 0.0))
-            / profiled[worker] for n in range(count)], demand["worker"]))
-    for p in ps_ids:
-        tasks.append(Task(p, "ps", [t / profiled[p] for t in profile.compute_s[p][:count]], demand["ps"]))
+            (profile.compute_s[worker][p] + (profile.eval_s[e] if worker == "worker0" and e is not None else 0.0))
+            / profiled[worker] for p, e in replayed], demand["worker"]))
+    for ps in ps_ids:
+        tasks.append(Task(ps, "ps", [profile.compute_s[ps][p] / profiled[ps] for p, _ in replayed], demand["ps"]))
     hops = len(workload["fanouts"])
     rounds = [f"sample{h}" for h in range(hops)] + ["feature"]
     transfers: list[Transfer] = []
@@ -181,7 +193,7 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
         steps = range(2 * (len(worker_ids) - 1))
         chunks = {(w, s): series(w, worker_ids[(k + 1) % len(worker_ids)], f"ring{s}", True)
                   for k, w in enumerate(worker_ids) for s in steps}
-        chunk = [max(c[n] for c in chunks.values()) for n in range(count)]
+        chunk = [max(c[n] for c in chunks.values()) for n in range(len(replayed))]
         ring_tasks, ring_transfers = ring_allreduce(worker_ids, chunk)
         tasks += ring_tasks
         transfers += ring_transfers

@@ -233,6 +233,22 @@ def load_profile(path) -> Profile:
     return Profile.parse(raw, shown)
 
 
+def replay(profile: Profile, eval_every: int, job_iterations: int, iterations: int) -> list[tuple[int, int | None]]:
+    """Per iteration n < ``iterations`` of a job of ``job_iterations`` that evaluates every
+    ``eval_every``-th and its last (``is_eval``): the profiled iteration it replays
+    (n mod P) and, where worker 0 evaluates at n, the profiled iteration whose
+    evaluation stands for it (the k-th evaluation: the profile's k-th mod E), else
+    None. The one reading of a profile's iterations for the model and ETP's costs."""
+    replayed, k = [], 0
+    for n in range(iterations):
+        evaluated = None
+        if is_eval(n, eval_every, job_iterations):
+            evaluated = profile.evaluations[k % len(profile.evaluations)]
+            k += 1
+        replayed.append((n % profile.iterations, evaluated))
+    return replayed
+
+
 # --- the model ---------------------------------------------------------------------
 @dataclass(eq=False)
 class _Frame:
@@ -292,10 +308,10 @@ class GnnSimulation:
         self.wire = wire_factor(spec["emulation"]["mtu"])
         self.coordinator = None if scheduler == "default" else RateCoordinator(
             oes_machines(fabric), oes.rate_policies()[scheduler])
-        self.evaluation = {}  # iteration -> which evaluation it is (0, 1, ...)
-        for n in range(self.iterations):
-            if is_eval(n, workload["eval_every"], workload["iterations"]):
-                self.evaluation[n] = len(self.evaluation)
+        # iteration -> the profiled iteration whose evaluation it replays, where worker 0 evaluates
+        self.evaluation = {n: e for n, (_, e) in enumerate(replay(profile, workload["eval_every"],
+                                                                   workload["iterations"], self.iterations))
+                           if e is not None}
         self.now = 0.0
         self.queue: list[tuple[float, int, Callable]] = []
         self.sequence = 0
@@ -432,7 +448,7 @@ class GnnSimulation:
             yield from self.sample(name, n, p, self.profile.rounds_s[name][p], "")
             yield self.send(name, worker, "minibatch", n, self.volume(name, worker, "minibatch", p))
             if k == 0 and n in self.evaluation:  # worker 0's first sampler prepares the evaluation batch
-                e = self.evaluated(n)
+                e = self.evaluation[n]
                 yield from self.sample(name, n, e, self.profile.eval_rounds_s[name][e], "eval-")
                 yield self.send(name, worker, "evalbatch", n, self.volume(name, worker, "evalbatch", e))
 
@@ -474,7 +490,7 @@ class GnnSimulation:
             synced = self.now
             if w == 0 and n in self.evaluation:
                 yield self.receive(name, [(samplers[0], "evalbatch", n)])
-                yield self.sleep(self.profile.eval_s[self.evaluated(n)] * self.stretch[name])
+                yield self.sleep(self.profile.eval_s[self.evaluation[n]] * self.stretch[name])
             self.result.events.append({"kind": "iteration_end", "t": self.now, "host": self.tasks[name],
                                        "task": name, "iteration": n, "loss": None, "val_accuracy": None,
                                        "compute_s": computed - started, "sync_s": synced - computed,
@@ -492,10 +508,6 @@ class GnnSimulation:
             yield self.sleep(self.profile.compute_s[name][p] * self.stretch[name])
             yield self.together(*[self.send(name, w, "parameter", n, self.volume(name, w, "parameter", p))
                                   for w in workers])
-
-    def evaluated(self, n: int) -> int:
-        """The profiled iteration whose evaluation stands for the one at ``n``."""
-        return self.profile.evaluations[self.evaluation[n] % len(self.profile.evaluations)]
 
     def volume(self, src: str, dst: str, phase: str, p: int) -> int:
         if self.tasks[src] == self.tasks[dst]:
