@@ -57,6 +57,35 @@ def test_a_big_sampler_moves_what_its_profiled_one_did_times_the_batch(base, spe
     assert evaluating == {"sampler0"}
 
 
+def test_the_batch_scales_the_training_and_the_traffic_the_evaluation_too(base, spec):
+    """Fig. 10's batch factor is a per-sampler batch's; the evaluation's batch is the
+    job's eval_nodes: the traffic factor (the graph's) scales it, the batch does not."""
+    e = base.evaluations[0]
+    plain, doubled, heavier = (scaled.scaled_profile(base, spec, batch=batch, traffic=traffic)
+                               for batch, traffic in ((1.0, 1.0), (2.0, 1.0), (1.0, 2.0)))
+
+    def evaluation(profile):
+        replies = sum(a[2] for (sampler, n, step), asked in profile.requests.items()
+                      if sampler == "sampler0" and n == e and step.startswith("eval-") for a in asked)
+        return (replies, profile.bytes["sampler0", "worker0", "evalbatch", e],
+                sum(profile.eval_rounds_s["sampler0"][e]), profile.eval_s[e])
+
+    def training(profile):
+        return (_replies(profile, 3)["sampler0"], profile.bytes["sampler0", "worker0", "minibatch", 3],
+                sum(profile.rounds_s["sampler0"][3]), profile.compute_s["worker0"][3])
+    assert evaluation(plain)[0] > 0 and evaluation(plain)[1] > 0
+    assert evaluation(doubled) == pytest.approx(evaluation(plain), rel=1e-3)
+    assert evaluation(heavier) == pytest.approx([2 * x for x in evaluation(plain)], rel=1e-3)
+    for profile in (doubled, heavier):
+        assert training(profile) == pytest.approx([2 * x for x in training(plain)], rel=1e-3)
+    # the evaluation's requests' store compute follows the same factor
+    store_s = {name: sum(a[3] for (sampler, n, step), asked in profile.requests.items()
+                         if sampler == "sampler0" and n == e and step.startswith("eval-") for a in asked)
+               for name, profile in (("plain", plain), ("doubled", doubled), ("heavier", heavier))}
+    assert store_s["doubled"] == pytest.approx(store_s["plain"]) and store_s["heavier"] == pytest.approx(
+        2 * store_s["plain"])
+
+
 @pytest.mark.parametrize("target", [1.5, 2.5])
 def test_the_pmr_is_stretched_to_the_target_keeping_the_total(base, spec, target):
     plain, stretched = scaled.scaled_profile(base, spec), scaled.scaled_profile(base, spec, target_pmr=target)

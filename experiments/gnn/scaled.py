@@ -14,12 +14,15 @@ run):
   store m is the profiled one to store m mod n_stores, its bytes and the store's
   compute divided by (big stores / profiled stores): a sampler's frontier is the
   same, split over more partitions.
-- ``batch``: every sampling volume and compute (request rounds, replies, store and
-  sampler compute, mini-batches, worker compute) times ``batch``; Fig. 10's
-  per-sampler batch sizes are the profiled one times 0.5, 1, 2. A reading: the
-  evaluation's volumes (its requests, replies and batch) scale with the rest, its
-  compute (``eval_rounds_s``, ``eval_s``) does not; the evaluation batch is
-  ``eval_nodes``, not the training batch, so neither is clearly right.
+- ``traffic``: the graph's sampling traffic and compute against the profiled graph's
+  (papers100M's fanouts and feature length): every volume and compute of sampling
+  and computing (request rounds, replies, store and sampler compute, mini-batches,
+  worker compute), the evaluation's too (its requests, replies, batch, sampler rounds
+  and worker 0's evaluation), times ``traffic``.
+- ``batch``: Fig. 10's per-sampler batch factor (the profiled batch times 0.5, 1, 2):
+  the training's volumes and compute times ``batch`` as well; the evaluation's not, as
+  its batch is the job's ``eval_nodes``, not a per-sampler batch (a reading: until
+  2026-11-29 the evaluation's volumes scaled with the batch and its compute did not).
 - ``pmr``: the peak-to-mean ratio of the store -> sampler volumes (the paper's: the
   largest pair's volume over the mean pair's, over a run) set by stretching every
   pair's volume about the mean, v' = mean + a (v - mean), a chosen so that the largest
@@ -116,8 +119,14 @@ def _pair_volumes(profile: Profile) -> dict[tuple[str, str], float]:
     return volumes
 
 
-def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr: float | None = None) -> Profile:
+def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr: float | None = None,
+                   traffic: float = 1.0) -> Profile:
     """A profile of ``spec``'s (bigger) job made from ``profile`` (module docstring)."""
+    training, evaluation = batch * traffic, traffic  # the evaluation's batch is eval_nodes'
+
+    def factor(phase: str) -> float:
+        return evaluation if phase == "evalbatch" or phase.startswith("eval-") else training
+
     tasks = spec["workload"]["placement"]["tasks"]
     mine = profile.spec["workload"]["placement"]["tasks"]
     count = {kind: sum(placement_mod.task_kind(t) == kind for t in mine) for kind in placement_mod.TASK_KINDS}
@@ -151,8 +160,9 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
                 got = by_store.get(f"store{m % count['store']}")
                 if got is None:
                     continue
-                factor = (per_pair[got[0], sampler] if target_pmr is not None else 1.0) * batch * split
-                out.append((f"store{m}", round(got[1] * batch * split), round(got[2] * factor), got[3] * batch * split))
+                scale = factor(step) * split
+                stretch = per_pair[got[0], sampler] if target_pmr is not None else 1.0
+                out.append((f"store{m}", round(got[1] * scale), round(got[2] * stretch * scale), got[3] * scale))
             requests[big, n, step] = out
     per_worker = spec["workload"]["samplers_per_worker"]
     volumes = {}
@@ -161,7 +171,7 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
             for big in samplers:
                 if source(big) == src:
                     worker = f"worker{placement_mod.sampler_worker(_index(big), per_worker)}"
-                    volumes[big, worker, phase, n] = round(nbytes * batch)
+                    volumes[big, worker, phase, n] = round(nbytes * factor(phase))
         elif phase in ("gradient", "parameter", "init"):
             for big in tasks:
                 kind = placement_mod.task_kind(big)
@@ -172,11 +182,15 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
     for (sampler, n, step), asked in requests.items():
         for graph_store, _request, reply, _s in asked:
             volumes[graph_store, sampler, step, n] = reply
-    compute = {t: [x * (batch if placement_mod.task_kind(t) == "worker" else 1.0) for x in profile.compute_s[source(t)]]
+    compute = {t: [x * (training if placement_mod.task_kind(t) == "worker" else 1.0)
+                   for x in profile.compute_s[source(t)]]
                for t in tasks if placement_mod.task_kind(t) in ("worker", "ps")}
-    rounds = {t: [[x * batch for x in r] for r in profile.rounds_s[source(t)]] for t in samplers}
+    rounds = {t: [[x * training for x in r] for r in profile.rounds_s[source(t)]] for t in samplers}
+    eval_rounds = {t: [None if r is None else [x * evaluation for x in r] for r in profile.eval_rounds_s[source(t)]]
+                   for t in samplers if source(t) in profile.eval_rounds_s}
+    eval_s = [None if x is None else x * evaluation for x in profile.eval_s]
     return replace(profile, source=f"{profile.source} scaled", spec=spec, compute_s=compute, rounds_s=rounds,
-                   requests=requests, bytes=volumes)
+                   eval_rounds_s=eval_rounds, eval_s=eval_s, requests=requests, bytes=volumes)
 
 
 @dataclass(frozen=True)
@@ -356,8 +370,8 @@ def cluster(out: Path, setting: Setting, cluster_seed: int) -> tuple[dict, int]:
 def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value: float) -> Profile:
     """The profile of one cell: Fig. 10's batch factor or Fig. 11's PMR ``value``."""
     if figure == "10":
-        return scaled_profile(base, spec, batch=value * setting.traffic)
-    return scaled_profile(base, spec, batch=setting.traffic, target_pmr=value)
+        return scaled_profile(base, spec, batch=value, traffic=setting.traffic)
+    return scaled_profile(base, spec, traffic=setting.traffic, target_pmr=value)
 
 
 def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0) -> Path:

@@ -126,7 +126,7 @@ def rows() -> list[dict]:
     out.append(row("dgtp_etp_paper_size_over_headline", paper_s / etp_s, "ratio"))
     setting = scaled.SETTINGS["papers100m"]
     big_spec, _ = scaled.paper_spec(setting)
-    big_profile = scaled.scaled_profile(profile, big_spec, batch=setting.traffic)
+    big_profile = scaled.scaled_profile(profile, big_spec, traffic=setting.traffic)
     big = search.problem_from_profile(big_spec, big_profile)
     big_s, _ = _timed(lambda: etp(big, PAPERS100M_STEPS, 1))
     out.append(row(f"dgtp_etp_10000_steps_papers100m_from_{PAPERS100M_STEPS}_s", big_s * STEPS / PAPERS100M_STEPS,
