@@ -88,6 +88,9 @@ def test_the_problem_from_the_real_profile(spec, profile):
                                                                 + sum(raw["sampler_eval_rounds_s"]["sampler0"][49]))
     assert problem.tasks["sampler1"].exec_s[4] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler1"][4]))
     assert problem.tasks["sampler0"].exec_s[3] == pytest.approx(sum(raw["sampler_rounds_s"]["sampler0"][3]))
+    # the job's model replays the same iterations and evaluations over ETP's window
+    model = simulated.GnnSimulation(spec, profile, search.WINDOW)
+    assert [p for p, _ in model.replayed] == list(range(20)) and model.evaluation == replayed
 
     def store_s(store, n, evaluated=None):  # the most any sampler's requests to it took
         seen = {}

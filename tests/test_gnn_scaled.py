@@ -199,6 +199,20 @@ def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, c
     assert list(empty.iterdir()) == []
 
 
+def test_the_floors_search_the_cells_own_job(tmp_path, monkeypatch):
+    """Cells run with more iterations than the default: the floors rebuild the problem of
+    their job (as long as its longest simulation), not of the default one."""
+    setting = scaled.SETTINGS["products"]
+    scaled.write(tmp_path, [{"setting": "products", "figure": "10", "batch_factor": 1.0, "design": label,
+                             "iteration_s": 5.0, "iterations": 16, "etp_steps": 20, "search_iterations": 24,
+                             "candidates": 1} for label, _, _ in scaled.POLICIES], setting)
+    seen, real = [], search.problem_from_profile
+    monkeypatch.setattr(search, "problem_from_profile",
+                        lambda spec, profile: seen.append(spec["workload"]["iterations"]) or real(spec, profile))
+    scaled.nic_floors(tmp_path, setting)
+    assert seen == [24]
+
+
 def test_a_directory_holds_one_cluster(tmp_path):
     setting = scaled.SETTINGS["products"]
     spec, drawn = scaled.cluster(tmp_path, setting, 0)  # draws 0-5 leave DistDGL a sampler with no room

@@ -125,7 +125,7 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
     training, evaluation = batch * traffic, traffic  # the evaluation's batch is eval_nodes'
 
     def factor(phase: str) -> float:
-        return evaluation if phase == "evalbatch" or phase.startswith("eval-") else training
+        return evaluation if simulated.evaluation_phase(phase) else training
 
     tasks = spec["workload"]["placement"]["tasks"]
     mine = profile.spec["workload"]["placement"]["tasks"]
@@ -300,11 +300,7 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
         raise ValueError("verify_best: needs search_iterations >= 1 (the model judges the candidates)")
     out.mkdir(parents=True, exist_ok=True)
     base = simulated.load_profile(PROFILE)
-    spec, drawn = cluster(out, setting, cluster_seed)
-    # The job at least as long as its longest simulation here (a shorter one simulates
-    # a prefix): its last iteration evaluates (is_eval), which inside a longer window
-    # would be an evaluation the job does not make there.
-    spec["workload"]["iterations"] = max(spec["workload"]["iterations"], iterations, search_iterations)
+    spec, drawn = cluster(out, setting, cluster_seed, iterations, search_iterations)
     print(f"{setting.name}: {setting.machines} machines (cluster drawn with seed {drawn}), {setting.workers} "
           f"workers x {setting.samplers_per_worker} samplers, traffic x {setting.traffic:.2f} the profiled", flush=True)
     rows = read(out, setting)
@@ -353,11 +349,18 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
     return write(out, rows, setting)
 
 
-def cluster(out: Path, setting: Setting, cluster_seed: int) -> tuple[dict, int]:
+def cluster(out: Path, setting: Setting, cluster_seed: int, iterations: int = ITERATIONS,
+            search_iterations: int = SEARCH_ITERATIONS) -> tuple[dict, int]:
     """``paper_spec(setting, cluster_seed)``, the draw recorded in ``out/cluster.json``
     (setting -> drawn seed): the cells of one directory are of one cluster, so a draw
-    other than the one recorded is refused in one line."""
+    other than the one recorded is refused in one line. Its job runs at least as many
+    iterations as its longest simulation (cells of ``iterations``, candidates judged
+    over ``search_iterations``): a shorter job's last iteration evaluates (is_eval),
+    which inside a longer simulation would be an evaluation the job does not make
+    there. ETP's costs (a window of the paper's 20) may run past the job's end, as the
+    model would run on (``search.problem_from_profile``)."""
     spec, drawn = paper_spec(setting, cluster_seed)
+    spec["workload"]["iterations"] = max(spec["workload"]["iterations"], iterations, search_iterations)
     path = out / "cluster.json"
     recorded = store.read_json(path) if path.exists() else {}
     if recorded.get(setting.name, drawn) != drawn:
@@ -376,18 +379,21 @@ def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value
 
 def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0) -> Path:
     """``floors.csv`` in ``out``: for each cell of its figure CSVs, the busiest NIC's
-    seconds per iteration (``nic_seconds``: over the problem's iterations, the bound no
-    policy's mean iteration beats) of DistDGL's placement, of IFS's, and the least of
+    seconds per iteration (``nic_seconds`` over the problem's iterations: fewer than
+    the profile's, so an estimate of the bound no policy's mean iteration beats) of
+    DistDGL's placement, of IFS's, and the least of
     any of ETP's candidates (the chain re-run by Eq. 27 alone for the cell's steps, as
     seeded: the same candidates as the cell's). It says whether judging every
     candidate by the model, as Alg. 3 does, could have changed a cell that judged only
     a few (``--verify-best``)."""
-    cells = {(r["figure"], r[COLUMNS[r["figure"]]]): int(r["etp_steps"]) for r in read(out, setting)}
+    done = read(out, setting)
+    cells = {(r["figure"], r[COLUMNS[r["figure"]]]): int(r["etp_steps"]) for r in done}
     if not cells:
         raise ValueError(f"out: {out} holds no {setting.name} cells (figure-10.csv, figure-11.csv): "
                          f"run them first, without --floors")
     base = simulated.load_profile(PROFILE)
-    spec, _ = cluster(out, setting, cluster_seed)
+    # the cells' job (one directory's cells share their iterations: ``figures`` refuses others)
+    spec, _ = cluster(out, setting, cluster_seed, int(done[0]["iterations"]), int(done[0]["search_iterations"]))
     distdgl = spec["workload"]["placement"]["tasks"]
     rows = []
     for (figure, value), steps in sorted(cells.items()):

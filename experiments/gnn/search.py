@@ -17,12 +17,15 @@ job's model (``experiments.gnn.simulated``) predicting the chosen placement.
   m-th host; demands: the resolved ``workload.task_resources`` of the task's kind.
   With ``sync: allreduce``, the ring's tasks (``ring_allreduce``, ring in worker
   order) with no compute of their own (the profiled worker compute excludes its sync).
-- Iterations: the problem's n = 0 .. max(the job's iterations, ETP's window) - 1 are
-  the model's (``simulated.replay``): iteration n replays profiled iteration n mod P,
-  and where the job's schedule evaluates (its ``eval_every``-th and its last
-  iteration, ``is_eval``), the profile's evaluations in turn add theirs. (Costs that
-  put the evaluations where the profile made them, every 10th, judged a job that
-  evaluates every 5th with half its evaluations.)
+- Iterations: the problem's n = 0 .. L - 1 are the model's (``simulated.replay``):
+  iteration n replays profiled iteration n mod P, and where the job's schedule
+  evaluates (its ``eval_every``-th and its last iteration, ``is_eval``), the profile's
+  evaluations in turn add theirs. (Costs that put the evaluations where the profile
+  made them, every 10th, judged a job that evaluates every 5th with half its
+  evaluations.) L = max(ETP's window, min(the job's iterations, P)): the window at
+  least (past a shorter job's end, as the model would run on), at most the profile's
+  length, so the problem grows with the profile, not with the job (a job's later
+  iterations replay the same profile; ``nic_seconds`` averages over these L).
 - Execution time per iteration: a sampler: the sum of its L + 1 rounds' compute
   (``sampler_rounds_s``), sampler 0 adding its evaluation batch's rounds on
   evaluation iterations; a worker: its ``compute_s``, worker 0 adding its evaluation
@@ -54,9 +57,9 @@ job's model (``experiments.gnn.simulated``) predicting the chosen placement.
 spec's iterations. ETP's candidates (the placements within capacity that pass the
 (1 + gamma) filter) are judged by their simulated makespan (``makespan``): the
 job's model runs the candidate for ETP's window of K = 20 iterations (the paper's
-"we only simulate 20 iterations") under the spec's scheduler, replaying the profile's
-iterations 0..K-1 in order for every candidate (common random numbers: one candidate
-differs from another only by its placement). ``verify=False`` judges them by their
+"we only simulate 20 iterations") under the spec's scheduler, replaying the job's
+first K iterations as ``simulated.replay`` reads them for every candidate (common
+random numbers: one candidate differs from another only by its placement). ``verify=False`` judges them by their
 Eq. 27 cost instead (``pick: cost``, the ablation of the paper's final step;
 ``simulated_cost=True`` is Fig. 9's baseline, the search costing every proposal by
 the model);
@@ -124,7 +127,7 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     profile.check_job(view)
     source = profile.source
     replayed = simulated.replay(profile, workload["eval_every"], workload["iterations"],
-                                max(workload["iterations"], WINDOW))
+                                max(WINDOW, min(workload["iterations"], profile.iterations)))
     wire = simulated.wire_factor(spec["emulation"]["mtu"])
     factor = workload.get("compute_factor", {})
     machines = [Machine(host, {RESOURCE_OF[r]: v for r, v in workload["machines"][host].items()},
@@ -133,9 +136,8 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     profiled = profile.compute_factors()  # the profiled times include their hosts' factors: taken out
 
     def series(src: str, dst: str, phase: str, required: bool = False) -> list[float]:
-        evaluation = phase == "evalbatch" or phase.startswith("eval-")
-        got = [profile.bytes.get((src, dst, phase, e)) if evaluation else profile.bytes.get((src, dst, phase, p))
-               for p, e in replayed]
+        evaluation = simulated.evaluation_phase(phase)
+        got = [profile.bytes.get((src, dst, phase, e if evaluation else p)) for p, e in replayed]
         if required and all(b is None for b in got):
             raise ProfileError(f"{source}: has no {src}->{dst} {phase} (a profile: true run's profile carries "
                                f"every transfer, same-machine ones too)")
@@ -152,7 +154,7 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     asked_s: dict[tuple[str, str, int, bool], float] = {}
     for (sampler, iteration, step), asked in profile.requests.items():
         for store, _, _, compute_s in asked:
-            key = (store, sampler, iteration, step.startswith("eval-"))
+            key = (store, sampler, iteration, simulated.evaluation_phase(step))
             asked_s[key] = asked_s.get(key, 0.0) + compute_s
     tasks: list[Task] = []
     for m, store in enumerate(stores):

@@ -249,6 +249,11 @@ def replay(profile: Profile, eval_every: int, job_iterations: int, iterations: i
     return replayed
 
 
+def evaluation_phase(phase: str) -> bool:
+    """Whether a transfer of ``phase`` carries worker 0's evaluation (its rounds, its batch)."""
+    return phase == "evalbatch" or phase.startswith("eval-")
+
+
 # --- the model ---------------------------------------------------------------------
 @dataclass(eq=False)
 class _Frame:
@@ -308,10 +313,9 @@ class GnnSimulation:
         self.wire = wire_factor(spec["emulation"]["mtu"])
         self.coordinator = None if scheduler == "default" else RateCoordinator(
             oes_machines(fabric), oes.rate_policies()[scheduler])
-        # iteration -> the profiled iteration whose evaluation it replays, where worker 0 evaluates
-        self.evaluation = {n: e for n, (_, e) in enumerate(replay(profile, workload["eval_every"],
-                                                                   workload["iterations"], self.iterations))
-                           if e is not None}
+        # per iteration: the profiled iteration it replays, and the one whose evaluation it replays
+        self.replayed = replay(profile, workload["eval_every"], workload["iterations"], self.iterations)
+        self.evaluation = {n: e for n, (_, e) in enumerate(self.replayed) if e is not None}  # where worker 0 evaluates
         self.now = 0.0
         self.queue: list[tuple[float, int, Callable]] = []
         self.sequence = 0
@@ -444,7 +448,7 @@ class GnnSimulation:
         name, worker = f"sampler{k}", f"worker{k // self.per_worker}"
         for n in range(self.iterations):
             yield self.take_credit(name)
-            p = n % self.profile.iterations
+            p = self.replayed[n][0]
             yield from self.sample(name, n, p, self.profile.rounds_s[name][p], "")
             yield self.send(name, worker, "minibatch", n, self.volume(name, worker, "minibatch", p))
             if k == 0 and n in self.evaluation:  # worker 0's first sampler prepares the evaluation batch
@@ -469,7 +473,7 @@ class GnnSimulation:
             for ps in self.ps:
                 yield self.send(name, ps, "init", 0, self.volume(name, ps, "init", 0))
         for n in range(self.iterations):
-            p = n % self.profile.iterations
+            p = self.replayed[n][0]
             waited = self.now
             yield self.receive(name, [(s, "minibatch", n) for s in samplers])
             started = self.now
@@ -503,7 +507,7 @@ class GnnSimulation:
         workers = [f"worker{w}" for w in range(self.workers)]
         yield self.receive(name, [("worker0", "init", 0)])
         for n in range(self.iterations):
-            p = n % self.profile.iterations
+            p = self.replayed[n][0]
             yield self.receive(name, [(w, "gradient", n) for w in workers])
             yield self.sleep(self.profile.compute_s[name][p] * self.stretch[name])
             yield self.together(*[self.send(name, w, "parameter", n, self.volume(name, w, "parameter", p))
