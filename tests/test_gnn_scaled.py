@@ -139,7 +139,7 @@ def test_the_steady_state_leaves_out_the_drain():
 
 def test_cells_written_are_read_back_for_their_setting_only(tmp_path):
     rows = [{"setting": "papers100m", "figure": "10", "batch_factor": 1.0, "design": label, "iteration_s": 2.0 + k,
-             "iterations": 8, "etp_steps": 10, "search_iterations": 4, "candidates": 3}
+             "iterations": 8, "etp_steps": 10, "etp_seed": 1, "search_iterations": 4, "candidates": 3}
             for k, (label, _, _) in enumerate(scaled.POLICIES)]
     paths = scaled.write(tmp_path, rows, scaled.SETTINGS["papers100m"])
     assert [p.name for p in paths] == ["figure-10.csv", "figure-10.png", "figure-11.csv"]
@@ -156,7 +156,7 @@ def test_cells_written_are_read_back_for_their_setting_only(tmp_path):
 def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, monkeypatch):
     setting = scaled.SETTINGS["products"]
     rows = [{"setting": "products", "figure": "10", "batch_factor": 1.0, "design": label, "iteration_s": 5.0,
-             "iterations": 12, "etp_steps": 10, "search_iterations": 10, "candidates": 2}
+             "iterations": 12, "etp_steps": 10, "etp_seed": 1, "search_iterations": 10, "candidates": 2}
             for label, _, _ in scaled.POLICIES]
     scaled.write(tmp_path, rows, setting)
 
@@ -196,13 +196,13 @@ def test_each_etp_seed_is_a_cell_of_its_own_and_the_plot_shows_their_spread(tmp_
     assert dgtp == [(1, 20.0, "2"), (2, 30.0, "3")]
     assert {r["iteration_s"] for r in rows if r["design"] == "DistDGL + OES"} == {10.0}
     out = capsys.readouterr().out
-    assert "Fig. 10 1: DGTP (ETP + OES) 25.000 ± 7.071 s per iteration over 2 ETP seeds (20.000-30.000)" in out
-    assert "Fig. 10 1: DistDGL + OES 10.000 ± 0.000 s per iteration over 2 ETP seeds" in out
+    assert "Fig. 10 1.0: DGTP (ETP + OES) 25.000 ± 7.071 s per iteration over 2 ETP seeds (20.000-30.000)" in out
+    assert "Fig. 10 1.0: DistDGL + OES 10.000 ± 0.000 s per iteration over 2 ETP seeds" in out
     # another seed later: only its cell runs, the done ones are kept
     scaled.figures(tmp_path, setting, steps=10, seeds=(1, 2, 3), batches=(1.0,), pmrs=())
     assert searched == [1, 2, 3]
     assert sorted({r["etp_seed"] for r in scaled.read(tmp_path, setting)}) == [1, 2, 3]
-    assert "Fig. 10 1 (ETP seed 1): in" in capsys.readouterr().out
+    assert "Fig. 10 1.0 (ETP seed 1): in" in capsys.readouterr().out
     with pytest.raises(ValueError, match=r"^seeds: one or more ETP seeds, each once, got 1 1$"):
         scaled.figures(tmp_path, setting, steps=10, seeds=(1, 1), batches=(1.0,), pmrs=())
 
@@ -222,7 +222,7 @@ def test_judging_the_best_candidates_needs_the_model(tmp_path):
 def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, capsys):
     setting = scaled.SETTINGS["products"]
     scaled.write(tmp_path, [{"setting": "products", "figure": figure, column: value, "design": label,
-                             "iteration_s": 5.0, "iterations": 12, "etp_steps": steps, "search_iterations": 10,
+                             "iteration_s": 5.0, "iterations": 12, "etp_steps": steps, "etp_seed": 1, "search_iterations": 10,
                              "candidates": 2}
                             for figure, column, value, steps in (("10", "batch_factor", 0.5, 200), ("11", "pmr", 2.0, 150))
                             for label, _, _ in scaled.POLICIES], setting)
@@ -249,7 +249,7 @@ def test_the_floors_search_the_cells_own_job(tmp_path, monkeypatch):
     their job (as long as its longest simulation), not of the default one."""
     setting = scaled.SETTINGS["products"]
     scaled.write(tmp_path, [{"setting": "products", "figure": "10", "batch_factor": 1.0, "design": label,
-                             "iteration_s": 5.0, "iterations": 16, "etp_steps": 20, "search_iterations": 24,
+                             "iteration_s": 5.0, "iterations": 16, "etp_steps": 20, "etp_seed": 1, "search_iterations": 24,
                              "candidates": 1} for label, _, _ in scaled.POLICIES], setting)
     seen, real = [], search.problem_from_profile
     monkeypatch.setattr(search, "problem_from_profile",

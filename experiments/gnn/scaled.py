@@ -498,7 +498,7 @@ def spread(rows: list[dict]) -> list[str]:
     lines = []
     for (figure, value, design), got in sorted(by.items()):
         sd = f" ± {statistics.stdev(got):.3f}" if len(got) > 1 else ""
-        lines.append(f"Fig. {figure} {value:g}: {design} {statistics.fmean(got):.3f}{sd} s per iteration over "
+        lines.append(f"Fig. {figure} {value}: {design} {statistics.fmean(got):.3f}{sd} s per iteration over "
                      f"{len(got)} ETP seed{'s' if len(got) > 1 else ''} ({min(got):.3f}-{max(got):.3f})")
     return lines
 
