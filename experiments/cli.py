@@ -10,22 +10,21 @@ import sys
 from pathlib import Path
 
 from experiments.errors import SpecError, one_line
-from experiments.validation import count_flag, errors_only, writable_dir
-
-
-def _out_dir(value: str) -> str:
-    """``--out`` naming a directory to write into: refused before any work where it cannot be one."""
-    try:
-        writable_dir("--out", value)
-    except SpecError as err:
-        raise argparse.ArgumentTypeError(err.problem) from None
-    return value
+from experiments.validation import count_flag, dir_flag, errors_only
 
 
 def _out_run_dir(value: str) -> str:
     """``--out`` of one run: a directory, and not a sweep's (whose report it would overwrite)."""
-    if (Path(_out_dir(value)) / "sweep.yaml").exists():
+    if (Path(dir_flag(value)) / "sweep.yaml").exists():
         raise argparse.ArgumentTypeError(f"{value}: holds a sweep (sweep.yaml); choose a new directory")
+    return value
+
+
+def _out_new_run_dir(value: str) -> str:
+    """``--out`` of a run that starts afresh (run, simulate): refused before the spec's
+    work (an ETP search can take minutes) where it holds a run already."""
+    if (Path(_out_run_dir(value)) / "summary.json").exists():
+        raise argparse.ArgumentTypeError(f"{value}: already holds a run (summary.json); choose a new directory")
     return value
 
 
@@ -50,8 +49,13 @@ def _run(args) -> int:
 
 
 def _simulate(args) -> int:
-    from experiments.runner import read_spec, simulate_any_spec
-    simulate_any_spec(read_spec(args.spec), out=args.out)  # its summary is printed as the run ends
+    from experiments.runner import KINDS, kind_of, read_spec, simulate_any_spec
+    raw = read_spec(args.spec)
+    kind = kind_of(raw)
+    if isinstance(raw, dict) and kind.simulate is None:  # named as place names it, not by a backend field
+        simulators = " or ".join(name for name, k in KINDS.items() if k.simulate is not None)
+        raise SpecError("workload.kind", f"trainbed simulate runs {simulators} specs; this is a {kind.name} spec")
+    simulate_any_spec(raw, out=args.out)  # its summary is printed as the run ends
     return 0
 
 
@@ -253,13 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run an emulated-network experiment spec", epilog=_kinds_listing(),
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("spec")
-    run.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-run-<spec>)")
+    run.add_argument("--out", type=_out_new_run_dir, help="run directory (default: results/<stamp>-run-<spec>)")
     run.set_defaults(func=_run)
     simulate = sub.add_parser("simulate", help="run a spec's workload and scheduler on the flow-level simulator",
                               epilog=_kinds_listing(simulated=True),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     simulate.add_argument("spec")
-    simulate.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-simulate-<spec>)")
+    simulate.add_argument("--out", type=_out_new_run_dir,
+                          help="run directory (default: results/<stamp>-simulate-<spec>)")
     simulate.set_defaults(func=_simulate)
     place = sub.add_parser("place", help="search a GNN job's task placement (IFS, then ETP) on a profile, "
                                          "and predict its iteration time with the job's model")
@@ -300,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     colo.set_defaults(func=_colocate)
     sweep = sub.add_parser("sweep", help="run a spec over schedulers x seeds x a grid, resumably")
     sweep.add_argument("sweep", help="sweep file (YAML)")
-    sweep.add_argument("--out", type=_out_dir, help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
+    sweep.add_argument("--out", type=dir_flag, help="sweep directory, resumed when it exists (default: results/<stamp>-sweep-<name>)")
     sweep.add_argument("--only", action="append", default=[], metavar="PATTERN",
                        help="only the cells whose id matches this shell pattern (fnmatch); repeatable")
     shown = sweep.add_mutually_exclusive_group()
@@ -313,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--cluster", metavar="ADDRESS",
                        help="run the cells on the Dask scheduler at ADDRESS (e.g. tcp://10.0.0.1:8786)")
     where.add_argument("--local", type=count_flag, metavar="N",
-                       help="run the cells N at a time on this machine, through a local Dask cluster")
+                       help="run the simulated cells N at a time on this machine, through a local Dask cluster "
+                            "(emulated cells one at a time: one fabric per machine)")
     sweep.set_defaults(func=_sweep)
     worker = sub.add_parser("worker", help="serve sweep cells to a Dask scheduler (trainbed sweep --cluster)")
     worker.add_argument("address", help="the Dask scheduler's address (e.g. tcp://10.0.0.1:8786)")
@@ -327,7 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18; "
                               "dgtp: DGTP's Table III and Figs. 6-8")
     figures.add_argument("dir", nargs="+", help="sweep directory (holds results.csv); dgtp: one or more")
-    figures.add_argument("--out", type=_out_dir, metavar="DIR",
+    figures.add_argument("--out", type=dir_flag, metavar="DIR",
                          help="write the figures here, leaving the sweep directories as they are (default: into the "
                               "sweep directory, its report rewritten to show them); dgtp: with it, Table III across "
                               "the sweeps too (table-3-all.{csv,md}), each sweep's figures in DIR/<its name> when "

@@ -157,11 +157,14 @@ def is_colocation(raw) -> bool:
 
 def kind_of(raw) -> Kind:
     """The kind of a parsed spec (see the module docstring), or a one-line SpecError
-    for a top-level ``kind`` or a ``workload:`` section that names none. Anything
+    for a top-level ``kind`` or a ``workload:`` section that names none, or a sweep file. Anything
     else about the spec is left to the kind's own ``validate`` (a spec that is not a
     mapping at all is a timetable's error: ``spec: must be a mapping``)."""
     if is_colocation(raw):
         return KINDS["colocation"]
+    if isinstance(raw, dict) and "spec" in raw and not {"flows", "workload"} & set(raw) \
+            and {"schedulers", "seeds", "grid", "parts"} & set(raw):
+        raise SpecError("spec", "this is a sweep file (its spec: names a base spec): run it with trainbed sweep")
     known = ", ".join(workload_kinds())
     if isinstance(raw, dict) and "kind" in raw and "workload" not in raw:
         raise SpecError("kind", f"must be {' or '.join(COLOCATION_KINDS)} (a co-location spec), got "

@@ -128,6 +128,16 @@ def writable_dir(path: str, value: str | Path) -> Path:
     return Path(value)
 
 
+def dir_flag(value: str) -> str:
+    """An argparse type for a ``--out`` directory to write into: refused before any
+    work where it cannot be one (argparse names the flag in its one-line error)."""
+    try:
+        writable_dir("--out", value)
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(err.problem) from None
+    return value
+
+
 def count_flag(text: str) -> int:
     """A command-line flag's whole number >= 1 (an argparse type: argparse names the
     flag in its one-line error)."""

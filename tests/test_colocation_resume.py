@@ -79,6 +79,20 @@ def test_a_bad_flag_is_refused_in_one_line_naming_it(tmp_path, capsys, flag, val
     assert not (tmp_path / "campaign").exists()  # refused before anything was made
 
 
+@pytest.mark.parametrize("args, problem", [
+    (["--out", "FILE"], "argument --out: FILE: is a file, not a directory"),
+    (["--part", "inference", "--queues", "gat"], "argument --queues: gat: no inference queue (inference queues: "),
+])
+def test_a_campaign_that_could_not_run_is_refused_before_any_work(tmp_path, capsys, args, problem):
+    (tmp_path / "file").write_text("")
+    args = [a.replace("FILE", str(tmp_path / "file")) for a in args]
+    with pytest.raises(SystemExit) as exited:
+        main(["--device", "cpu", *args, *([] if "--out" in args else ["--out", str(tmp_path / "campaign")])])
+    assert exited.value.code == 2
+    assert problem.replace("FILE", str(tmp_path / "file")) in capsys.readouterr().err.strip().splitlines()[-1]
+    assert not (tmp_path / "campaign").exists()
+
+
 def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spec(tmp_path, monkeypatch, capsys):
     """``trainbed colocate SPEC --out DIR`` where DIR holds a run: this spec's run is
     continued (its measured parts kept, none run again); another spec's is refused,

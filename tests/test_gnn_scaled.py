@@ -3,6 +3,7 @@ headline job's profile (what Figs. 10-11 on the model stand on)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,7 +139,7 @@ def test_the_steady_state_leaves_out_the_drain():
 
 def test_cells_written_are_read_back_for_their_setting_only(tmp_path):
     rows = [{"setting": "papers100m", "figure": "10", "batch_factor": 1.0, "design": label, "iteration_s": 2.0 + k,
-             "iterations": 8, "etp_steps": 10, "search_iterations": 4, "candidates": 3}
+             "iterations": 8, "etp_steps": 10, "etp_seed": 1, "search_iterations": 4, "candidates": 3}
             for k, (label, _, _) in enumerate(scaled.POLICIES)]
     paths = scaled.write(tmp_path, rows, scaled.SETTINGS["papers100m"])
     assert [p.name for p in paths] == ["figure-10.csv", "figure-10.png", "figure-11.csv"]
@@ -155,7 +156,7 @@ def test_cells_written_are_read_back_for_their_setting_only(tmp_path):
 def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, monkeypatch):
     setting = scaled.SETTINGS["products"]
     rows = [{"setting": "products", "figure": "10", "batch_factor": 1.0, "design": label, "iteration_s": 5.0,
-             "iterations": 12, "etp_steps": 10, "search_iterations": 10, "candidates": 2}
+             "iterations": 12, "etp_steps": 10, "etp_seed": 1, "search_iterations": 10, "candidates": 2}
             for label, _, _ in scaled.POLICIES]
     scaled.write(tmp_path, rows, setting)
 
@@ -166,8 +167,51 @@ def test_a_stopped_run_resumes_without_running_its_done_cells_again(tmp_path, mo
     assert [(r["design"], r["iteration_s"]) for r in scaled.read(tmp_path, setting)] == \
         [(label, 5.0) for label, _, _ in scaled.POLICIES]
     # a cell kept must be the one these arguments would run: other steps are refused, not mixed in
-    with pytest.raises(ValueError, match=r"^etp_steps: .* holds Fig. 10 1 with etp_steps 10, this run asks 2000: "):
+    with pytest.raises(ValueError, match=r"^etp_steps: .* holds Fig. 10 1 \(ETP seed 1\) with etp_steps 10, "
+                                         r"this run asks 2000: "):
         scaled.figures(tmp_path, setting, steps=2000, batches=(1.0,), pmrs=())
+
+
+def _fake_search(placements):
+    """etp_placement's stand-in: seed s finds placement s (the model is not run)."""
+    def search_(spec, profile, steps, seed, **kwargs):
+        found = SimpleNamespace(candidates=[None] * (seed + 1))
+        return SimpleNamespace(result=found, placement=placements[seed])
+    return search_
+
+
+def test_each_etp_seed_is_a_cell_of_its_own_and_the_plot_shows_their_spread(tmp_path, monkeypatch, capsys):
+    setting = scaled.SETTINGS["products"]
+    searched = []
+    monkeypatch.setattr(scaled.search, "etp_placement",
+                        lambda *a, **k: searched.append(a[3]) or _fake_search({1: "one", 2: "two", 3: "three"})(*a, **k))
+    # a design's iteration: 10 s on DistDGL's placement, on ETP's 20 / 30 / 40 s by seed
+    by_placement = {"one": 20.0, "two": 30.0, "three": 40.0}
+    monkeypatch.setattr(scaled, "run_cell", lambda spec, profile, placement, scheduler, iterations, progress:
+                        by_placement[placement] if isinstance(placement, str) else 10.0)
+    scaled.figures(tmp_path, setting, steps=10, seeds=(1, 2), batches=(1.0,), pmrs=())
+    assert searched == [1, 2]
+    rows = scaled.read(tmp_path, setting)
+    dgtp = [(r["etp_seed"], r["iteration_s"], r["candidates"]) for r in rows if r["design"] == "DGTP (ETP + OES)"]
+    assert dgtp == [(1, 20.0, "2"), (2, 30.0, "3")]
+    assert {r["iteration_s"] for r in rows if r["design"] == "DistDGL + OES"} == {10.0}
+    out = capsys.readouterr().out
+    assert "Fig. 10 1.0: DGTP (ETP + OES) 25.000 ± 7.071 s per iteration over 2 ETP seeds (20.000-30.000)" in out
+    assert "Fig. 10 1.0: DistDGL + OES 10.000 ± 0.000 s per iteration over 2 ETP seeds" in out
+    # another seed later: only its cell runs, the done ones are kept
+    scaled.figures(tmp_path, setting, steps=10, seeds=(1, 2, 3), batches=(1.0,), pmrs=())
+    assert searched == [1, 2, 3]
+    assert sorted({r["etp_seed"] for r in scaled.read(tmp_path, setting)}) == [1, 2, 3]
+    assert "Fig. 10 1.0 (ETP seed 1): in" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"^seeds: one or more ETP seeds, each once, got 1 1$"):
+        scaled.figures(tmp_path, setting, steps=10, seeds=(1, 1), batches=(1.0,), pmrs=())
+
+
+def test_cells_written_before_the_seed_column_read_as_seed_1(tmp_path):
+    (tmp_path / "figure-11.csv").write_text(
+        "setting,figure,pmr,design,iteration_s,iterations,etp_steps,search_iterations,candidates,verified\n"
+        "products,11,1.5,MRTF,5.0,12,2000,10,4,4\n")
+    assert [r["etp_seed"] for r in scaled.read(tmp_path, scaled.SETTINGS["products"])] == [1]
 
 
 def test_judging_the_best_candidates_needs_the_model(tmp_path):
@@ -178,12 +222,13 @@ def test_judging_the_best_candidates_needs_the_model(tmp_path):
 def test_the_floors_bound_each_cells_placements_by_their_busiest_nic(tmp_path, capsys):
     setting = scaled.SETTINGS["products"]
     scaled.write(tmp_path, [{"setting": "products", "figure": figure, column: value, "design": label,
-                             "iteration_s": 5.0, "iterations": 12, "etp_steps": steps, "search_iterations": 10,
+                             "iteration_s": 5.0, "iterations": 12, "etp_steps": steps, "etp_seed": 1, "search_iterations": 10,
                              "candidates": 2}
                             for figure, column, value, steps in (("10", "batch_factor", 0.5, 200), ("11", "pmr", 2.0, 150))
                             for label, _, _ in scaled.POLICIES], setting)
     rows = scaled.store.read_csv(scaled.nic_floors(tmp_path, setting))
-    assert [(r["figure"], float(r["value"]), int(r["etp_steps"])) for r in rows] == [("10", 0.5, 200), ("11", 2.0, 150)]
+    assert [(r["figure"], float(r["value"]), int(r["etp_steps"]), r["etp_seed"]) for r in rows] == \
+        [("10", 0.5, 200, "1"), ("11", 2.0, 150, "1")]
     for r in rows:
         assert 0 < float(r["candidates_least_nic_s"]) <= float(r["ifs_nic_s"])  # IFS's is a candidate
         assert float(r["distdgl_nic_s"]) > 0 and int(r["candidates"]) >= 1
@@ -204,7 +249,7 @@ def test_the_floors_search_the_cells_own_job(tmp_path, monkeypatch):
     their job (as long as its longest simulation), not of the default one."""
     setting = scaled.SETTINGS["products"]
     scaled.write(tmp_path, [{"setting": "products", "figure": "10", "batch_factor": 1.0, "design": label,
-                             "iteration_s": 5.0, "iterations": 16, "etp_steps": 20, "search_iterations": 24,
+                             "iteration_s": 5.0, "iterations": 16, "etp_steps": 20, "etp_seed": 1, "search_iterations": 24,
                              "candidates": 1} for label, _, _ in scaled.POLICIES], setting)
     seen, real = [], search.problem_from_profile
     monkeypatch.setattr(search, "problem_from_profile",
@@ -225,6 +270,8 @@ def test_a_directory_holds_one_cluster(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--iterations", "3"], "--iterations: must be >= 4, got 3 (a steady state needs 4 iterations)"),
     (["--verify-best", "-1"], "--verify-best: must be >= 0, got -1"),
+    (["--seeds", "2", "-1"], "--seeds: must be >= 0, got -1"),
+    (["--seeds", "2", "2"], "seeds: one or more ETP seeds, each once, got 2 2"),
     (["--search-iterations", "0", "--verify-best", "2"], "verify_best: needs search_iterations >= 1"),
     (["--floors"], "out: TMP/out holds no products cells"),
     (["OUT", "TMP/file/out"], "out: TMP/file/out: TMP/file is a file, not a directory")])

@@ -235,6 +235,19 @@ def test_cli_run_out_into_a_sweep_directory_is_refused(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines()[-1].endswith("holds a sweep (sweep.yaml); choose a new directory")
 
 
+@pytest.mark.parametrize("command", ["run", "simulate"])
+def test_cli_run_out_holding_a_run_is_refused_before_the_spec_is_read(tmp_path, capsys, monkeypatch, command):
+    from experiments import runner
+    from experiments.cli import main
+    (tmp_path / "summary.json").write_text("{}")
+    monkeypatch.setattr(runner, "read_spec", lambda path: pytest.fail("the spec was read"))
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "experiments/specs/grouper-sim-paper-smoke.yaml", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f"argument --out: {tmp_path}: already holds a run (summary.json); choose a new directory")
+
+
 def test_a_directory_named_as_a_file_is_called_one(tmp_path):
     from experiments.validation import existing_file
     with pytest.raises(SpecError, match=r"^workload.trace: a directory, not a file: "):
@@ -248,6 +261,10 @@ def test_a_directory_named_as_a_file_is_called_one(tmp_path):
      "workload.kind: trainbed place searches a gnn job's placement; this is a timetable spec"),
     (["colocate", "experiments/specs/gnn-oes-smoke.yaml"], "kind: is a co-location spec's (training or inference)"),
     (["simulate", "EMPTY"], "spec: must be a mapping, got null"),
+    (["run", "experiments/sweeps/grouper-smoke.yaml"],
+     "spec: this is a sweep file (its spec: names a base spec): run it with trainbed sweep"),
+    (["simulate", "experiments/specs/priority-demo.yaml"],
+     "workload.kind: trainbed simulate runs cojob or gnn specs; this is a timetable spec"),
 ])
 def test_cli_a_spec_of_the_wrong_kind_is_named_so(tmp_path, capsys, args, problem):
     from experiments.cli import main

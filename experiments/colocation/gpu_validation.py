@@ -33,7 +33,7 @@ from experiments.colocation.runner import run_colocate_file
 from experiments.colocation.validate import run_validation
 from experiments.errors import SpecError
 from experiments.store import new_run_dir, point_latest
-from experiments.validation import count_flag
+from experiments.validation import count_flag, dir_flag
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 TRAINING_QUEUES = ("gcn", "sage", "gat", "gin", "mix")
@@ -81,9 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--training-methods", nargs="+", help="methods of the training queues (default: the spec's)")
     parser.add_argument("--inference-methods", nargs="+", help="methods of the inference queues (default: the spec's)")
     parser.add_argument("--scale", type=_share, help="graphs.scale of every queue (default: the spec's, real sizes)")
-    parser.add_argument("--out", help="the campaign's directory; re-run into it to resume")
+    parser.add_argument("--out", type=dir_flag, help="the campaign's directory; re-run into it to resume")
     parser.add_argument("--force", action="store_true", help="resume queues started under other code")
     args = parser.parse_args(argv)
+    if args.part == "inference" and args.queues and not set(args.queues) & set(INFERENCE_QUEUES):
+        parser.error(f"argument --queues: {' '.join(args.queues)}: no inference queue "
+                     f"(inference queues: {', '.join(INFERENCE_QUEUES)})")
     try:
         return _campaign(args)
     except SpecError as err:  # e.g. a method no queue knows: one line, as trainbed prints it

@@ -15,6 +15,7 @@ from experiments.colocation.metrics import error_summary
 from experiments.colocation.runner import describe_device, resolve_device
 from experiments.reports.markdown import markdown_table
 from experiments.store import environment, new_run_dir, point_latest, write_json
+from experiments.validation import dir_flag
 from hosts.colocation.datasets import dataset_shape, subgraph_shape
 from hosts.colocation.models import MODELS
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--grid", choices=sorted(GRIDS), help="default: gpu on cuda, cpu on cpu")
-    parser.add_argument("--out")
+    parser.add_argument("--out", type=dir_flag)
     args = parser.parse_args(argv)
     run, _ = run_validation(args.device, args.grid or ("gpu" if args.device == "cuda" else "cpu"), args.out)
     print((run / "validation.md").read_text())

@@ -49,7 +49,9 @@ box: 10,000 steps pass hundreds of candidates, each minutes of the model; there
 ``--verify-best K`` runs the chain by Eq. 27 alone and has the model judge IFS's
 placement and the K - 1 least-cost candidates (``search.least_makespan``), and
 ``--search-iterations 0`` takes the least-cost candidate unjudged: departures from
-Alg. 3, stated with the results. ``--cluster-seed N`` draws the cluster from seed N on
+Alg. 3, stated with the results. ``--seeds S [S ...]`` runs each cell once per ETP
+chain seed (default 1; the CSVs keep a row per seed, the plots their mean ± sd): one
+chain of a few thousand steps is a sample. ``--cluster-seed N`` draws the cluster from seed N on
 (one OUT per cluster: ``cluster.json`` there records the draw, and a run on another
 draw is refused). ``--floors`` writes, per cell in OUT, the busiest NIC's seconds per
 iteration of DistDGL's, IFS's and ETP's candidates' placements (``nic_floors``):
@@ -290,12 +292,16 @@ def run_cell(spec: dict, profile: Profile, placement: dict[str, str], scheduler:
 COLUMNS = {"10": "batch_factor", "11": "pmr"}
 
 
-def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 2000, seed: int = 1,
+def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 2000, seeds=(1,),
             iterations: int = ITERATIONS, batches=BATCHES, pmrs=PMRS, search_iterations: int = SEARCH_ITERATIONS,
             verify_best: int = 0, cluster_seed: int = 0) -> list[Path]:
     """Figs. 10-11's cells on the cluster ``paper_spec(setting, cluster_seed)`` draws,
-    each written to ``out`` as soon as it is done; cells already there for this setting
-    (an earlier, stopped run) are kept, not run again (one ``out`` per cluster)."""
+    one per ETP chain seed in ``seeds`` (a chain of a few thousand steps is a sample:
+    the seeds show how far a cell moves with it), each written to ``out`` as soon as it
+    is done; cells already there for this setting (an earlier, stopped run) are kept,
+    not run again (one ``out`` per cluster)."""
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds: one or more ETP seeds, each once, got {' '.join(map(str, seeds))}")
     if verify_best and not search_iterations:
         raise ValueError("verify_best: needs search_iterations >= 1 (the model judges the candidates)")
     out.mkdir(parents=True, exist_ok=True)
@@ -306,47 +312,62 @@ def figures(out: Path, setting: Setting = SETTINGS["products"], steps: int = 200
     rows = read(out, setting)
     for figure, values in (("10", batches), ("11", pmrs)):
         for value in values:
-            kept = [r for r in rows if r["figure"] == figure and r[COLUMNS[figure]] == value]
-            for row in kept:  # a cell kept must be the one these arguments would run
-                for field, now in (("etp_steps", steps), ("search_iterations", search_iterations),
-                                   ("iterations", iterations)):
-                    if str(row.get(field)) != str(now):
-                        raise ValueError(f"{field}: {out} holds Fig. {figure} {value:g} with {field} {row.get(field)}, "
-                                         f"this run asks {now}: use another directory")
-            done = {r["design"] for r in kept}
-            if done >= {label for label, _, _ in POLICIES}:
-                print(f"Fig. {figure} {value}: in {out} already", flush=True)
-                continue
-            profile = cell_profile(base, spec, setting, figure, value)
-            started = time.perf_counter()
-            searched = search.etp_placement(spec, profile, steps, seed, verify=search_iterations > 0,
-                                            verify_best=verify_best, progress=_print,
-                                            window=search_iterations or search.WINDOW)
-            found = searched.result
-            placements = {"etp": searched.placement,
-                          "distdgl": spec["workload"]["placement"]["tasks"]}
-            if verify_best:
-                verified, judged = min(verify_best, len(found.candidates)), \
-                    f"IFS's and the {verify_best - 1} least-cost judged by the model"
-            elif search_iterations:
-                verified, judged = len(found.candidates), "judged by the model"
-            else:
-                verified, judged = 0, "the least-cost one taken"
-            print(f"Fig. {figure} {value}: ETP {steps} steps, {len(found.candidates)} candidates, {judged} "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
-            cell = []
-            for label, where, scheduler in POLICIES:
-                iteration_s = run_cell(spec, profile, placements[where], scheduler, iterations,
-                                       lambda line: _print(f"Fig. {figure} {value}: {label} {line}"))
-                cell.append({"setting": setting.name, "figure": figure, COLUMNS[figure]: value, "design": label,
-                             "iteration_s": round(iteration_s, 4), "iterations": iterations, "etp_steps": steps,
-                             "search_iterations": search_iterations, "candidates": len(found.candidates),
-                             "verified": verified})
-                print(f"Fig. {figure} {value}: {label} {iteration_s:.3f} s per iteration "
-                      f"({time.perf_counter() - started:.0f} s)", flush=True)
-            rows = [r for r in rows if not (r["figure"] == figure and r[COLUMNS[figure]] == value)] + cell
-            write(out, rows, setting)
+            profile = None
+            for seed in seeds:
+                kept = [r for r in rows if _cell(r) == (figure, value, seed)]
+                for row in kept:  # a cell kept must be the one these arguments would run
+                    for field, now in (("etp_steps", steps), ("search_iterations", search_iterations),
+                                       ("iterations", iterations)):
+                        if str(row.get(field)) != str(now):
+                            raise ValueError(f"{field}: {out} holds Fig. {figure} {value:g} (ETP seed {seed}) with "
+                                             f"{field} {row.get(field)}, this run asks {now}: use another directory")
+                if {r["design"] for r in kept} >= {label for label, _, _ in POLICIES}:
+                    print(f"Fig. {figure} {value} (ETP seed {seed}): in {out} already", flush=True)
+                    continue
+                profile = profile or cell_profile(base, spec, setting, figure, value)
+                rows = [r for r in rows if _cell(r) != (figure, value, seed)] + \
+                    _run_cell(spec, profile, setting, figure, value, steps, seed, iterations,
+                              search_iterations, verify_best)
+                write(out, rows, setting)
+    for line in spread(rows):
+        print(line, flush=True)
     return write(out, rows, setting)
+
+
+def _cell(row: dict) -> tuple[str, float, int]:
+    return row["figure"], row[COLUMNS[row["figure"]]], row["etp_seed"]
+
+
+def _run_cell(spec: dict, profile: Profile, setting: Setting, figure: str, value: float, steps: int, seed: int,
+              iterations: int, search_iterations: int, verify_best: int) -> list[dict]:
+    """One cell's rows: ETP's chain from ``seed``, then every design of ``POLICIES``."""
+    name = f"Fig. {figure} {value} (ETP seed {seed})"
+    started = time.perf_counter()
+    searched = search.etp_placement(spec, profile, steps, seed, verify=search_iterations > 0,
+                                    verify_best=verify_best, progress=_print,
+                                    window=search_iterations or search.WINDOW)
+    found = searched.result
+    placements = {"etp": searched.placement, "distdgl": spec["workload"]["placement"]["tasks"]}
+    if verify_best:
+        verified, judged = min(verify_best, len(found.candidates)), \
+            f"IFS's and the {verify_best - 1} least-cost judged by the model"
+    elif search_iterations:
+        verified, judged = len(found.candidates), "judged by the model"
+    else:
+        verified, judged = 0, "the least-cost one taken"
+    print(f"{name}: ETP {steps} steps, {len(found.candidates)} candidates, {judged} "
+          f"({time.perf_counter() - started:.0f} s)", flush=True)
+    cell = []
+    for label, where, scheduler in POLICIES:
+        iteration_s = run_cell(spec, profile, placements[where], scheduler, iterations,
+                               lambda line: _print(f"{name}: {label} {line}"))
+        cell.append({"setting": setting.name, "figure": figure, COLUMNS[figure]: value, "design": label,
+                     "iteration_s": round(iteration_s, 4), "iterations": iterations, "etp_steps": steps,
+                     "etp_seed": seed, "search_iterations": search_iterations, "candidates": len(found.candidates),
+                     "verified": verified})
+        print(f"{name}: {label} {iteration_s:.3f} s per iteration ({time.perf_counter() - started:.0f} s)",
+              flush=True)
+    return cell
 
 
 def cluster(out: Path, setting: Setting, cluster_seed: int, iterations: int = ITERATIONS,
@@ -377,17 +398,17 @@ def cell_profile(base: Profile, spec: dict, setting: Setting, figure: str, value
     return scaled_profile(base, spec, traffic=setting.traffic, target_pmr=value)
 
 
-def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0) -> Path:
+def nic_floors(out: Path, setting: Setting, cluster_seed: int = 0) -> Path:
     """``floors.csv`` in ``out``: for each cell of its figure CSVs, the busiest NIC's
     seconds per iteration (``nic_seconds`` over the problem's iterations: fewer than
     the profile's, so an estimate of the bound no policy's mean iteration beats) of
     DistDGL's placement, of IFS's, and the least of
-    any of ETP's candidates (the chain re-run by Eq. 27 alone for the cell's steps, as
-    seeded: the same candidates as the cell's). It says whether judging every
+    any of ETP's candidates (the chain re-run by Eq. 27 alone for the cell's steps and
+    seed: the same candidates as the cell's). It says whether judging every
     candidate by the model, as Alg. 3 does, could have changed a cell that judged only
     a few (``--verify-best``)."""
     done = read(out, setting)
-    cells = {(r["figure"], r[COLUMNS[r["figure"]]]): int(r["etp_steps"]) for r in done}
+    cells = {_cell(r): int(r["etp_steps"]) for r in done}
     if not cells:
         raise ValueError(f"out: {out} holds no {setting.name} cells (figure-10.csv, figure-11.csv): "
                          f"run them first, without --floors")
@@ -396,18 +417,18 @@ def nic_floors(out: Path, setting: Setting, seed: int = 1, cluster_seed: int = 0
     spec, _ = cluster(out, setting, cluster_seed, int(done[0]["iterations"]), int(done[0]["search_iterations"]))
     distdgl = spec["workload"]["placement"]["tasks"]
     rows = []
-    for (figure, value), steps in sorted(cells.items()):
+    for (figure, value, seed), steps in sorted(cells.items()):
         problem = search.problem_from_profile(spec, cell_profile(base, spec, setting, figure, value))
         found = etp(problem, steps, seed)
         floors = [nic_seconds(problem, c.placement) for c in found.candidates]
         # DistDGL's tasks, a ring's tasks with their workers (constraint (4))
         theirs = {t: distdgl[task.worker] if task.kind == "allreduce" else distdgl[t]
                   for t, task in problem.tasks.items()}
-        rows.append({"setting": setting.name, "figure": figure, "value": value, "etp_steps": steps,
+        rows.append({"setting": setting.name, "figure": figure, "value": value, "etp_steps": steps, "etp_seed": seed,
                      "distdgl_nic_s": round(nic_seconds(problem, theirs), 2),
                      "ifs_nic_s": round(floors[0], 2), "candidates_least_nic_s": round(min(floors), 2),
                      "candidates": len(floors)})
-        print(f"Fig. {figure} {value}: busiest NIC per iteration: DistDGL's {rows[-1]['distdgl_nic_s']} s, IFS's "
+        print(f"Fig. {figure} {value} (ETP seed {seed}): busiest NIC per iteration: DistDGL's {rows[-1]['distdgl_nic_s']} s, IFS's "
               f"{rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates {rows[-1]['candidates_least_nic_s']} s",
               flush=True)
     path = out / "floors.csv"
@@ -426,33 +447,41 @@ def read(out: Path, setting: Setting) -> list[dict]:
     for figure, column in COLUMNS.items():
         path = out / f"figure-{figure}.csv"
         if path.exists():
-            rows += [{**r, column: float(r[column]), "iteration_s": float(r["iteration_s"])}
+            # rows written before 2026-11-30 have no etp_seed: their chains all ran seed 1
+            rows += [{**r, column: float(r[column]), "iteration_s": float(r["iteration_s"]),
+                      "etp_seed": int(r.get("etp_seed") or 1)}
                      for r in store.read_csv(path) if r.get("setting") == setting.name]
     return rows
 
 
 def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) -> list[Path]:
-    """``figure-10.csv`` / ``figure-11.csv`` (``setting``'s rows, replacing its earlier
-    ones; another setting's kept) and their plots of ``setting``'s rows."""
+    """``figure-10.csv`` / ``figure-11.csv`` (``setting``'s rows, one per design and ETP
+    seed, replacing its earlier ones; another setting's kept) and their plots of
+    ``setting``'s rows: per design, the mean over the seeds, ± their sd where more than one."""
     paths = []
     for figure, column in COLUMNS.items():
-        mine = sorted((r for r in rows if r["figure"] == figure), key=lambda r: r[column])
+        mine = sorted((r for r in rows if r["figure"] == figure), key=lambda r: (r[column], r["etp_seed"]))
         path = out / f"figure-{figure}.csv"
         others = [r for r in store.read_csv(path) if r.get("setting") != setting.name] if path.exists() else []
         store.write_csv(path, others + mine, ["setting", "figure", column, "design", "iteration_s", "iterations",
-                                              "etp_steps", "search_iterations", "candidates", "verified"])
+                                              "etp_steps", "etp_seed", "search_iterations", "candidates",
+                                              "verified"])
         paths.append(path)
         values = sorted({r[column] for r in mine})
         if not values:
             continue
+        seeds = len({r["etp_seed"] for r in mine})
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for k, (label, _, _) in enumerate(POLICIES):
-            got = {r[column]: r["iteration_s"] for r in mine if r["design"] == label}
-            ax.bar([i + 0.2 * k for i, v in enumerate(values) if v in got],
-                   [got[v] for v in values if v in got], width=0.2, label=label)
+            got = {v: [r["iteration_s"] for r in mine if r["design"] == label and r[column] == v] for v in values}
+            shown = [(i, v) for i, v in enumerate(values) if got[v]]
+            ax.bar([i + 0.2 * k for i, _ in shown], [statistics.fmean(got[v]) for _, v in shown], width=0.2,
+                   yerr=[statistics.stdev(got[v]) if len(got[v]) > 1 else 0.0 for _, v in shown] if seeds > 1
+                   else None, capsize=2, label=label)
         ax.set_xticks([i + 0.3 for i in range(len(values))], [f"{v:g}" for v in values])
         ax.set(xlabel="per-sampler batch, x the profiled" if figure == "10" else "peak-to-mean ratio",
-               ylabel="s per iteration (model)", title=f"Fig. {figure} on the model, {setting.name} setting")
+               ylabel="s per iteration (model)" + (f", mean ± sd of {seeds} ETP seeds" if seeds > 1 else ""),
+               title=f"Fig. {figure} on the model, {setting.name} setting")
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / f"figure-{figure}.png", dpi=120)
@@ -461,11 +490,26 @@ def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) 
     return paths
 
 
+def spread(rows: list[dict]) -> list[str]:
+    """One line per cell and design over ETP's seeds: mean ± sd (n) and the range."""
+    by = defaultdict(list)
+    for r in rows:
+        by[(r["figure"], r[COLUMNS[r["figure"]]], r["design"])].append(r["iteration_s"])
+    lines = []
+    for (figure, value, design), got in sorted(by.items()):
+        sd = f" ± {statistics.stdev(got):.3f}" if len(got) > 1 else ""
+        lines.append(f"Fig. {figure} {value}: {design} {statistics.fmean(got):.3f}{sd} s per iteration over "
+                     f"{len(got)} ETP seed{'s' if len(got) > 1 else ''} ({min(got):.3f}-{max(got):.3f})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.gnn.scaled", description=__doc__.split("\n\n")[0])
     parser.add_argument("out")
     parser.add_argument("--setting", choices=sorted(SETTINGS), default="products")
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1], metavar="S",
+                        help="ETP chain seeds: each cell runs once per seed (default 1)")
     parser.add_argument("--iterations", type=int, default=ITERATIONS,
                         help=f"model iterations per cell (default {ITERATIONS})")
     parser.add_argument("--search-iterations", type=int, default=SEARCH_ITERATIONS,
@@ -486,7 +530,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for flag, value, least in (("--steps", args.steps, 0), ("--iterations", args.iterations, 4),
                                ("--search-iterations", args.search_iterations, 0),
-                               ("--verify-best", args.verify_best, 0), ("--cluster-seed", args.cluster_seed, 0)):
+                               ("--verify-best", args.verify_best, 0), ("--cluster-seed", args.cluster_seed, 0),
+                               ("--seeds", min(args.seeds), 0)):
         if value < least:
             parser.exit(2, f"scaled: error: {flag}: must be >= {least}, got {value}"
                            f"{' (a steady state needs 4 iterations)' if flag == '--iterations' else ''}\n")
@@ -501,7 +546,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.floors:
             print(nic_floors(out, SETTINGS[args.setting], cluster_seed=args.cluster_seed))
             return
-        for path in figures(out, SETTINGS[args.setting], args.steps, iterations=args.iterations,
+        for path in figures(out, SETTINGS[args.setting], args.steps, seeds=args.seeds, iterations=args.iterations,
                             batches=args.batches, pmrs=args.pmrs, search_iterations=args.search_iterations,
                             verify_best=args.verify_best, cluster_seed=args.cluster_seed):
             print(path)
