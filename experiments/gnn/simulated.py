@@ -109,7 +109,9 @@ def wire_factor(mtu: int) -> float:
     return 1 + (TCP_IP_HEADERS + ETHERNET_HEADER) / (mtu - TCP_IP_HEADERS)
 JOB_FIELDS = ("graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
               "eval_nodes")  # what decides the job's transfers; a profile is of one such job
-POLICIES = ("default",) + tuple(oes.rate_policies())
+# A spec's schedulers, and fair (max-min rates installed): the model's own reference, not a
+# scheduler the emulation runs (docs/gnn-oes.md)
+POLICIES = gnn_spec.SCHEDULERS + ("fair",)
 
 Wait = Callable[[Callable[[], None]], None]  # arms a wait: calls its argument once satisfied
 
