@@ -1,7 +1,8 @@
 """Commands in an emulated host's network namespace: the one place tc runs there.
 
 The emulation applies the queue plan through it and the controller applies
-sender-side policies through it, so both see the same errors. A namespace is
+sender-side policies through it, so both see the same errors; runs read the
+installed classes back through it (``tc_show_cmd``). A namespace is
 entered by the pid of a process living in it (``nsenter --net``); no pid means
 the machine's own namespace, where the switch ports live.
 """
@@ -20,6 +21,11 @@ class TcError(RuntimeError):
 def netns_cmd(netns_pid: int | None, args: list[str]) -> list[str]:
     """``args`` run inside the network namespace of ``netns_pid`` (or here when None)."""
     return ["nsenter", f"--net=/proc/{netns_pid}/ns/net", *args] if netns_pid else list(args)
+
+
+def tc_show_cmd(netns_pid: int | None, what: str, intf: str, stats: bool = False) -> list[str]:
+    """``tc [-s] <what> show dev <intf>`` in the namespace of ``netns_pid``: read-only."""
+    return netns_cmd(netns_pid, ["tc", *(["-s"] if stats else []), what, "show", "dev", intf])
 
 
 def run_tc_batch(cmds: list[str], netns_pid: int | None = None, where: str = "",

@@ -24,6 +24,11 @@ from collections.abc import Iterable
 METHODS = ("linear", "numpy", "nearest", "lower", "higher", "exclusive")
 
 
+def is_number(value) -> bool:
+    """An int or float a statistic can take: never a bool, which Python counts as an int."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def mean(values: Iterable[float]) -> float | None:
     """The arithmetic mean; None for no values (a metric of nothing is missing, not zero)."""
     values = list(values)

@@ -79,6 +79,7 @@ from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
 from experiments.results import csv_value, durations, lookup, read_environment, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
+from experiments.stats import is_number
 from experiments.validation import (
     at,
     describe,
@@ -197,8 +198,8 @@ def _base_spec(sweep_path: Path | None, value) -> tuple[Path | None, dict]:
 
 def _scalar(path: str, value):
     """A grid value: something a cell id can spell (a string, a finite number, true/false)."""
-    is_number = isinstance(value, (int, float)) and not (isinstance(value, float) and not math.isfinite(value))
-    if not (isinstance(value, str) and value or is_number):
+    finite_or_bool = isinstance(value, (int, float)) and not (isinstance(value, float) and not math.isfinite(value))
+    if not (isinstance(value, str) and value or finite_or_bool):
         raise error(path, f"must be a non-empty string, a finite number or true/false, got {describe(value)}")
     return value
 
@@ -427,10 +428,6 @@ def _shown(value) -> str:
     return str(value)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _row(sweep: Sweep, cell: Cell, run_dir: Path, summary: dict | None, error_text: str | None,
          seconds: float | None) -> dict:
     summary = summary or {}
@@ -446,7 +443,7 @@ def _row(sweep: Sweep, cell: Cell, run_dir: Path, summary: dict | None, error_te
     for key in (*HEADLINE, *sweep.report):
         row[key] = lookup(summary, key)
     for key, value in summary.items():
-        if _is_number(value) and key not in row:
+        if is_number(value) and key not in row:
             row[key] = value
     # which box ran the cell, and its speed: cells of one box compare, across boxes with care
     row["box"], row["box_cpu_loop_ms"] = store.box(environment), environment.get("cpu_loop_ms")
@@ -745,7 +742,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
         estimate = f"estimated {estimate} (at the mean of {len(earlier)} cells in {directory / 'results.csv'})"
     else:
         estimate = "estimated time unknown (no earlier cell durations: --out DIR of an earlier run has them)"
-        if limits and all(_is_number(limit) for limit in limits):
+        if limits and all(is_number(limit) for limit in limits):
             estimate += f"; at most {_duration(sum(limits))} by the cells' time_limit_s, plus each bring-up"
     print(f"{len(pending) - len(invalid)} of {len(chosen)} cells would run"
           f"{f', {len(invalid)} invalid' if invalid else ''}, "

@@ -91,12 +91,12 @@ def test_the_iteration_window_starts_at_the_first_work_and_leaves_start_up_out()
     assert metrics.iteration_window(events[:1]) is None  # a run that failed in start-up: the whole run is judged
 
 
-def test_host_mbps_spreads_each_transfer_over_the_bins_it_spans():
-    from experiments.gnn.metrics import host_mbps
+def test_binned_host_mbps_spreads_each_transfer_over_the_bins_it_spans():
+    from experiments.gnn.metrics import binned_host_mbps
     rows = [{"start_t": "100.5", "duration_s": "1.0", "bytes": "1000000", "src": "tbh1", "dst": "tbh2"},
             {"start_t": "100.0", "duration_s": "0.5", "bytes": "500000", "src": "tbh2", "dst": "tbh1"},
             {"start_t": "100.2", "duration_s": "", "bytes": "9", "src": "tbh1", "dst": "tbh3"}]  # still on the wire
-    sent, received = host_mbps(rows, t0=100.0, bin_s=1.0)
+    sent, received = binned_host_mbps(rows, t0=100.0, bin_s=1.0)
     assert sent["tbh1"] == pytest.approx([4.0, 4.0])  # 8 Mbit over [0.5, 1.5): half in each bin
     assert received["tbh2"] == pytest.approx([4.0, 4.0])
     assert sent["tbh2"] == pytest.approx([4.0, 0.0]) and received["tbh1"] == pytest.approx([4.0, 0.0])

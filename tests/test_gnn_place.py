@@ -25,6 +25,7 @@ from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.simulated import Profile, ProfileError
 from experiments.validation import errors_only
+from hosts.gnn import task_kind
 from tests.test_gnn_simulated import Costs, profile_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ def _within_capacity(spec: dict, tasks: dict) -> None:
     workload = spec["workload"]
     used = {host: {r: 0.0 for r in ("cpus", "memory_gb", "gpus")} for host in workload["machines"]}
     for task, host in tasks.items():
-        for r, amount in workload["task_resources"][task.rstrip("0123456789")].items():
+        for r, amount in workload["task_resources"][task_kind(task)].items():
             used[host][r] += amount
     for host, amounts in used.items():
         for r, amount in amounts.items():

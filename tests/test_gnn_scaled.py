@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from experiments.gnn import scaled, search, simulated
+from hosts.gnn import task_kind
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +119,7 @@ def test_the_papers100m_setting_is_a_cluster_that_holds_the_job():
     for resource in ("cpus", "memory_gb", "gpus"):  # DistDGL's placement is within every machine
         used = {h: 0.0 for h in workload["machines"]}
         for task, host in tasks.items():
-            used[host] += workload["task_resources"][scaled.placement_mod.task_kind(task)][resource]
+            used[host] += workload["task_resources"][task_kind(task)][resource]
         assert all(used[h] <= m[resource] for h, m in workload["machines"].items())
     # the draws before it cannot hold the job, so the same seed gives the same cluster
     assert scaled.paper_spec(setting, seed=drawn) == (spec, drawn)

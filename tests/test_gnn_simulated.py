@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from controller.schedulers import oes
 from experiments import store
 from experiments import sweep as sweep_mod
 from experiments.cli import main
@@ -254,6 +255,10 @@ def test_a_send_returns_once_its_connection_holds_at_most_the_measured_backlog(m
     assert sent[1] - sent[0] == pytest.approx(waited + sampling, rel=1e-9)
     if waited:  # the next send waits for the whole backlog ahead of it, queued frame included
         assert sent[2] - sent[1] == pytest.approx(on_wire_s(minibatch, 100, spec), rel=1e-9)
+
+
+def test_the_model_runs_every_scheduler_of_a_spec_and_every_rate_policy():
+    assert set(simulated.POLICIES) == {"default", *oes.rate_policies()}
 
 
 def test_the_model_is_deterministic_under_every_policy():

@@ -11,6 +11,7 @@ from experiments.errors import SpecError
 from experiments.gnn import placement
 from experiments.gnn import spec as gnn_spec
 from experiments.runner import validate_any
+from hosts.gnn import task_index, task_kind
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE = REPO / "experiments" / "specs" / "gnn-oes-smoke.yaml"
@@ -82,7 +83,12 @@ def test_task_ids_and_samplers_workers():
                                               "worker0", "worker1", "ps0"]
     assert placement.task_ids(1, 1, 1, 0) == ["store0", "sampler0", "worker0"]
     assert [placement.sampler_worker(i, 3) for i in range(7)] == [0, 0, 0, 1, 1, 1, 2]
-    assert placement.task_kind("sampler12") == "sampler" and placement.task_kind("ps0") == "ps"
+
+
+def test_a_task_id_is_its_kind_and_its_index():
+    assert task_kind("sampler12") == "sampler" and task_index("sampler12") == 12
+    assert task_kind("ps0") == "ps" and task_index("ps0") == 0
+    assert all(f"{task_kind(t)}{task_index(t)}" == t for t in placement.task_ids(2, 2, 2, 1))
 
 
 def test_distdgl_puts_each_worker_with_its_samplers():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.hostnet import TcError, run_tc_batch
+from controller.hostnet import TcError, run_tc_batch, tc_show_cmd
 
 DELETES = ["tc qdisc del dev tbnosuch1 root", "tc qdisc del dev tbnosuch2 root"]
 ADD = "tc qdisc replace dev tbnosuch3 root handle 1: prio"
@@ -19,3 +19,9 @@ def test_deletes_of_what_is_gone_are_tolerated_only_when_asked():
     run_tc_batch(DELETES, tolerate_missing_deletes=True)
     with pytest.raises(TcError, match=rf'^`{DELETES[0]}` failed: Cannot find device "tbnosuch1"$'):
         run_tc_batch(DELETES)
+
+
+def test_a_show_command_reads_the_host_namespace_or_here():
+    assert tc_show_cmd(42, "class", "tbh1-eth0", stats=True) == [
+        "nsenter", "--net=/proc/42/ns/net", "tc", "-s", "class", "show", "dev", "tbh1-eth0"]
+    assert tc_show_cmd(None, "qdisc", "s1-eth1") == ["tc", "qdisc", "show", "dev", "s1-eth1"]

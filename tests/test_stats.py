@@ -5,7 +5,7 @@ import statistics
 import numpy as np
 import pytest
 
-from experiments.stats import METHODS, mean, percentile
+from experiments.stats import METHODS, is_number, mean, percentile
 
 FOUR = [4.0, 1.0, 3.0, 2.0]
 
@@ -55,3 +55,8 @@ def test_an_unknown_method_is_refused_even_for_no_values():
     with pytest.raises(ValueError, match="^percentile method must be one of linear, numpy, nearest, lower, higher, "
                                          "exclusive, got 'median'$"):
         percentile([], 50, method="median")
+
+
+def test_a_number_is_an_int_or_float_never_a_bool():
+    assert is_number(3) and is_number(0.5) and is_number(float("nan"))
+    assert not is_number(True) and not is_number("3") and not is_number(None)

@@ -16,7 +16,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from controller.hostnet import netns_cmd
+from controller.hostnet import netns_cmd, tc_show_cmd
 from experiments import store
 from experiments.cojob import conformance, simulated
 from experiments.cojob import metrics as grouper_metrics
@@ -44,7 +44,7 @@ def _host_queue_counters(em: Emulation) -> dict:
     """Per host NIC, per queue: bytes/packets/dropped from ``tc -s class`` in its namespace."""
     out = {}
     for host in em.fabric.hosts:
-        cmd = netns_cmd(em.host(host.name).pid, ["tc", "-s", "class", "show", "dev", host_interface(host.name)])
+        cmd = tc_show_cmd(em.host(host.name).pid, "class", host_interface(host.name), stats=True)
         out[host.name] = queues.queue_counters(subprocess.run(cmd, capture_output=True, text=True).stdout)
     return out
 

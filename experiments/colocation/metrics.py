@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.stats import percentile
+from experiments.stats import is_number, percentile
 from hosts.colocation.estimator import relative_error
 from hosts.colocation.executor import TaskRecord
 
@@ -84,17 +84,13 @@ def aggregate(runs: list[dict]) -> dict:
     (None for a single run); other fields are the first run's."""
     row: dict = {"repeats": len(runs)}
     for key in runs[0]:
-        values = [run[key] for run in runs if _is_number(run.get(key))]
+        values = [run[key] for run in runs if is_number(run.get(key))]
         if not values:
             row[key] = runs[0][key]
             continue
         row[key] = float(np.mean(values))
         row[f"{key}_sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else None
     return row
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def pmc_errors(records: list[TaskRecord]) -> dict:

@@ -39,6 +39,7 @@ from experiments.colocation.report import write_report
 from experiments.reports import publish_run
 from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError, one_line
+from experiments.platform.cpu import box_identity
 from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, read_json, resumed,
                                write_csv, write_json, write_spec)
 from experiments.validation import read_yaml
@@ -280,17 +281,7 @@ def describe_device(dev: torch.device) -> dict:
         props = torch.cuda.get_device_properties(dev)
         return {"type": "cuda", "name": props.name, "total_memory_bytes": props.total_memory,
                 "torch_cuda": torch.version.cuda}
-    return {"type": "cpu", "name": _cpu_name(), "threads": torch.get_num_threads()}
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
+    return {"type": "cpu", "name": box_identity()["cpu_model"] or "cpu", "threads": torch.get_num_threads()}
 
 
 def estimate_all(tasks: list[Task], device_type: str) -> dict[str, int]:

@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from controller.hostnet import netns_cmd
+from controller.hostnet import tc_show_cmd
 from controller.schedulers import oes
 from experiments.gnn import job as job_mod
 from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
@@ -219,7 +219,7 @@ class OesRates:
             if hosts is None or src in hosts:
                 by_host.setdefault(src, {})[self.policies.ids[key]] = fields["rate_mbps"]
         for host, targets in sorted(by_host.items()):
-            cmd = netns_cmd(self.em.host(host).pid, ["tc", "class", "show", "dev", host_interface(host)])
+            cmd = tc_show_cmd(self.em.host(host).pid, "class", host_interface(host))
             installed = queues.host_flow_rates(subprocess.run(cmd, capture_output=True, text=True).stdout)
             rows = []
             for policy_id, target in sorted(targets.items()):

@@ -50,7 +50,7 @@ import matplotlib
 
 from experiments import store
 from experiments.errors import SpecError
-from experiments.gnn.metrics import host_mbps
+from experiments.gnn.metrics import binned_host_mbps
 from experiments.reports.markdown import markdown_table
 from experiments.results import read_environment
 from experiments.validation import read_yaml
@@ -203,7 +203,7 @@ def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
 def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
     """host -> Mbit/s it sent plus received in each ``bin_s`` bin since the first transfer."""
     rows = store.read_csv(cell.run_dir / "flows.csv")
-    sent, received = host_mbps(rows, min(float(r["start_t"]) for r in rows), bin_s) if rows else ({}, {})
+    sent, received = binned_host_mbps(rows, min(float(r["start_t"]) for r in rows), bin_s) if rows else ({}, {})
     if not sent:
         raise SpecError("dir", f"{cell.run_dir / 'flows.csv'}: no finished transfer to draw Fig. 7 from")
     bins = len(next(iter(sent.values())))

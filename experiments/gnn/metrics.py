@@ -16,7 +16,7 @@ namespaces share the box).
   applied) and apply time, p50/p99 at the nearest rank (each one some decision's).
 - The profile (``profile``): what the placement search and the job's model read.
 
-``write_flows`` writes the flows as ``flows.csv``, for either backend; ``host_mbps``
+``write_flows`` writes the flows as ``flows.csv``, for either backend; ``binned_host_mbps``
 reads it back as each host's Mbit/s over time (the run's report and Fig. 7).
 """
 from __future__ import annotations
@@ -196,7 +196,7 @@ FLOW_FIELDS = ["flow", "src", "dst", "src_task", "dst_task", "phase", "iteration
                "achieved_mbps", "target_mbps"]
 
 
-def host_mbps(rows: list[dict], t0: float, bin_s: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def binned_host_mbps(rows: list[dict], t0: float, bin_s: float) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """(sent, received): host -> Mbit/s of transfer payload in each ``bin_s`` bin from
     ``t0``, from ``flows.csv`` rows, each transfer's bytes spread evenly over its
     duration. A transfer still on the wire when the run ended (no duration: the

@@ -44,6 +44,7 @@ from collections.abc import Mapping
 
 from experiments.errors import SpecError
 from experiments.validation import at, describe, host_name
+from hosts.gnn import task_kind
 
 RESOURCES = ("cpus", "memory_gb", "gpus")
 TASK_KINDS = ("store", "sampler", "worker", "ps")
@@ -63,11 +64,6 @@ def task_ids(machines_count: int, workers: int, samplers_per_worker: int, ps: in
 def sampler_worker(i: int, samplers_per_worker: int) -> int:
     """The worker that sampler ``i`` serves."""
     return i // samplers_per_worker
-
-
-def task_kind(task: str) -> str:
-    """``sampler3`` -> ``sampler``: the task id without its index."""
-    return task.rstrip("0123456789")
 
 
 def _amount(value: float) -> str:

@@ -88,7 +88,7 @@ from experiments.platform.spec import fabric_of
 from experiments.sim.network import FluidNetwork
 from experiments.sim.paths import Paths
 from experiments.validation import read_yaml, shown_path
-from hosts.gnn import PREFETCH, is_eval
+from hosts.gnn import PREFETCH, is_eval, task_kind
 from topologies.fabric import simulated_rates
 
 # The bytes of a connection still undelivered when a send returns, as measured on the
@@ -109,7 +109,9 @@ def wire_factor(mtu: int) -> float:
     return 1 + (TCP_IP_HEADERS + ETHERNET_HEADER) / (mtu - TCP_IP_HEADERS)
 JOB_FIELDS = ("graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
               "eval_nodes")  # what decides the job's transfers; a profile is of one such job
-POLICIES = ("default",) + tuple(oes.rate_policies())
+# A spec's schedulers, and fair (max-min rates installed): the model's own reference, not a
+# scheduler the emulation runs (docs/gnn-oes.md)
+POLICIES = gnn_spec.SCHEDULERS + ("fair",)
 
 Wait = Callable[[Callable[[], None]], None]  # arms a wait: calls its argument once satisfied
 
@@ -178,13 +180,13 @@ class Profile:
             raise ProfileError(f"{source}: holds no iteration (iterations {count!r})")
         rounds = len(workload["fanouts"]) + 1
         tasks = workload["placement"]["tasks"]
-        samplers = [t for t in tasks if placement_mod.task_kind(t) == "sampler"]
+        samplers = [t for t in tasks if task_kind(t) == "sampler"]
         for task in samplers:
             series = raw["sampler_rounds_s"].get(task)
             if series is None or len(series) < count or any(r is None or len(r) != rounds for r in series[:count]):
                 raise ProfileError(f"{source}: lacks {task}'s compute of each of its {rounds} rounds in an iteration")
         for task in tasks:
-            if placement_mod.task_kind(task) in ("worker", "ps") and len(raw["compute_s"].get(task, ())) < count:
+            if task_kind(task) in ("worker", "ps") and len(raw["compute_s"].get(task, ())) < count:
                 raise ProfileError(f"{source}: lacks {task}'s compute in every profiled iteration")
         evaluations = tuple(n for n, r in enumerate(raw["sampler_eval_rounds_s"].get("sampler0", [])[:count])
                             if r is not None)
@@ -343,7 +345,7 @@ class GnnSimulation:
     def run(self) -> Result:
         for task, host in self.tasks.items():
             self.result.events.append({"kind": "hello", "t": 0.0, "host": host, "task": task,
-                                       "role": placement_mod.task_kind(task), "job": "gnn"})
+                                       "role": task_kind(task), "job": "gnn"})
         for k in range(self.workers * self.per_worker):
             self.spawn(self.sampler(k))
         for w in range(self.workers):

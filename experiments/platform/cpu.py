@@ -20,22 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-PROC = Path("/proc")
-
-
-@dataclass(frozen=True)
-class BoxTimes:
-    """Jiffies of all CPUs since boot, from the first line of /proc/stat."""
-
-    idle: float  # idle + iowait
-    steal: float
-    total: float
-
-
-def box_times(proc: Path = PROC) -> BoxTimes:
-    fields = [float(x) for x in (proc / "stat").read_text().split("\n", 1)[0].split()[1:]]
-    fields += [0.0] * (8 - len(fields))
-    return BoxTimes(idle=fields[3] + fields[4], steal=fields[7], total=sum(fields))
+from hosts.procstat import PROC, BoxTimes, box_times
 
 
 def _read(path: Path) -> str | None:

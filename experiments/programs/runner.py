@@ -202,7 +202,7 @@ class ProgramsWorkload:
         failed = [p.record() for p in self.processes if p.exit_code not in (None, 0) and not p.stopped]
         reasons += [f"program {r['program']}[{r['rank']}] on {r['host']} exited {r['exit_code']}" for r in failed]
         summary = {"failed_programs": failed, "policy_changes": self.changes,
-                   "host_mbps": host_mbps(self.samples)}
+                   "host_mbps": mean_host_mbps(self.samples)}
         if "allreduce" in spec["workload"]["analysis"]:
             try:
                 summary.update(self._allreduce(spec["workload"]["analysis"]["allreduce"]))
@@ -231,7 +231,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def host_mbps(samples: list[tuple[float, dict]]) -> dict:
+def mean_host_mbps(samples: list[tuple[float, dict]]) -> dict:
     """Per host, the mean Mbit/s it sent and received over the run."""
     if len(samples) < 2:
         return {}

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from experiments.gnn.metrics import host_mbps  # noqa: E402
+from experiments.gnn.metrics import binned_host_mbps  # noqa: E402
 from experiments.reports.rundata import RunData  # noqa: E402
 
 Figure = tuple[str, bytes]
@@ -159,14 +159,14 @@ def _gnn_t0(events: list[dict], fallback: float) -> float:
 
 def gnn_bandwidth(data: RunData) -> list[Figure]:
     """Bytes each host sent and received per time bin, every transfer spread evenly
-    over its life (flows.csv; ``gnn.metrics.host_mbps``)."""
+    over its life (flows.csv; ``gnn.metrics.binned_host_mbps``)."""
     flows = [f for f in data.read_csv("flows.csv") if f["duration_s"]]
     if not flows:
         return []
     t0 = _gnn_t0(data.read_jsonl("events.jsonl"), min(float(f["start_t"]) for f in flows))
     end = max(float(f["start_t"]) + float(f["duration_s"]) for f in flows) - t0
     step = max(end / 120, 0.05)
-    sent, received = host_mbps(flows, t0, step)
+    sent, received = binned_host_mbps(flows, t0, step)
     bins = len(next(iter(sent.values())))
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True)
     times = [(i + 0.5) * step for i in range(bins)]

@@ -14,6 +14,7 @@ from pathlib import Path
 from experiments import store
 from experiments.errors import SpecError
 from experiments.kinds import COLOCATION_KINDS, kind_of
+from experiments.stats import is_number
 from experiments.validation import read_yaml
 
 
@@ -271,7 +272,7 @@ def _generic(data: RunData) -> list[Row]:
     """A kind without its own headline: its top-level numbers."""
     skip = {"wall_s", "cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "switch_loss_share"}
     return [(key, num(value)) for key, value in data.summary.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in skip]
+            if is_number(value) and key not in skip]
 
 
 HEADLINES: dict[str, Callable[[RunData], list[Row]]] = {

@@ -9,17 +9,10 @@ includes others' work, which is why it is recorded, not asserted on).
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import torch
 
-
-def cpu_times() -> tuple[int, int]:
-    """(busy, total) jiffies of all cores since boot."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + fields[4]  # idle + iowait
-    total = sum(fields[:8])  # guest time is already inside user and nice
-    return total - idle, total
+from hosts.procstat import BoxTimes, box_times
 
 
 class UtilizationSampler:
@@ -29,7 +22,7 @@ class UtilizationSampler:
         self._samples: list[float] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._cpu_start: tuple[int, int] | None = None
+        self._cpu_start: BoxTimes | None = None
         self.mean: float | None = None  # a share in [0, 1], after stop()
 
     def start(self) -> None:
@@ -38,7 +31,7 @@ class UtilizationSampler:
                 self._thread = threading.Thread(target=self._sample, name="utilization", daemon=True)
                 self._thread.start()
         else:
-            self._cpu_start = cpu_times()
+            self._cpu_start = box_times()
 
     def stop(self) -> float | None:
         if self._thread is not None:
@@ -46,9 +39,10 @@ class UtilizationSampler:
             self._thread.join()
             self.mean = sum(self._samples) / len(self._samples) if self._samples else None
         elif self._cpu_start is not None:
-            busy, total = cpu_times()
-            elapsed = total - self._cpu_start[1]
-            self.mean = (busy - self._cpu_start[0]) / elapsed if elapsed > 0 else None
+            now = box_times()
+            elapsed = now.total - self._cpu_start.total
+            busy = elapsed - (now.idle - self._cpu_start.idle)
+            self.mean = busy / elapsed if elapsed > 0 else None
         return self.mean
 
     def _read_gpu(self) -> float | None:

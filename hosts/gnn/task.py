@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402  # after the thread count is fixed
 
 from hosts.channel import Task, spawn
 from hosts.framing import PeerClosed, PeerError
-from hosts.gnn import PREFETCH, is_eval, wire
+from hosts.gnn import PREFETCH, is_eval, task_index, task_kind, wire
 
 SAMPLE_REQ, SAMPLE_REP, FEAT_REQ, FEAT_REP, MINIBATCH, EVALBATCH, CREDIT, GRAD, PARAM, INIT, RING = range(1, 12)
 
@@ -104,10 +104,6 @@ def computed(job: Job, task_id: str, started: float) -> float:
     return time.perf_counter() - started
 
 
-def _index(task_id: str) -> int:
-    return int(task_id.lstrip("abcdefghijklmnopqrstuvwxyz"))
-
-
 class Reader:
     """Reads a link's frames in a thread into a queue (so the network, not the task's
     readiness, decides when a transfer completes)."""
@@ -147,7 +143,7 @@ def run_store(job: Job, task: Task) -> None:
     import torch  # pylint: disable=import-outside-toplevel  # heavy; only the roles that need it
     from hosts.gnn.dglenv import import_dgl  # pylint: disable=import-outside-toplevel
     dgl = import_dgl()
-    part = _index(task.task_id)
+    part = task_index(task.task_id)
     graph, node_feats = dgl.distributed.load_partition(job.partition_config, part)[:2]
     start, end = job.node_ranges[part]
     global_ids = graph.ndata[dgl.NID].numpy()
@@ -230,7 +226,7 @@ class Sampler:
         from hosts.gnn.dglenv import import_dgl  # pylint: disable=import-outside-toplevel
         self.torch, self.dgl = torch, import_dgl()
         self.job, self.task = job, task
-        self.index = _index(task.task_id)
+        self.index = task_index(task.task_id)
         self.worker = self.index // job.samplers_per_worker
         ids = np.load(job.ids_path)
         samplers = job.workers * job.samplers_per_worker
@@ -395,7 +391,7 @@ class Worker:
         from hosts.gnn.dglenv import import_dgl  # pylint: disable=import-outside-toplevel
         self.torch, self.dgl = torch, import_dgl()
         self.job, self.task = job, task
-        self.index = _index(task.task_id)
+        self.index = task_index(task.task_id)
         self.model = _model(job)
         self.params = list(self.model.parameters())
         self.size = sum(p.numel() for p in self.params)
@@ -550,7 +546,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
         job = Job(json.load(f))
-    role = args.task.rstrip("0123456789")
+    role = task_kind(args.task)
     if role not in ROLES or args.task not in job.tasks:
         parser.error(f"--task: {args.task!r} is not a task of this job")
     try:
