@@ -80,7 +80,7 @@ from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.simulated import Profile
 from experiments.validation import writable_dir
-from hosts.gnn import PREFETCH
+from hosts.gnn import PREFETCH, task_index, task_kind
 from topologies.fabric import simulated_rates
 
 matplotlib.use("Agg")
@@ -101,10 +101,6 @@ SEARCH_ITERATIONS = 10  # the makespan ETP judges its candidates by (the paper's
 # NICs keep the paper's ratios at 2 Mbit/s per paper Gbit/s: 20, 40 or 100 Mbit/s,
 # where its transfers dominate its iterations as the paper's did on its testbed.
 NIC_SCALE = 2
-
-
-def _index(task: str) -> int:
-    return int(task[len(placement_mod.task_kind(task)):])
 
 
 def pmr(profile: Profile) -> float:
@@ -131,13 +127,13 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
 
     tasks = spec["workload"]["placement"]["tasks"]
     mine = profile.spec["workload"]["placement"]["tasks"]
-    count = {kind: sum(placement_mod.task_kind(t) == kind for t in mine) for kind in placement_mod.TASK_KINDS}
-    stores = sum(placement_mod.task_kind(t) == "store" for t in tasks)
+    count = {kind: sum(task_kind(t) == kind for t in mine) for kind in placement_mod.TASK_KINDS}
+    stores = sum(task_kind(t) == "store" for t in tasks)
     split = count["store"] / stores
 
     def source(task: str) -> str:
-        kind = placement_mod.task_kind(task)
-        return f"{kind}{_index(task) % count[kind]}"
+        kind = task_kind(task)
+        return f"{kind}{task_index(task) % count[kind]}"
 
     if target_pmr is not None:
         volumes = _pair_volumes(profile)
@@ -150,7 +146,7 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
             raise ValueError(f"pmr {target_pmr:g}: the stretch would empty the smallest store -> sampler pair "
                              f"(at most {1 + (peak - mean) / (mean - min(volumes.values())):.2f} here)")
         per_pair = {pair: (mean + stretch * (v - mean)) / v for pair, v in volumes.items()}
-    samplers = [t for t in tasks if placement_mod.task_kind(t) == "sampler"]
+    samplers = [t for t in tasks if task_kind(t) == "sampler"]
     requests = {}
     for (sampler, n, step), asked in profile.requests.items():
         by_store = {a[0]: a for a in asked}
@@ -172,11 +168,11 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
         if phase in ("minibatch", "evalbatch"):
             for big in samplers:
                 if source(big) == src:
-                    worker = f"worker{placement_mod.sampler_worker(_index(big), per_worker)}"
+                    worker = f"worker{placement_mod.sampler_worker(task_index(big), per_worker)}"
                     volumes[big, worker, phase, n] = round(nbytes * factor(phase))
         elif phase in ("gradient", "parameter", "init"):
             for big in tasks:
-                kind = placement_mod.task_kind(big)
+                kind = task_kind(big)
                 if kind == "worker" and source(big) == (src if phase != "parameter" else dst):
                     pair = (big, "ps0") if phase != "parameter" else ("ps0", big)
                     if phase != "init" or big == "worker0":
@@ -184,9 +180,9 @@ def scaled_profile(profile: Profile, spec: dict, batch: float = 1.0, target_pmr:
     for (sampler, n, step), asked in requests.items():
         for graph_store, _request, reply, _s in asked:
             volumes[graph_store, sampler, step, n] = reply
-    compute = {t: [x * (training if placement_mod.task_kind(t) == "worker" else 1.0)
+    compute = {t: [x * (training if task_kind(t) == "worker" else 1.0)
                    for x in profile.compute_s[source(t)]]
-               for t in tasks if placement_mod.task_kind(t) in ("worker", "ps")}
+               for t in tasks if task_kind(t) in ("worker", "ps")}
     rounds = {t: [[x * training for x in r] for r in profile.rounds_s[source(t)]] for t in samplers}
     eval_rounds = {t: [None if r is None else [x * evaluation for x in r] for r in profile.eval_rounds_s[source(t)]]
                    for t in samplers if source(t) in profile.eval_rounds_s}
