@@ -15,11 +15,15 @@ gives the same numbers:
 - ``exclusive``: ``statistics.quantiles``' default, rank (n + 1) q / 100 counted from
   1, linear between the closest ranks and beyond the first or last pair past the
   ends (the p99 of [1, 2] is 2.97): the benchmarks' p99 latencies.
+
+``mean_sd`` and ``paired_mean_ratio`` are the spread over seeds or repeats, and the
+ratio of two designs' means over the seeds both ran, that the figures and reports print.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Mapping
 
 METHODS = ("linear", "numpy", "nearest", "lower", "higher", "exclusive")
 
@@ -33,6 +37,35 @@ def mean(values: Iterable[float]) -> float | None:
     """The arithmetic mean; None for no values (a metric of nothing is missing, not zero)."""
     values = list(values)
     return sum(values) / len(values) if values else None
+
+
+def mean_sd(values: Iterable[float], numpy: bool = False) -> tuple[float | None, float | None]:
+    """The mean and the sample standard deviation (n - 1); the mean None for no values,
+    the sd None for fewer than two (the sample sd is undefined there). statistics'
+    exactly rounded sums, or with ``numpy`` np.mean and np.std (ddof=1), which can differ
+    in the last bits: the co-location runs' summaries were computed and kept with those."""
+    values = list(values)
+    if not values:
+        return None, None
+    if numpy:
+        import numpy as np  # only this reading needs it
+
+        return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def paired_mean_ratio(numerator: Mapping, denominator: Mapping, exact: bool = False) -> tuple[float | None, int]:
+    """mean(numerator) / mean(denominator) over the keys (seeds) both have, and how many:
+    a ratio of means, both over the same seeds. None for no common key or a zero
+    denominator. ``exact`` averages with statistics.fmean (the gnn figures' reading),
+    else with ``mean`` in the numerator's order (the Grouper figures'): each keeps the
+    last bits its kept tables were computed with."""
+    keys = [key for key in numerator if key in denominator]
+    if not keys:
+        return None, 0
+    average = statistics.fmean if exact else mean
+    den = average(denominator[key] for key in keys)
+    return (average(numerator[key] for key in keys) / den if den else None), len(keys)
 
 
 def percentile(values: Iterable[float], q: float, method: str = "linear") -> float | None:

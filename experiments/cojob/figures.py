@@ -40,7 +40,7 @@ from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import lookup
-from experiments.stats import mean, percentile
+from experiments.stats import mean, paired_mean_ratio, percentile
 from experiments.store import read_csv, read_json, write_csv
 from experiments.validation import read_yaml
 
@@ -213,16 +213,9 @@ def by_seed(cells: Iterable, scheduler: str, value) -> dict:
     return found
 
 
-def paired_ratio(numerator: Mapping, denominator: Mapping) -> float | None:
-    """mean(numerator) / mean(denominator) over the seeds both have."""
-    seeds = [seed for seed in numerator if seed in denominator]
-    den = mean(denominator[s] for s in seeds)
-    return mean(numerator[s] for s in seeds) / den if seeds and den else None
-
-
-def _reduction(grouper: Mapping, other: Mapping) -> float | None:
+def reduction_pct(grouper: Mapping, other: Mapping) -> float | None:
     """Grouper's reduction against ``other`` in percent, over their common seeds."""
-    ratio = paired_ratio(grouper, other)
+    ratio, _ = paired_mean_ratio(grouper, other)
     return None if ratio is None else 100 * (1 - ratio)
 
 
@@ -273,7 +266,7 @@ def figure10_rows(cells: Sequence[CellResult]) -> tuple[list[dict], list[dict]]:
                    "avg_stage_slowdown": mean(values), "p90_stage_slowdown": percentile(values, 90)}
             for stat, paper in PAPER_FIG10.items():
                 grouper = per_seed[stat].get(GROUPER, {})
-                row[f"grouper_reduction_{stat}_pct"] = (_reduction(grouper, per_seed[stat][scheduler])
+                row[f"grouper_reduction_{stat}_pct"] = (reduction_pct(grouper, per_seed[stat][scheduler])
                                                         if scheduler != GROUPER else None)
                 row[f"paper_grouper_reduction_{stat}_pct"] = paper.get(scheduler)
             rows.append(row)
@@ -292,9 +285,9 @@ def figure11_rows(cells: Sequence[CellResult]) -> list[dict]:
                 rows.append({
                     "config": config, "metric": metric, "scheduler": scheduler, "seeds": len(values),
                     "mean_s": mean(values.values()),
-                    "normalised_to_fs": paired_ratio(values, per_seed.get(FS, {})),
+                    "normalised_to_fs": paired_mean_ratio(values, per_seed.get(FS, {}))[0],
                     "paper_normalised_to_fs": paper_normalised(paper, scheduler),
-                    "grouper_reduction_pct": (_reduction(per_seed.get(GROUPER, {}), values)
+                    "grouper_reduction_pct": (reduction_pct(per_seed.get(GROUPER, {}), values)
                                               if scheduler != GROUPER else None),
                     "paper_grouper_reduction_pct": paper.get(scheduler)})
     return rows
@@ -316,7 +309,7 @@ def figure12_rows(cells: Sequence[CellResult]) -> list[dict]:
             for scheduler, values in per_seed.items():
                 rows.append({"config": config, "model": model, "scheduler": scheduler, "seeds": len(values),
                              "mean_s": mean(values.values()),
-                             "normalised_to_fs": paired_ratio(values, per_seed.get(FS, {})),
+                             "normalised_to_fs": paired_mean_ratio(values, per_seed.get(FS, {}))[0],
                              "paper_normalised_to_fs": None})
     return rows
 

@@ -25,7 +25,8 @@ figure, and a sweep need not run it once per figure.
 - Fig. 18: Grouper and Grouper-Offline normalised to FS along the workload factor.
 
 Only completed, trustworthy cells are used; the tables say how many were left out.
-Averages are over seeds; a ratio takes the seeds both sides have (``paired_ratio``).
+Averages are over seeds; a ratio takes the seeds both sides have
+(``experiments.stats.paired_mean_ratio``).
 Metrics are recomputed from each cell's events (``experiments.cojob.metrics``).
 
 The paper's numbers: Figs. 14-18 are given as plots; the text gives only what
@@ -42,11 +43,11 @@ import matplotlib
 
 from experiments.cojob import metrics as gm
 from experiments.cojob.figures import (FS, GROUPER, LABELS, PAPER_ORDER, backends, by_seed, canonical,
-                                       check_cojob_sweep, fmt, no_cell_left, other_backend, paired_ratio)
+                                       check_cojob_sweep, fmt, no_cell_left, other_backend, reduction_pct)
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import csv_value, lookup
-from experiments.stats import mean, percentile
+from experiments.stats import mean, paired_mean_ratio, percentile
 from experiments.store import read_csv, write_csv
 from experiments.validation import read_yaml
 
@@ -223,11 +224,10 @@ def normalised_rows(sweep: SimSweep, field: str, column: str, schedulers: Sequen
             offline = by_seed(cells, OFFLINE, lambda c, m=metric: c.metrics.get(m))
             for scheduler in _ordered(c.scheduler for c in cells):
                 values = by_seed(cells, scheduler, lambda c, m=metric: c.metrics.get(m))
-                reduction = paired_ratio(grouper, values) if scheduler != GROUPER else None
                 rows.append({column: x, "metric": metric, "scheduler": scheduler, "seeds": len(values),
-                             "mean_s": mean(values.values()), "normalised_to_fs": paired_ratio(values, fs),
-                             "grouper_reduction_pct": None if reduction is None else 100 * (1 - reduction),
-                             "grouper_over_offline_pct": (_change_pct(paired_ratio(grouper, offline))
+                             "mean_s": mean(values.values()), "normalised_to_fs": paired_mean_ratio(values, fs)[0],
+                             "grouper_reduction_pct": reduction_pct(grouper, values) if scheduler != GROUPER else None,
+                             "grouper_over_offline_pct": (_change_pct(paired_mean_ratio(grouper, offline)[0])
                                                           if scheduler == GROUPER else None)})
     return rows
 
@@ -251,8 +251,8 @@ def figure16_rows(sweep: SimSweep) -> list[dict]:
 def _period_row(metric, scheduler, period, values, fs, immediate, iterations_scale) -> dict:
     return {"period_s": period, "paper_period_min": None if period is None else period / (60 * iterations_scale),
             "metric": metric, "scheduler": scheduler, "seeds": len(values), "mean_s": mean(values.values()),
-            "normalised_to_fs": paired_ratio(values, fs),
-            "over_immediate_pct": _change_pct(paired_ratio(values, immediate))}
+            "normalised_to_fs": paired_mean_ratio(values, fs)[0],
+            "over_immediate_pct": _change_pct(paired_mean_ratio(values, immediate)[0])}
 
 
 def solo_by_seed(sweep: SimSweep) -> dict[int | None, gm.SoloSct]:
@@ -276,7 +276,8 @@ def figure17_rows(sweep: SimSweep, solo: dict[int | None, gm.SoloSct]) -> tuple[
         values = [v for c in cells if c.scheduler == scheduler for v in slowdowns.get(c.cell, [])]
         rows.append({"scheduler": scheduler, "seeds": len(average[scheduler]), "stages": len(values),
                      "avg_stage_slowdown": mean(values), "p90_stage_slowdown": percentile(values, 90),
-                     "over_offline_pct": (_change_pct(paired_ratio(average[scheduler], average.get(OFFLINE, {})))
+                     "over_offline_pct": (_change_pct(paired_mean_ratio(average[scheduler],
+                                                                        average.get(OFFLINE, {}))[0])
                                           if scheduler != OFFLINE else None)})
         points += [{"scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in gm.cdf(values)]
     return rows, points

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experiments.stats import is_number, percentile
+from experiments.stats import is_number, mean_sd, percentile
 from hosts.colocation.estimator import relative_error
 from hosts.colocation.executor import TaskRecord
 
@@ -88,8 +88,7 @@ def aggregate(runs: list[dict]) -> dict:
         if not values:
             row[key] = runs[0][key]
             continue
-        row[key] = float(np.mean(values))
-        row[f"{key}_sd"] = float(np.std(values, ddof=1)) if len(values) > 1 else None
+        row[key], row[f"{key}_sd"] = mean_sd(values, numpy=True)
     return row
 
 

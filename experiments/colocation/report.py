@@ -13,14 +13,13 @@ what its text states (``papers``).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
 from experiments.reports.markdown import markdown_table
 from experiments.reports.rundata import num
-from experiments.stats import mean
+from experiments.stats import mean_sd
 from experiments.store import read_csv, read_json, write_csv
 from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
@@ -209,8 +208,8 @@ def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:
               if m == method and row[key] and ("pipeswitch", repeat) in rows and rows[("pipeswitch", repeat)][key]]
     if not ratios:
         return "-"
-    average = mean(ratios)
-    return _fmt(average) if len(ratios) == 1 else f"{_fmt(average)} ± {_fmt(statistics.stdev(ratios))}"
+    average, sd = mean_sd(ratios)
+    return _fmt(average) if sd is None else f"{_fmt(average)} ± {_fmt(sd)}"
 
 
 def _fmt_spread(row: dict, key: str, divisor: float = 1) -> str:

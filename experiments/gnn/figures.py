@@ -41,7 +41,6 @@ over DistDGL + FIFO with the paper's beside, and the placement and OES shares.
 """
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +52,7 @@ from experiments.errors import SpecError
 from experiments.gnn.metrics import binned_host_mbps
 from experiments.reports.markdown import markdown_table
 from experiments.results import read_environment
+from experiments.stats import mean_sd, paired_mean_ratio
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -124,17 +124,14 @@ def _by_seed(cells: Iterable[Cell], key: tuple[str, str], field: str) -> dict[in
 def reduction(cells: Sequence[Cell], better: tuple[str, str], base: tuple[str, str],
               field: str = "time_to_accuracy_s") -> tuple[float | None, int]:
     """1 - mean(better) / mean(base) over the seeds both have, and how many."""
-    a, b = _by_seed(cells, better, field), _by_seed(cells, base, field)
-    seeds = sorted(set(a) & set(b))
-    if not seeds:
-        return None, 0
-    return 1 - statistics.fmean(a[s] for s in seeds) / statistics.fmean(b[s] for s in seeds), len(seeds)
+    ratio, seeds = paired_mean_ratio(_by_seed(cells, better, field), _by_seed(cells, base, field), exact=True)
+    return None if ratio is None else 1 - ratio, seeds
 
 
 def _stats(values: Sequence[float]) -> tuple[float | None, float | None]:
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+    """Mean and sd over seeds; one seed's sd is 0.0, as Table III prints it."""
+    average, sd = mean_sd(values)
+    return average, 0.0 if average is not None and sd is None else sd
 
 
 def table3_rows(cells: Sequence[Cell]) -> list[dict]:

@@ -4,7 +4,6 @@ for the reasons behind an untrustworthy cell, and any figures already written th
 (``trainbed figures``)."""
 from __future__ import annotations
 
-import statistics
 from html import escape
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from experiments.errors import SpecError, one_line
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
 from experiments.reports.rundata import load, num, verdict
+from experiments.stats import mean_sd
 from experiments.validation import read_yaml
 
 RESULTS = "results.csv"
@@ -97,8 +97,8 @@ class SweepData:
         for group, cells in by.items():
             values = [float(row[column]) for row in cells]
             pooled = [field for field in grid if len({row.get(field) for row in cells}) > 1]
-            rows.append([group, num(statistics.fmean(values), unit), str(len(values)),
-                         num(statistics.stdev(values), unit) if len(values) > 1 else "n/a", ", ".join(pooled)])
+            average, sd = mean_sd(values)  # num prints a single value's undefined sd as "n/a"
+            rows.append([group, num(average, unit), str(len(values)), num(sd, unit), ", ".join(pooled)])
         return metric, rows
 
 
