@@ -112,8 +112,8 @@ def what_packets_did(em: Emulation, fabric) -> dict:
     drops = queue_drops(em.port_counters())
     out_segs = retrans = 0
     for h in fabric.hosts:
-        tcp = em.host_snmp(h.name, "Tcp")
-        out_segs, retrans = out_segs + tcp["OutSegs"], retrans + tcp["RetransSegs"]
+        tcp = em.host_counters(h.name, ("TcpOutSegs", "TcpRetransSegs"))
+        out_segs, retrans = out_segs + tcp["TcpOutSegs"], retrans + tcp["TcpRetransSegs"]
     return {"unit_bytes": sent_bytes / sent_packets if sent_packets else 0.0, "queue_drops": drops,
             "socket_drops": em.switch_socket_drops(),
             "retransmitted_share": retrans / out_segs if out_segs else 0.0,

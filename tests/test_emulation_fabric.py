@@ -71,7 +71,7 @@ def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabr
     pid = instance.pids()["ovs-vswitchd"]
     received = Path("/sys/class/net/tbl1-eth1/statistics/rx_packets")  # tbl1's port facing tbh1
     drops_before, queued_before = instance.packet_socket_drops(), queue_drops(em.port_counters())
-    receiver_before = em.host_snmp("tbh3", "Udp")["RcvbufErrors"]
+    receiver_before = em.host_counters("tbh3", ["UdpRcvbufErrors"])["UdpRcvbufErrors"]
     server = em.popen("tbh3", ["iperf3", "-s", "-1", "-p", "5403", "-J"], stdout=subprocess.PIPE, text=True)
     em.wait_listening("tbh3", [5403])
     flowing = int(received.read_text()) + 1000
@@ -89,7 +89,8 @@ def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabr
     assert client.wait(timeout=30) == 0
     report = json.loads(server.communicate(timeout=10)[0])
     # what tbh3's own socket dropped is the receiver's, not the fabric's
-    lost = report["end"]["sum"]["lost_packets"] - (em.host_snmp("tbh3", "Udp")["RcvbufErrors"] - receiver_before)
+    lost = report["end"]["sum"]["lost_packets"] - (em.host_counters("tbh3", ["UdpRcvbufErrors"])["UdpRcvbufErrors"]
+                                                    - receiver_before)
     queued = queue_drops(em.port_counters()) - queued_before
     drops = instance.packet_socket_drops()
     assert {k: v - drops_before.get(k, 0) for k, v in drops.items() if v != drops_before.get(k, 0)} == {}

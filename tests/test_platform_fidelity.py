@@ -141,3 +141,24 @@ def test_the_traffic_window_spans_the_sampling_intervals_that_carried_more_than_
     samples = [(0.5 * i, {"tbh1": (s, 0), "tbh2": (s // 2, 7)}) for i, s in enumerate(sent)]
     assert traffic_window(samples, 100.0) == (101.5, 102.5)  # seconds 1.5-2.5; the ARP-sized steps left out
     assert traffic_window(samples[:4], 100.0) is None and traffic_window(samples, None) is None
+
+
+def test_a_hosts_counters_are_nstats_absolute_ones_in_its_namespace(monkeypatch):
+    """The one reader of the hosts' TCP/UDP counters (the bench's and cojob's): nstat's
+    names; a counter the kernel lacks reads 0."""
+    from types import SimpleNamespace
+
+    from experiments.platform import net
+    ran = []
+
+    def nstat(cmd, **_):
+        ran.append(cmd)
+        return SimpleNamespace(stdout=json.dumps({"kernel": {"TcpOutSegs": 900, "TcpRetransSegs": 9,
+                                                             "UdpRcvbufErrors": 2}}))
+
+    monkeypatch.setattr(net.subprocess, "run", nstat)
+    em = object.__new__(net.Emulation)
+    monkeypatch.setattr(em, "host", lambda name: SimpleNamespace(pid=4242), raising=False)
+    assert em.host_counters("tbh1", ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts")) == {
+        "TcpOutSegs": 900, "TcpRetransSegs": 9, "TcpExtTCPTimeouts": 0}
+    assert ran == [["nsenter", "--net=/proc/4242/ns/net", "nstat", "-asz", "--json"]]

@@ -16,7 +16,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from controller.hostnet import netns_cmd, tc_show_cmd
+from controller.hostnet import tc_show_cmd
 from experiments import store
 from experiments.cojob import conformance, simulated
 from experiments.cojob import metrics as grouper_metrics
@@ -59,13 +59,8 @@ TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPL
 
 
 def _host_tcp_counters(em: Emulation) -> dict:
-    """Per host, ``TCP_COUNTERS`` from ``nstat`` in its namespace (absolute, history untouched)."""
-    out = {}
-    for host in em.fabric.hosts:
-        cmd = netns_cmd(em.host(host.name).pid, ["nstat", "-asz", "--json"])
-        kernel = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["kernel"]
-        out[host.name] = {name: kernel.get(name, 0) for name in TCP_COUNTERS}
-    return out
+    """Per host, its ``TCP_COUNTERS``."""
+    return {host.name: em.host_counters(host.name, TCP_COUNTERS) for host in em.fabric.hosts}
 
 
 def tcp_summary(counters: dict) -> dict:

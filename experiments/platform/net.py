@@ -37,6 +37,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -332,13 +333,14 @@ class Emulation:
                 raise RuntimeError(f"{host}: nothing listening on TCP port(s) {closed} after {timeout_s:g} s")
             time.sleep(0.02)
 
-    def host_snmp(self, host: str, proto: str) -> dict[str, int]:
-        """``host``'s kernel counters of ``proto`` ("Tcp", "Udp", ...) from its
-        namespace's /proc/net/snmp, by name."""
-        snmp = subprocess.run(netns_cmd(self.host(host).pid, ["cat", "/proc/net/snmp"]), capture_output=True,
-                              text=True, check=True).stdout
-        header, values = [line.split()[1:] for line in snmp.splitlines() if line.startswith(f"{proto}:")][:2]
-        return dict(zip(header, map(int, values)))
+    def host_counters(self, host: str, names: Iterable[str]) -> dict[str, int]:
+        """``host``'s kernel network counters by nstat's names ("TcpOutSegs",
+        "TcpExtTCPTimeouts", "UdpRcvbufErrors", ...): absolute, so in a fresh namespace
+        this run's (nstat's history untouched); one the kernel does not have reads 0."""
+        out = subprocess.run(netns_cmd(self.host(host).pid, ["nstat", "-asz", "--json"]), capture_output=True,
+                             text=True, check=True).stdout
+        kernel = json.loads(out)["kernel"]
+        return {name: kernel.get(name, 0) for name in names}
 
     def port_counters(self) -> dict[str, dict[int, dict[str, int]]]:
         """Per switch port, per queue: bytes/packets/dropped from ``tc -s class``."""
