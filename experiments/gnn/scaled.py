@@ -476,8 +476,9 @@ def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) 
                    else None, capsize=2, label=label)
         ax.set_xticks([i + 0.3 for i in range(len(values))], [f"{v:g}" for v in values])
         ax.set(xlabel="per-sampler batch, x the profiled" if figure == "10" else "peak-to-mean ratio",
-               ylabel="s per iteration (model)" + (f", mean ± sd of {seeds} ETP seeds" if seeds > 1 else ""),
-               title=f"Fig. {figure} on the model, {setting.name} setting")
+               ylabel="s per iteration (model)",
+               title=f"Fig. {figure} on the model, {setting.name}" + (f", mean ± sd of {seeds} ETP seeds"
+                                                                    if seeds > 1 else " setting"))
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / f"figure-{figure}.png", dpi=120)
