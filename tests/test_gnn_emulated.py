@@ -64,6 +64,9 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     # Some transfers shared a NIC, so OES gave rates below the link rate.
     assert any(entry[5] < 100 for d in decisions for entry in d["set"])
     assert summary["rate_updates"]["latency_ms_p99"] is not None
+    # the hosts' TCP account: every reported byte went out in segments (~9 KB at MTU 9000)
+    assert summary["tcp"]["segments"] > summary["reported_transfer_bytes"] / 9000
+    assert 0 <= summary["tcp_retransmitted_share"] < 0.2 and summary["tcp"]["timeouts"] >= 0
     assert "cpu_idle_share" in summary["fidelity"]
     assert_nothing_left(fabric, private_state, out, namespaces)
 

@@ -168,7 +168,7 @@ def test_read_run_loads_events_and_workload(tmp_path):
 
 
 def test_tcp_summary_totals_the_hosts_counters():
-    from experiments.cojob.runner import TCP_COUNTERS, tcp_summary
+    from experiments.platform.fidelity import TCP_COUNTERS, tcp_summary
     host = dict.fromkeys(TCP_COUNTERS, 0)
     counters = {"h1": {**host, "TcpOutSegs": 900, "TcpRetransSegs": 90, "TcpExtTCPTimeouts": 3,
                        "TcpExtTCPSpuriousRTOs": 2},

@@ -24,7 +24,13 @@ from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
 from experiments.platform.capture import start_packet_captures, stop_packet_captures
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
+from experiments.platform.fidelity import (
+    TCP_FILE,
+    collect_fabric_counters,
+    fidelity_fields,
+    host_tcp_counters,
+    tcp_summary,
+)
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from topologies import queues
@@ -47,30 +53,6 @@ def _host_queue_counters(em: Emulation) -> dict:
         cmd = tc_show_cmd(em.host(host.name).pid, "class", host_interface(host.name), stats=True)
         out[host.name] = queues.queue_counters(subprocess.run(cmd, capture_output=True, text=True).stdout)
     return out
-
-
-# TCP's own account of each host's run (fresh namespaces: absolute = this run's):
-# segments sent and retransmitted, and retransmission timeouts, which queue counters
-# do not show: a timeout also fires with nothing lost when a starved queue holds a
-# segment longer than the RTO (spurious RTOs as F-RTO detects them; retransmissions
-# skipped because the original still sat in the sender's own queue).
-TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
-                "TcpExtTCPSpuriousRTOs", "TcpExtTCPSpuriousRtxHostQueues")
-
-
-def _host_tcp_counters(em: Emulation) -> dict:
-    """Per host, its ``TCP_COUNTERS``."""
-    return {host.name: em.host_counters(host.name, TCP_COUNTERS) for host in em.fabric.hosts}
-
-
-def tcp_summary(counters: dict) -> dict:
-    """Totals over hosts: segments sent, the share retransmitted, timeouts."""
-    total = {name: sum(host[name] for host in counters.values()) for name in TCP_COUNTERS}
-    sent = total["TcpOutSegs"]
-    return {"segments": sent, "retransmitted_share": total["TcpRetransSegs"] / sent if sent else None,
-            "timeouts": total["TcpExtTCPTimeouts"], "loss_probes": total["TcpExtTCPLossProbes"],
-            "spurious_timeouts": total["TcpExtTCPSpuriousRTOs"],
-            "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"]}
 
 
 class CojobWorkload:
@@ -105,7 +87,7 @@ class CojobWorkload:
         raw = self.run_dir / "raw"
         store.write_json(raw / "host_queue_counters.json", _host_queue_counters(em))
         unread = collect_fabric_counters(em, raw)
-        store.write_json(raw / "tcp_counters.json", _host_tcp_counters(em))
+        store.write_json(raw / TCP_FILE, host_tcp_counters(em))
         store.write_json(raw / "ovs_reports.json", em.ovs_reports())
         return unread
 
@@ -129,7 +111,7 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))
     if (run / "raw" / SAMPLE_ERRORS).exists():
         check["sample_capture_errors"] = json.loads((run / "raw" / SAMPLE_ERRORS).read_text())
-    tcp = tcp_summary(json.loads((run / "raw" / "tcp_counters.json").read_text()))
+    tcp = tcp_summary(json.loads((run / "raw" / TCP_FILE).read_text()))
     model_sct = simulated.model_avg_sct_s(resolved)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),

@@ -35,6 +35,31 @@ def collect_fabric_counters(em, raw: Path) -> list[str]:
     return unread
 
 
+# TCP's own account of each host's run (fresh namespaces: absolute = this run's):
+# segments sent and retransmitted, and retransmission timeouts, which queue counters
+# do not show: a timeout also fires with nothing lost when a starved queue holds a
+# segment longer than the RTO (spurious RTOs as F-RTO detects them; retransmissions
+# skipped because the original still sat in the sender's own queue).
+TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
+                "TcpExtTCPSpuriousRTOs", "TcpExtTCPSpuriousRtxHostQueues")
+TCP_FILE = "tcp_counters.json"  # per host: its TCP_COUNTERS
+
+
+def host_tcp_counters(em) -> dict:
+    """Per host, its ``TCP_COUNTERS``."""
+    return {host.name: em.host_counters(host.name, TCP_COUNTERS) for host in em.fabric.hosts}
+
+
+def tcp_summary(counters: dict) -> dict:
+    """Totals over hosts: segments sent, the share retransmitted, timeouts."""
+    total = {name: sum(host[name] for host in counters.values()) for name in TCP_COUNTERS}
+    sent = total["TcpOutSegs"]
+    return {"segments": sent, "retransmitted_share": total["TcpRetransSegs"] / sent if sent else None,
+            "timeouts": total["TcpExtTCPTimeouts"], "loss_probes": total["TcpExtTCPLossProbes"],
+            "spurious_timeouts": total["TcpExtTCPSpuriousRTOs"],
+            "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"]}
+
+
 def host_bytes(em) -> dict[str, tuple[int, int]]:
     """Per host: (bytes it sent into the fabric, bytes the fabric delivered to it), read
     at its switch port (rx and tx of the switch end, in the root namespace)."""
