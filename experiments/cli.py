@@ -49,12 +49,13 @@ def _run(args) -> int:
 
 
 def _simulate(args) -> int:
-    from experiments.runner import KINDS, kind_of, read_spec, simulate_any_spec
+    from experiments.kinds import simulator_names
+    from experiments.runner import kind_of, read_spec, simulate_any_spec
     raw = read_spec(args.spec)
     kind = kind_of(raw)
     if isinstance(raw, dict) and kind.simulate is None:  # named as place names it, not by a backend field
-        simulators = " or ".join(name for name, k in KINDS.items() if k.simulate is not None)
-        raise SpecError("workload.kind", f"trainbed simulate runs {simulators} specs; this is a {kind.name} spec")
+        raise SpecError("workload.kind", f"trainbed simulate runs {' or '.join(simulator_names())} specs; "
+                                         f"this is a {kind.name} spec")
     simulate_any_spec(raw, out=args.out)  # its summary is printed as the run ends
     return 0
 

@@ -188,6 +188,11 @@ def kind_of(raw) -> Kind:
     return kind
 
 
+def simulator_names() -> list[str]:
+    """The kinds that have a simulator (``trainbed simulate``, ``backend: simulated``)."""
+    return [name for name, k in KINDS.items() if k.simulate is not None]
+
+
 def simulated_kind(raw) -> Kind:
     """The kind of ``raw`` if it can be simulated (``backend: simulated``), else a
     one-line SpecError naming the kinds that can."""
@@ -195,7 +200,7 @@ def simulated_kind(raw) -> Kind:
         raise SpecError("spec", f"must be a mapping, got {describe(raw)}")
     kind = kind_of(raw)
     if kind.simulate is None:
-        available = ", ".join(name for name, k in KINDS.items() if k.simulate is not None) or "none yet"
+        available = ", ".join(simulator_names()) or "none yet"
         raise SpecError("backend", f"simulated is not available for workload kind {kind.name!r} "
                                    f"(available: {available})")
     return kind

@@ -79,6 +79,7 @@ from experiments.gnn import placement as placement_mod
 from experiments.gnn import search, simulated
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.simulated import Profile
+from experiments.stats import mean_sd
 from experiments.validation import writable_dir
 from hosts.gnn import PREFETCH, task_index, task_kind
 from topologies.fabric import simulated_rates
@@ -412,9 +413,12 @@ def nic_floors(out: Path, setting: Setting, cluster_seed: int = 0) -> Path:
     # the cells' job (one directory's cells share their iterations: ``figures`` refuses others)
     spec, _ = cluster(out, setting, cluster_seed, int(done[0]["iterations"]), int(done[0]["search_iterations"]))
     distdgl = spec["workload"]["placement"]["tasks"]
-    rows = []
+    rows, problems = [], {}
     for (figure, value, seed), steps in sorted(cells.items()):
-        problem = search.problem_from_profile(spec, cell_profile(base, spec, setting, figure, value))
+        if (figure, value) not in problems:  # one problem per cell, whatever its seeds
+            problems[figure, value] = search.problem_from_profile(spec, cell_profile(base, spec, setting, figure,
+                                                                                     value))
+        problem = problems[figure, value]
         found = etp(problem, steps, seed)
         floors = [nic_seconds(problem, c.placement) for c in found.candidates]
         # DistDGL's tasks, a ring's tasks with their workers (constraint (4))
@@ -424,9 +428,9 @@ def nic_floors(out: Path, setting: Setting, cluster_seed: int = 0) -> Path:
                      "distdgl_nic_s": round(nic_seconds(problem, theirs), 2),
                      "ifs_nic_s": round(floors[0], 2), "candidates_least_nic_s": round(min(floors), 2),
                      "candidates": len(floors)})
-        print(f"Fig. {figure} {value} (ETP seed {seed}): busiest NIC per iteration: DistDGL's {rows[-1]['distdgl_nic_s']} s, IFS's "
-              f"{rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates {rows[-1]['candidates_least_nic_s']} s",
-              flush=True)
+        print(f"Fig. {figure} {value} (ETP seed {seed}): busiest NIC per iteration: DistDGL's "
+              f"{rows[-1]['distdgl_nic_s']} s, IFS's {rows[-1]['ifs_nic_s']} s, least of {len(floors)} candidates "
+              f"{rows[-1]['candidates_least_nic_s']} s", flush=True)
     path = out / "floors.csv"
     others = [r for r in store.read_csv(path) if r.get("setting") != setting.name] if path.exists() else []
     store.write_csv(path, others + rows, list(rows[0]))  # another setting's floors in ``out`` kept
@@ -471,9 +475,9 @@ def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) 
         for k, (label, _, _) in enumerate(POLICIES):
             got = {v: [r["iteration_s"] for r in mine if r["design"] == label and r[column] == v] for v in values}
             shown = [(i, v) for i, v in enumerate(values) if got[v]]
-            ax.bar([i + 0.2 * k for i, _ in shown], [statistics.fmean(got[v]) for _, v in shown], width=0.2,
-                   yerr=[statistics.stdev(got[v]) if len(got[v]) > 1 else 0.0 for _, v in shown] if seeds > 1
-                   else None, capsize=2, label=label)
+            spreads = [mean_sd(got[v]) for _, v in shown]
+            ax.bar([i + 0.2 * k for i, _ in shown], [m for m, _ in spreads], width=0.2,
+                   yerr=[sd or 0.0 for _, sd in spreads] if seeds > 1 else None, capsize=2, label=label)
         ax.set_xticks([i + 0.3 for i in range(len(values))], [f"{v:g}" for v in values])
         ax.set(xlabel="per-sampler batch, x the profiled" if figure == "10" else "peak-to-mean ratio",
                ylabel="s per iteration (model)",
@@ -494,8 +498,9 @@ def spread(rows: list[dict]) -> list[str]:
         by[(r["figure"], r[COLUMNS[r["figure"]]], r["design"])].append(r["iteration_s"])
     lines = []
     for (figure, value, design), got in sorted(by.items()):
-        sd = f" ± {statistics.stdev(got):.3f}" if len(got) > 1 else ""
-        lines.append(f"Fig. {figure} {value}: {design} {statistics.fmean(got):.3f}{sd} s per iteration over "
+        mean, sd = mean_sd(got)
+        shown = f" ± {sd:.3f}" if sd is not None else ""
+        lines.append(f"Fig. {figure} {value}: {design} {mean:.3f}{shown} s per iteration over "
                      f"{len(got)} ETP seed{'s' if len(got) > 1 else ''} ({min(got):.3f}-{max(got):.3f})")
     return lines
 
