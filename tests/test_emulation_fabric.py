@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from controller.hostnet import netns_cmd
-from experiments.platform.fidelity import queue_drops
+from experiments.platform.fidelity import queue_drops, switch_internal_losses
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.platform.ovs import KERNEL_BUFFER_FACTOR, SEND_BATCH_MAX
 from topologies import queues
@@ -95,6 +95,42 @@ def test_a_switch_off_the_cpu_drops_nothing_at_its_ports_only_at_its_queues(fabr
     drops = instance.packet_socket_drops()
     assert {k: v - drops_before.get(k, 0) for k, v in drops.items() if v != drops_before.get(k, 0)} == {}
     assert 0 <= lost <= queued * SEND_BATCH_MAX, (lost, queued, report["end"]["sum"])
+
+
+def test_every_datagram_lost_is_one_the_fabric_counted_losing(fabric_up):
+    """A host sends UDP three times faster than its NIC: its queue plan refuses the
+    excess, the switches carry the rest at the link rate. Every datagram the receiver
+    missed is one the run's loss account counts: the sender's qdisc refused it, a
+    switch queue dropped it (with at most the rest of its send batch), an interface
+    dropped it, or the receiver's socket did."""
+    em = fabric_up
+    sender, receiver = "tbh2", "tbh4"  # one leaf to the next: a spine on the way
+
+    def counted():
+        ports = em.port_counters()
+        return (em.host_qdisc_counters()[sender]["dropped"], queue_drops(ports),
+                switch_internal_losses(em.switch_packet_balance(), ports),
+                sum(d["rx"] + d["tx"] for d in em.interface_drops().values()),
+                em.host_counters(receiver, ["UdpRcvbufErrors"])["UdpRcvbufErrors"])
+
+    assert set(em.interface_drops()) == set(em.fabric.interface_names())
+    before = counted()
+    server = em.popen(receiver, ["iperf3", "-s", "-1", "-p", "5404", "-J"], stdout=subprocess.PIPE, text=True)
+    em.wait_listening(receiver, [5404])
+    # a socket buffer deeper than the NIC queue's 1.5 MB, or the socket blocks instead
+    client = em.popen(sender, ["iperf3", "-c", "10.0.0.4", "-p", "5404", "-u", "-b", "300M", "-l", "1400",
+                               "-w", "8M", "-t", "2"], stdout=subprocess.DEVNULL)
+    assert client.wait(timeout=30) == 0
+    report = json.loads(server.communicate(timeout=10)[0])["end"]["sum"]
+    refused, queued, internal, interfaces, socket = (b - a for a, b in zip(before, counted()))
+    internal = max(internal, 0)  # a flood (ARP) sends out more than came in: the balance may fall
+    lost = report["lost_packets"]
+    assert lost > 0 and refused > 0, report  # the excess stayed on the sender
+    assert lost <= refused + (queued + internal + interfaces) * SEND_BATCH_MAX + socket, \
+        (lost, refused, queued, internal, interfaces, socket)
+    # and what the sender's qdisc refused was lost, but for the datagrams refused after
+    # the last one delivered, which the receiver cannot tell from never sent
+    assert refused - lost <= max(100, 0.01 * refused), (lost, refused)
 
 
 def test_ping_all_through_the_controller_loses_nothing(fabric_up):

@@ -67,6 +67,10 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     # the hosts' TCP account: every reported byte went out in segments (~9 KB at MTU 9000)
     assert summary["tcp"]["segments"] > summary["reported_transfer_bytes"] / 9000
     assert 0 <= summary["tcp_retransmitted_share"] < 0.2 and summary["tcp"]["timeouts"] >= 0
+    # where packets were lost: every place read (none failed to), counts of packets
+    losses = summary["packet_losses"]
+    assert set(losses) == {"switch_queues", "switch_internal", "interfaces", "host_queues"}
+    assert all(isinstance(n, int) and n >= 0 for n in losses.values()), losses
     assert "cpu_idle_share" in summary["fidelity"]
     assert_nothing_left(fabric, private_state, out, namespaces)
 

@@ -177,6 +177,17 @@ def test_tcp_summary_totals_the_hosts_counters():
     assert summary["segments"] == 1000 and summary["retransmitted_share"] == 0.1
     assert (summary["timeouts"], summary["spurious_timeouts"], summary["retransmissions_held_in_sender_queue"]) == (3, 2, 5)
     assert tcp_summary({"h1": host})["retransmitted_share"] is None
+    counters["h1"] |= {"TcpExtTCPFastRetrans": 40, "TcpExtTCPSackRecovery": 7, "TcpExtTCPDSACKRecv": 4,
+                       "TcpExtTCPDSACKOfoRecv": 1, "TcpExtTCPSACKReorder": 2, "TcpExtTCPTSReorder": 1,
+                       "TcpExtTCPRcvQDrop": 3, "TcpExtTCPOFODrop": 1, "TcpExtTCPRetransFail": 6}
+    counters["h2"] |= {"TcpExtTCPBacklogDrop": 2, "TcpExtTCPZeroWindowDrop": 1, "TcpExtTCPRenoReorder": 1}
+    summary = tcp_summary(counters)
+    assert (summary["fast_retransmits"], summary["sack_recoveries"], summary["dsacks_received"],
+            summary["reorderings_seen"], summary["receiver_drops"],
+            summary["retransmissions_refused_by_sender_queue"], summary["retransmitted"]) == (40, 7, 5, 4, 7, 6, 100)
+    # a file kept before a counter was read counts it 0
+    old = {"h1": {"TcpOutSegs": 10, "TcpRetransSegs": 1}}
+    assert tcp_summary(old)["dsacks_received"] == 0 and tcp_summary(old)["retransmitted_share"] == 0.1
 
 
 def test_switch_loss_share_is_what_the_switches_received_and_never_sent():

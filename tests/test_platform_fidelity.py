@@ -7,16 +7,30 @@ import json
 import pytest
 
 from experiments.platform.cpu import BoxTimes, CpuMonitor, CpuSample
-from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, read_switch_loss_share
+from experiments.platform.fidelity import (collect_fabric_counters, fidelity_fields, packet_losses,
+                                           read_switch_loss_share)
 from experiments.platform.spec import FIDELITY_DEFAULTS
 
 PORTS = {"tbl1-eth1": {1: {"bytes": 1500, "packets": 1, "dropped": 0}, 7: {"bytes": 0, "packets": 0, "dropped": 10}}}
 BALANCE = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
 
 
+QDISCS = {"tbh1": {"bytes": 3000, "packets": 2, "dropped": 5}, "tbh2": {"bytes": 0, "packets": 0, "dropped": 1},
+          "tbh3": None}  # a host whose NIC had no root qdisc to read
+INTERFACES = {"tbh1-eth0": {"rx": 0, "tx": 3}, "tbl1-eth1": {"rx": 1, "tx": 0}}
+
+
 class FakeEmulation:
-    def __init__(self, ports=PORTS, balance=BALANCE):
-        self.ports, self.balance = ports, balance
+    def __init__(self, ports=PORTS, balance=BALANCE, qdiscs=QDISCS, interfaces=INTERFACES):
+        self.ports, self.balance, self.qdiscs, self.interfaces = ports, balance, qdiscs, interfaces
+
+    def host_qdisc_counters(self):
+        return self.qdiscs
+
+    def interface_drops(self):
+        if isinstance(self.interfaces, Exception):
+            raise self.interfaces
+        return self.interfaces
 
     def port_counters(self):
         if isinstance(self.ports, Exception):
@@ -45,6 +59,18 @@ def test_both_counter_files_are_written_and_give_the_switch_loss_share(tmp_path)
     assert read_switch_loss_share(tmp_path) == 20 / 2000  # a queue's drops are no switch loss
 
 
+def test_the_packet_losses_say_where_the_fabric_lost_packets(tmp_path):
+    assert collect_fabric_counters(FakeEmulation(), tmp_path) == []
+    assert packet_losses(tmp_path) == {"switch_queues": 10, "switch_internal": 20, "interfaces": 4,
+                                       "host_queues": 6}
+    (tmp_path / "other").mkdir()
+    unread = collect_fabric_counters(FakeEmulation(interfaces=OSError("ip: not found")), tmp_path / "other")
+    assert unread == ["interface_drops.json: OSError: ip: not found"]
+    assert packet_losses(tmp_path / "other")["interfaces"] is None
+    assert packet_losses(tmp_path / "other")["host_queues"] == 6
+    assert set(packet_losses(tmp_path / "none").values()) == {None}  # a run that failed before the counters
+
+
 def test_a_counter_that_cannot_be_read_is_named_and_the_other_still_written(tmp_path):
     unread = collect_fabric_counters(FakeEmulation(balance=OSError("ip: not found")), tmp_path)
     assert unread == ["switch_packets.json: OSError: ip: not found"]
@@ -61,6 +87,7 @@ def test_a_run_with_cpu_to_spare_and_no_outage_is_trustworthy_and_reports_its_sw
     fields = fidelity_fields(monitor(idle=0.5), FIDELITY_DEFAULTS, [], tmp_path)
     shares = {"cpu_idle_share": 0.5, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
     assert fields == {**shares, "controller_outages": [], "switch_loss_share": 20 / 2000,
+                      "packet_losses": packet_losses(tmp_path),
                       "fidelity": {**shares, "untrustworthy_reasons": [], "trustworthy": True},
                       "trustworthy": True}
 

@@ -162,6 +162,26 @@ def test_counters_parse_back_per_queue():
                                                 7: {"bytes": 5, "packets": 1, "dropped": 0}}
 
 
+# ``tc -s qdisc show`` of an htb root whose 3000-byte leaf refused 46 of 49 datagrams
+# (this box's tc, in a namespace of its own, 2026-11-29)
+QDISC_OUTPUT = """qdisc htb 1: root refcnt 3 r2q 10 default 0x17 direct_packets_stat 0 direct_qlen 1000
+ Sent 2974 bytes 3 pkt (dropped 46, overlimits 2 requeues 0)
+ backlog 2884b 2p requeues 0
+qdisc bfifo 17: parent 1:17 limit 3000b
+ Sent 2974 bytes 3 pkt (dropped 7, overlimits 0 requeues 0)
+ backlog 2884b 2p requeues 0
+"""
+
+
+def test_the_root_qdisc_counters_are_the_roots_not_a_leafs():
+    assert queues.root_qdisc_counters(QDISC_OUTPUT) == {"bytes": 2974, "packets": 3, "dropped": 46}
+    leaf_first = "\n".join(QDISC_OUTPUT.splitlines()[3:] + QDISC_OUTPUT.splitlines()[:3])
+    assert queues.root_qdisc_counters(leaf_first)["dropped"] == 46
+    assert queues.root_qdisc_counters("qdisc bfifo 17: parent 1:17 limit 3000b\n Sent 1 bytes 1 pkt (dropped 0, "
+                                      "overlimits 0 requeues 0)\n") is None
+    assert queues.root_qdisc_counters("") is None
+
+
 @pytest.mark.parametrize("args, field", [((2, 1, 998), "hosts_per_leaf"), ((998, 1, 2), "spines"),
                                          ((1, 1000, 1), "leaves"), ((1000, 1, 1), "spines"),
                                          ((1, 1000, 70), "leaves"),  # switch numbers before the host count

@@ -246,6 +246,22 @@ def parse_class_counters(text: str) -> dict[str, dict[str, int]]:
             for classid, m in _class_stats(text, _SENT_RE).items()}
 
 
+def root_qdisc_counters(text: str) -> dict[str, int] | None:
+    """{bytes, packets, dropped} of the root qdisc in ``tc -s qdisc show`` output (None
+    without one). An htb root counts every packet a class's leaf refused, so its drops
+    outlast a per-flow class that was removed with its own counters."""
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        if line.startswith("qdisc ") and " root " in line + " ":
+            for after in lines[k + 1:]:
+                m = _SENT_RE.search(after)
+                if m:
+                    return {"bytes": int(m.group(1)), "packets": int(m.group(2)), "dropped": int(m.group(3))}
+                if after.startswith("qdisc "):
+                    break
+    return None
+
+
 def queue_counters(text: str) -> dict[int, dict[str, int]]:
     """Counters per queue number from one switch port's ``tc -s class show``."""
     return _per_queue(parse_class_counters(text))

@@ -17,15 +17,19 @@ from experiments.platform.cpu import CpuMonitor, cpu_reasons
 
 QUEUE_COUNTERS = "queue_counters.json"  # per switch port, per queue: bytes/packets/dropped
 SWITCH_PACKETS = "switch_packets.json"  # per switch: packets its ports received and transmitted
+HOST_QDISCS = "host_qdisc_counters.json"  # per host, its NIC's root qdisc: bytes/packets/dropped
+INTERFACE_DROPS = "interface_drops.json"  # per fabric interface: packets the kernel dropped, rx and tx
 
 
 def collect_fabric_counters(em, raw: Path) -> list[str]:
-    """Write ``QUEUE_COUNTERS`` (``em.port_counters``) and ``SWITCH_PACKETS``
-    (``em.switch_packet_balance``) into ``raw``, each on its own: one that cannot be
-    read is not written and is named in the returned list (``file: error``, one line
-    each), the other still is."""
+    """Write ``QUEUE_COUNTERS`` (``em.port_counters``), ``SWITCH_PACKETS``
+    (``em.switch_packet_balance``), ``HOST_QDISCS`` (``em.host_qdisc_counters``) and
+    ``INTERFACE_DROPS`` (``em.interface_drops``) into ``raw``, each on its own: one that
+    cannot be read is not written and is named in the returned list (``file: error``,
+    one line each), the others still are."""
     unread = []
-    for name, read in ((QUEUE_COUNTERS, em.port_counters), (SWITCH_PACKETS, em.switch_packet_balance)):
+    for name, read in ((QUEUE_COUNTERS, em.port_counters), (SWITCH_PACKETS, em.switch_packet_balance),
+                       (HOST_QDISCS, em.host_qdisc_counters), (INTERFACE_DROPS, em.interface_drops)):
         try:
             counters = read()
         except Exception as err:  # noqa: BLE001 - a missing part must not lose the other
@@ -39,9 +43,19 @@ def collect_fabric_counters(em, raw: Path) -> list[str]:
 # segments sent and retransmitted, and retransmission timeouts, which queue counters
 # do not show: a timeout also fires with nothing lost when a starved queue holds a
 # segment longer than the RTO (spurious RTOs as F-RTO detects them; retransmissions
-# skipped because the original still sat in the sender's own queue).
+# skipped because the original still sat in the sender's own queue). What set the
+# retransmissions off: fast retransmits (SACK recoveries), tail loss probes, timeouts;
+# which of them were needless (DSACKs: the receiver had the segment already) and the
+# reorderings TCP saw; and the segments a receiver's own stack dropped (its receive
+# queue, socket backlog or out-of-order queue full, a zero window), a loss no queue
+# on the path counts.
 TCP_COUNTERS = ("TcpOutSegs", "TcpRetransSegs", "TcpExtTCPTimeouts", "TcpExtTCPLossProbes",
-                "TcpExtTCPSpuriousRTOs", "TcpExtTCPSpuriousRtxHostQueues")
+                "TcpExtTCPSpuriousRTOs", "TcpExtTCPSpuriousRtxHostQueues",
+                "TcpExtTCPFastRetrans", "TcpExtTCPSackRecovery", "TcpExtTCPRetransFail",
+                "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKOfoRecv",
+                "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder",
+                "TcpExtTCPRcvQDrop", "TcpExtTCPBacklogDrop", "TcpExtTCPOFODrop", "TcpExtTCPZeroWindowDrop")
+RECEIVER_DROPS = ("TcpExtTCPRcvQDrop", "TcpExtTCPBacklogDrop", "TcpExtTCPOFODrop", "TcpExtTCPZeroWindowDrop")
 TCP_FILE = "tcp_counters.json"  # per host: its TCP_COUNTERS
 
 
@@ -51,13 +65,22 @@ def host_tcp_counters(em) -> dict:
 
 
 def tcp_summary(counters: dict) -> dict:
-    """Totals over hosts: segments sent, the share retransmitted, timeouts."""
-    total = {name: sum(host[name] for host in counters.values()) for name in TCP_COUNTERS}
+    """Totals over hosts: segments sent, the share retransmitted, what set the
+    retransmissions off, which were needless, and the receivers' own drops. A counter
+    a run's file lacks (kept before it was read) counts 0."""
+    total = {name: sum(host.get(name, 0) for host in counters.values()) for name in TCP_COUNTERS}
     sent = total["TcpOutSegs"]
     return {"segments": sent, "retransmitted_share": total["TcpRetransSegs"] / sent if sent else None,
+            "retransmitted": total["TcpRetransSegs"],
             "timeouts": total["TcpExtTCPTimeouts"], "loss_probes": total["TcpExtTCPLossProbes"],
             "spurious_timeouts": total["TcpExtTCPSpuriousRTOs"],
-            "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"]}
+            "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"],
+            "fast_retransmits": total["TcpExtTCPFastRetrans"], "sack_recoveries": total["TcpExtTCPSackRecovery"],
+            "retransmissions_refused_by_sender_queue": total["TcpExtTCPRetransFail"],
+            "dsacks_received": total["TcpExtTCPDSACKRecv"] + total["TcpExtTCPDSACKOfoRecv"],
+            "reorderings_seen": total["TcpExtTCPSACKReorder"] + total["TcpExtTCPTSReorder"]
+            + total["TcpExtTCPRenoReorder"],
+            "receiver_drops": sum(total[name] for name in RECEIVER_DROPS)}
 
 
 def host_bytes(em) -> dict[str, tuple[int, int]]:
@@ -93,8 +116,12 @@ def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -
     userspace switches, which no queue counter shows. ``port_counters``: the switch
     ports' queue counters (``Emulation.port_counters``)."""
     received = sum(s["received"] for s in balance.values())
-    transmitted = sum(s["transmitted"] for s in balance.values())
-    return max(received - transmitted - queue_drops(port_counters), 0) / received if received else None
+    return switch_internal_losses(balance, port_counters) / received if received else None
+
+
+def switch_internal_losses(balance: dict[str, dict[str, int]], port_counters: dict) -> int:
+    """Packets the switches received and neither sent on nor dropped in a queue."""
+    return max(sum(s["received"] - s["transmitted"] for s in balance.values()) - queue_drops(port_counters), 0)
 
 
 def queue_drops(port_counters: dict) -> int:
@@ -109,6 +136,27 @@ def read_switch_loss_share(raw: Path) -> float | None:
     if not (balance.exists() and counters.exists()):
         return None
     return switch_loss_share(json.loads(balance.read_text()), json.loads(counters.read_text()))
+
+
+def packet_losses(raw: Path) -> dict[str, int | None]:
+    """Where the fabric lost packets, from the counter files in ``raw`` (None: that
+    file missing): ``switch_queues``, the switch ports' queues (the modelled losses,
+    as a real switch's buffer drops); ``switch_internal``, inside the userspace
+    switches (received, neither sent on nor queue-dropped); ``interfaces``, the
+    kernel's drops on the fabric's interfaces (a veth whose peer's receive backlog was
+    full); ``host_queues``, the packets a host's NIC queue plan refused its own stack
+    (TCP keeps such a segment and sends it again as new: no loss on the wire). A
+    receiver's own drops are TCP's (``tcp_summary``'s ``receiver_drops``)."""
+    def read(name):
+        path = raw / name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    ports, balance, qdiscs, interfaces = (read(n) for n in (QUEUE_COUNTERS, SWITCH_PACKETS, HOST_QDISCS,
+                                                             INTERFACE_DROPS))
+    return {"switch_queues": None if ports is None else queue_drops(ports),
+            "switch_internal": None if ports is None or balance is None else switch_internal_losses(balance, ports),
+            "interfaces": None if interfaces is None else sum(d["rx"] + d["tx"] for d in interfaces.values()),
+            "host_queues": None if qdiscs is None else sum(q["dropped"] for q in qdiscs.values() if q)}
 
 
 # A policy change applied later than this after it was due makes the run untrustworthy.
@@ -127,7 +175,8 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
                     reasons: Sequence[str] = (), outage_reasons: Sequence[str] | None = None,
                     cpu_window: tuple[float, float] | None = None) -> dict:
     """The summary fields that say whether a run can be trusted: the CPU shares
-    (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` (from ``raw``),
+    (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` and
+    ``packet_losses`` (from ``raw``),
     ``fidelity`` (the CPU shares, ``untrustworthy_reasons``, ``trustworthy``) and
     ``trustworthy``.
 
@@ -151,5 +200,6 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
         outage_reasons = [f"controller outage at {o['start_s']:.1f} s" for o in outages]
     untrustworthy = cpu_reasons(cpu_shares, limits) + list(outage_reasons) + list(reasons)
     return {**cpu_shares, "controller_outages": outages, "switch_loss_share": read_switch_loss_share(raw),
+            "packet_losses": packet_losses(raw),
             "fidelity": {**cpu_shares, "untrustworthy_reasons": untrustworthy, "trustworthy": not untrustworthy},
             "trustworthy": not untrustworthy}

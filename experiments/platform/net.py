@@ -42,14 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.client import ControllerClient, ControllerError
-from controller.hostnet import netns_cmd, run_tc_batch
+from controller.hostnet import netns_cmd, run_tc_batch, tc_show_cmd
 from experiments.errors import TeardownError
 from experiments.platform.cpu import pinned_to_quota
 from experiments.platform.ovs import KERNEL_BUFFER_FACTOR, PrivateOVS, ovs_env
 from experiments.platform.records import RunRecord, clean_record
 from experiments.store import REPO_ROOT, write_json
 from topologies import queues
-from topologies.fabric import HOST_PREFIX_LEN, HOST_SUBNET, Fabric
+from topologies.fabric import HOST_PREFIX_LEN, HOST_SUBNET, Fabric, host_interface
 
 # Interface and bridge names are global on the machine: one fabric at a time.
 FABRIC_LOCK = "/run/trainbed-fabric.lock"
@@ -350,15 +350,36 @@ class Emulation:
             out[intf] = queues.queue_counters(text)
         return out
 
+    def host_qdisc_counters(self) -> dict[str, dict[str, int] | None]:
+        """Per host, its NIC's root qdisc counters (bytes/packets/dropped, ``tc -s
+        qdisc`` in its namespace): the drops are the packets its queue plan, per-flow
+        rate classes included, refused the host's own stack."""
+        out = {}
+        for host in self.fabric.hosts:
+            cmd = tc_show_cmd(self.host(host.name).pid, "qdisc", host_interface(host.name), stats=True)
+            out[host.name] = queues.root_qdisc_counters(subprocess.run(cmd, capture_output=True, text=True,
+                                                                       check=True).stdout)
+        return out
+
+    def interface_drops(self) -> dict[str, dict[str, int]]:
+        """Per fabric interface (hosts' read in their namespaces): the packets the kernel
+        dropped on it, received and sent (``ip -s link``'s rx/tx dropped; on a veth, tx
+        dropped counts what its peer's receive backlog refused)."""
+        where = {link.intf(link.a): self.host(link.a).pid for link in self.fabric.host_links()}
+        stats = _link_stats(None)
+        for pid in set(where.values()):
+            stats |= {name: s for name, s in _link_stats(pid).items() if where.get(name) == pid}
+        return {intf: {"rx": stats.get(intf, {}).get("rx", {}).get("dropped", 0),
+                       "tx": stats.get(intf, {}).get("tx", {}).get("dropped", 0)}
+                for intf in self.fabric.interface_names()}
+
     def switch_packet_balance(self) -> dict[str, dict[str, int]]:
         """Per switch: packets its ports received and transmitted, and the bytes they
         transmitted (the kernel's counters of the switch-side interfaces). Once traffic
         has stopped the packets' difference is what the userspace switch lost between
         reading a packet and sending it on, which no queue counter shows (an ARP flood
         counts more out than in)."""
-        links = json.loads(subprocess.run(["ip", "-s", "-j", "link", "show"], capture_output=True, text=True,
-                                          check=True).stdout)
-        stats = {link["ifname"]: link.get("stats64", {}) for link in links}
+        stats = _link_stats(None)
         out: dict[str, dict[str, int]] = {}
         for switch, intf, _mbps in self.fabric.switch_ports():
             counters = out.setdefault(switch, {"received": 0, "transmitted": 0, "transmitted_bytes": 0})
@@ -513,3 +534,10 @@ def _instance_switch_class():
             return super().bridgeOpts().replace("datapath_type=netdev", f"datapath_type={DATAPATH_TYPE}")
 
     return InstanceSwitch
+
+
+def _link_stats(netns_pid: int | None) -> dict[str, dict]:
+    """Interface -> its ``stats64`` (``ip -s -j link show``), here or in ``netns_pid``'s namespace."""
+    links = json.loads(subprocess.run(netns_cmd(netns_pid, ["ip", "-s", "-j", "link", "show"]), capture_output=True,
+                                      text=True, check=True).stdout)
+    return {link["ifname"]: link.get("stats64", {}) for link in links}
