@@ -70,6 +70,38 @@ def test_flow_duration_defaults_to_the_rest_of_the_run():
     assert spec_mod.validate(raw)["flows"][0]["duration_s"] == 26.0
 
 
+@pytest.mark.parametrize("duration, defaulted", [(8.5, False), (0.5, False), (100_000, False), (None, True)])
+def test_a_flow_lasts_whole_seconds_as_iperf3_times_it(duration, defaulted):
+    """iperf3's -t is whole seconds: 8.5 would run 8, 0.5 would run until stopped."""
+    raw = demo()
+    if defaulted:
+        del raw["flows"][1]["duration_s"]
+        raw["flows"][1]["start_s"] = 8.5  # the rest of the run: 21.5 s
+    else:
+        raw["flows"][1]["duration_s"] = duration
+        raw["duration_s"] = 200_000  # the experiment holds the flow; iperf3 does not
+    with pytest.raises(SpecError) as err:
+        spec_mod.validate(raw)
+    assert err.value.field == "flows[1].duration_s"
+    assert "whole number of seconds" in str(err.value)
+    assert ("duration_s - the flow's start_s" in str(err.value)) == defaulted
+
+
+def test_the_analysis_names_two_flows_and_a_limit_it_can_judge():
+    raw = demo()
+    raw["analysis"]["priority"]["low"] = "high"
+    with pytest.raises(SpecError) as err:
+        spec_mod.validate(raw)
+    assert err.value.field == "analysis.priority.low"
+    raw = demo()
+    raw["policy_changes"] = []
+    with pytest.raises(SpecError) as err:
+        spec_mod.validate(raw)
+    assert err.value.field == "analysis.rate_limit.flow" and "never given a rate_mbps" in str(err.value)
+    raw["flows"][0]["rate_mbps"] = 40  # limited from the start: judged
+    assert spec_mod.validate(raw)["analysis"]["rate_limit"] == {"flow": "low"}
+
+
 @pytest.mark.parametrize("start", [30, 45.5])
 def test_a_flow_starting_at_or_after_the_end_is_named_by_its_start(start):
     raw = demo()

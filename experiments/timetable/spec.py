@@ -64,6 +64,18 @@ def _policy(where: str, entry: dict, flow: dict, fab: fabric_mod.Fabric) -> dict
     return fields
 
 
+MAX_FLOW_S = 86_400  # iperf3's longest test
+
+
+def _whole_seconds(path: str, seconds: float, defaulted: bool) -> None:
+    """iperf3 times a flow in whole seconds (``-t 8.5`` runs 8 s, one under 1 s runs
+    until it is stopped), so a flow's duration must be one, 1 .. ``MAX_FLOW_S``."""
+    if seconds != int(seconds) or not 1 <= seconds <= MAX_FLOW_S:
+        origin = " (the experiment's duration_s - the flow's start_s)" if defaulted else ""
+        raise SpecError(path, f"{seconds:g} s{origin} is not a whole number of seconds in 1..{MAX_FLOW_S}: "
+                              f"iperf3 runs a flow for whole seconds")
+
+
 def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
     flows, names = [], set()
     for where, entry in items("flows", raw, non_empty=True):
@@ -85,6 +97,7 @@ def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
         if flow["start_s"] + flow["duration_s"] > duration + 1e-9:
             raise SpecError(at(where, "duration_s"), f"flow ends at {flow['start_s'] + flow['duration_s']:g} s, "
                                                      f"after the experiment's duration_s {duration:g}")
+        _whole_seconds(at(where, "duration_s"), flow["duration_s"], "duration_s" not in entry)
         flow.update(_policy(where, entry, flow, fab))
         flows.append(flow)
     return flows
@@ -113,13 +126,22 @@ def _policy_changes(raw, duration: float, flows: list[dict], fab: fabric_mod.Fab
     return changes
 
 
-def _analysis(raw, flow_names: set[str]) -> dict:
+def _analysis(raw, flows: list[dict], changes: list[dict]) -> dict:
     analysis = mapping("analysis", raw, allowed=ANALYSIS_ROLES, optional=True)
+    names = {f["name"] for f in flows}
     for section, roles in ANALYSIS_ROLES.items():
         if section in analysis:
             part = mapping(at("analysis", section), analysis[section], allowed=roles, required=roles)
             for role in roles:
-                _flow_name(at(at("analysis", section), role), part[role], flow_names)
+                _flow_name(at(at("analysis", section), role), part[role], names)
+    if "priority" in analysis and analysis["priority"]["high"] == analysis["priority"]["low"]:
+        raise SpecError(at(at("analysis", "priority"), "low"), "must be another flow than high")
+    if "rate_limit" in analysis:
+        name = analysis["rate_limit"]["flow"]
+        limited = [f for f in flows if f["name"] == name and f.get("rate_mbps") is not None]
+        if not limited and not any(c["flow"] == name and c.get("rate_mbps") is not None for c in changes):
+            raise SpecError(at(at("analysis", "rate_limit"), "flow"),
+                            f"{name!r} is never given a rate_mbps: there is no limit to judge it by")
     return analysis
 
 
@@ -134,7 +156,7 @@ def validate(raw) -> dict:
     duration = number("duration_s", spec["duration_s"], minimum=0, strict=True)
     flows = _flows(spec["flows"], duration, fab)
     changes = _policy_changes(spec.get("policy_changes"), duration, flows, fab)
-    analysis = _analysis(spec.get("analysis"), {f["name"] for f in flows})
+    analysis = _analysis(spec.get("analysis"), flows, changes)
     return {**common, "duration_s": duration, "flows": flows, "policy_changes": changes, "analysis": analysis}
 
 
