@@ -9,6 +9,8 @@ import select
 import sys
 from pathlib import Path
 
+import yaml
+
 from experiments.errors import SpecError, one_line
 from experiments.validation import count_flag, dir_flag, errors_only
 
@@ -57,6 +59,27 @@ def _simulate(args) -> int:
         raise SpecError("workload.kind", f"trainbed simulate runs {' or '.join(simulator_names())} specs; "
                                          f"this is a {kind.name} spec")
     simulate_any_spec(raw, out=args.out)  # its summary is printed as the run ends
+    return 0
+
+
+def _validate(args) -> int:
+    """Check a spec as ``run`` (or ``simulate``) would, start nothing: one line saying
+    what it is, or the one-line error; ``--resolved``: the spec a run would store."""
+    from experiments.runner import kind_of, read_spec, validate_any
+    raw = read_spec(args.spec)
+    kind = kind_of(raw)
+    if args.simulated and isinstance(raw, dict) and kind.simulate is None:
+        from experiments.kinds import simulator_names
+        raise SpecError("workload.kind", f"the simulator runs {' or '.join(simulator_names())} specs; "
+                                         f"this is a {kind.name} spec")
+    if args.resolved:  # every step of resolving, an ETP search included
+        spec = validate_any(raw, simulated=args.simulated)
+        print(yaml.safe_dump(spec, sort_keys=False), end="")
+        return 0
+    with errors_only():
+        validate_any(raw, simulated=args.simulated)
+    where = "the simulator" if args.simulated else ("this box" if kind.name == "colocation" else "the emulator")
+    print(f"{args.spec}: a valid {kind.name} spec for {where}")
     return 0
 
 
@@ -267,6 +290,13 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--out", type=_out_new_run_dir,
                           help="run directory (default: results/<stamp>-simulate-<spec>)")
     simulate.set_defaults(func=_simulate)
+    check = sub.add_parser("validate", help="check a spec as run (or simulate) would, starting nothing",
+                           epilog=_kinds_listing(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("spec")
+    check.add_argument("--simulated", action="store_true", help="check it for the simulator (trainbed simulate)")
+    check.add_argument("--resolved", action="store_true",
+                       help="print the spec as a run stores it (defaults filled; a searched placement searched)")
+    check.set_defaults(func=_validate)
     place = sub.add_parser("place", help="search a GNN job's task placement (IFS, then ETP) on a profile, "
                                          "and predict its iteration time with the job's model")
     place.add_argument("spec", help="a gnn spec (its placement is not read)")

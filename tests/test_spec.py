@@ -304,3 +304,31 @@ def test_cli_a_spec_of_the_wrong_kind_is_named_so(tmp_path, capsys, args, proble
     assert main([a.replace("EMPTY", str(tmp_path / "empty.yaml")) for a in args]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"trainbed: error: {problem}") and err.count("\n") == 1, err
+
+
+def test_trainbed_validate_checks_a_spec_as_run_or_simulate_would_and_starts_nothing(tmp_path, capsys):
+    from experiments.cli import main
+    specs = REPO / "experiments" / "specs"
+    assert main(["validate", str(DEMO)]) == 0
+    assert capsys.readouterr().out == f"{DEMO}: a valid timetable spec for the emulator\n"
+    paper = specs / "grouper-sim-paper-smoke.yaml"
+    assert main(["validate", str(paper), "--simulated"]) == 0
+    assert capsys.readouterr().out.endswith("a valid cojob spec for the simulator\n")
+    # the emulator refuses what only the simulator runs, and the simulator a kind it has no model of
+    assert main(["validate", str(paper)]) == 2
+    assert capsys.readouterr().err.startswith("trainbed: error: topology.host_mbps: 10000 Mbit/s")
+    assert main(["validate", str(DEMO), "--simulated"]) == 2
+    assert "this is a timetable spec" in capsys.readouterr().err
+    raw = demo()
+    raw["flows"][0]["dst"] = "tbh42"
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(tmp_path / "bad.yaml")]) == 2
+    assert capsys.readouterr().err == ("trainbed: error: flows[0].dst: 'tbh42' is not a host of the topology "
+                                       "(tbh1..tbh6)\n")
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"name": "s", "spec": str(DEMO), "seeds": [1]}))
+    assert main(["validate", str(tmp_path / "sweep.yaml")]) == 2
+    assert "sweep file" in capsys.readouterr().err
+    # --resolved: the spec a run stores, which validates to itself
+    assert main(["validate", str(DEMO), "--resolved"]) == 0
+    resolved = yaml.safe_load(capsys.readouterr().out)
+    assert resolved == spec_mod.load(DEMO) and resolved["flows"][1]["start_s"] == 8.0
