@@ -215,7 +215,7 @@ def test_a_connection_carrying_two_active_transfers_gets_the_sum_of_their_rates(
 
 # --- as GNN scheduler names -------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["oes", "default", "omcoflow", "mrtf"])
+@pytest.mark.parametrize("name", ["oes", "default", "omcoflow", "mrtf", "fair"])
 def test_the_rate_policy_names_validate_in_a_gnn_spec(name):
     raw = {"name": "gnn-test", "topology": {"kind": "star", "hosts": 4, "host_mbps": 100},
            "workload": {"kind": "gnn", "graph": {"shape": "ogbn-products", "nodes": 1000}},

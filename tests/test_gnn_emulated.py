@@ -31,6 +31,24 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
+def assert_decided_by(policy, fabric, decisions):
+    """Every decision's installed rates are ``policy``'s over the flows it saw active
+    (a rate per machine pair: under OES and max-min alike the flows of a pair share
+    both its NICs, so they get one rate)."""
+    machines = [oes.Machine(link.a, link.mbps, link.mbps) for link in fabric.host_links()]
+    assert decisions
+    for d in decisions:
+        active = [oes.Flow(str(i), src, dst) for i, (src, dst) in enumerate(d["active"])]
+        rate, count = {}, {}
+        for flow, mbps in policy(machines, active).items():
+            pair = (active[int(flow)].src, active[int(flow)].dst)
+            rate[pair], count[pair] = mbps, count.get(pair, 0) + 1
+        for src, dst, _proto, _sport, _dport, mbps, _policy_id in d["set"]:
+            # a connection carries the sum of its active transfers' rates (a sampler's
+            # mini-batch and evaluation batch of one iteration can both be active)
+            assert mbps in {round(k * rate[src, dst], 3) for k in range(1, count[src, dst] + 1)}
+
+
 def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state):
     namespaces = netns_inodes()
     spec = validate_any(read_spec(SMOKE))
@@ -47,20 +65,8 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     # What the hosts have installed is what OES decided...
     assert summary["rate_readbacks"] > 0 and summary["oes_rate_max_rel_error"] <= 0.01
     # ... and what OES decided is Alg. 1's rate over the flows active at that moment.
-    fabric = fabric_of(spec)
-    machines = [oes.Machine(link.a, link.mbps, link.mbps) for link in fabric.host_links()]
-    decisions = read_jsonl(out / "decisions.jsonl")
-    assert decisions
-    for d in decisions:
-        active = [oes.Flow(str(i), src, dst) for i, (src, dst) in enumerate(d["active"])]
-        rate, count = {}, {}
-        for flow, mbps in oes.oes_rates(machines, active).items():
-            pair = (active[int(flow)].src, active[int(flow)].dst)
-            rate[pair], count[pair] = mbps, count.get(pair, 0) + 1  # OES: one rate per machine pair
-        for src, dst, _proto, _sport, _dport, mbps, _policy_id in d["set"]:
-            # a connection carries the sum of its active transfers' rates (a sampler's
-            # mini-batch and evaluation batch of one iteration can both be active)
-            assert mbps in {round(k * rate[src, dst], 3) for k in range(1, count[src, dst] + 1)}
+    fabric, decisions = fabric_of(spec), read_jsonl(out / "decisions.jsonl")
+    assert_decided_by(oes.oes_rates, fabric, decisions)
     # Some transfers shared a NIC, so OES gave rates below the link rate.
     assert any(entry[5] < 100 for d in decisions for entry in d["set"])
     assert summary["rate_updates"]["latency_ms_p99"] is not None
@@ -106,9 +112,10 @@ def test_a_killed_task_ends_the_run_naming_it_and_leaves_nothing(tmp_path, priva
     assert_nothing_left(fabric_of(spec), private_state, out, namespaces)
 
 
-def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(tmp_path, private_state):
+def test_a_searched_placement_runs_fair_rates_on_a_profile_and_a_slow_host_computes_longer(tmp_path, private_state):
     """The smoke job profiled, then run on ETP's placement of that profile with tbh2
-    three times slower: the run directory has the search's trace, the tasks ran where
+    three times slower, under installed max-min fair rates: the run directory has the
+    search's trace, every decision is the fair share of its active flows, the tasks ran where
     the search put them, and tbh2's store served its feature requests at least about
     three times as slowly as tbh1's (the same kind of requests, in the same run; a
     sub-millisecond sleep can only overshoot)."""
@@ -128,7 +135,7 @@ def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(
     else:  # a profile refused for the box's CPU twice: nothing about the code to judge
         pytest.skip(f"the box kept the profiling run short of CPU twice: {verdict['untrustworthy_reasons']}")
     raw = read_spec(SMOKE)
-    raw["name"] = "gnn-searched"
+    raw.update(name="gnn-searched", scheduler={"name": "fair"})  # max-min fair rates installed
     raw["workload"].update(placement={"kind": "etp", "profile": str(profiled / "profile.json"), "steps": 150,
                                       "seed": 1}, compute_factor={"tbh2": 3}, iterations=8)
     spec_path = tmp_path / "searched.yaml"
@@ -138,7 +145,8 @@ def test_a_searched_placement_runs_on_a_profile_and_a_slow_host_computes_longer(
     proc = run_cli(spec_path, out)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["completed"] and summary["placement"] == "etp"
+    assert summary["completed"] and summary["placement"] == "etp" and summary["scheduler"] == "fair"
+    assert_decided_by(oes.max_min_fair_rates, fabric_of(spec), read_jsonl(out / "decisions.jsonl"))
     assert summary["task_placement"] == spec["workload"]["placement"]["tasks"]
     trace = (out / "placement_trace.csv").read_text().splitlines()
     assert len(trace) == 1 + 1 + 150  # header, IFS's placement, one row per step

@@ -258,13 +258,13 @@ def test_a_send_returns_once_its_connection_holds_at_most_the_measured_backlog(m
 
 
 def test_the_model_runs_every_scheduler_of_a_spec_and_every_rate_policy():
-    assert set(simulated.POLICIES) == {"default", *oes.rate_policies()}
+    assert set(gnn_spec.SCHEDULERS) == {"default", *oes.rate_policies()}
 
 
 def test_the_model_is_deterministic_under_every_policy():
     spec = gnn_spec.validate(yaml.safe_load((REPO / "experiments/specs/gnn-hetero-products-ps.yaml").read_text()))
     profile = profile_of(spec, Costs(), iterations=5)
-    for scheduler in simulated.POLICIES:
+    for scheduler in gnn_spec.SCHEDULERS:
         first, second = (run(spec, Costs(), scheduler, profile, iterations=8) for _ in range(2))
         assert first.events == second.events and first.decisions == second.decisions, scheduler
         assert first.events and (scheduler == "default") == (first.decisions == [])

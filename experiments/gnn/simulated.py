@@ -109,9 +109,6 @@ def wire_factor(mtu: int) -> float:
     return 1 + (TCP_IP_HEADERS + ETHERNET_HEADER) / (mtu - TCP_IP_HEADERS)
 JOB_FIELDS = ("graph", "fanouts", "batch_size", "workers", "samplers_per_worker", "sync", "ps", "hidden",
               "eval_nodes")  # what decides the job's transfers; a profile is of one such job
-# A spec's schedulers, and fair (max-min rates installed): the model's own reference, not a
-# scheduler the emulation runs (docs/gnn-oes.md)
-POLICIES = gnn_spec.SCHEDULERS + ("fair",)
 
 Wait = Callable[[Callable[[], None]], None]  # arms a wait: calls its argument once satisfied
 
@@ -306,8 +303,8 @@ class GnnSimulation:
         self.ps = [t for t in self.tasks if t.startswith("ps")]
         self.hops = len(workload["fanouts"])
         scheduler = spec["scheduler"]["name"] if scheduler is None else scheduler
-        if scheduler not in POLICIES:
-            raise ValueError(f"scheduler must be one of {', '.join(POLICIES)}, got {scheduler!r}")
+        if scheduler not in gnn_spec.SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {', '.join(gnn_spec.SCHEDULERS)}, got {scheduler!r}")
         with simulated_rates():
             fabric = fabric_of(spec)
         self.paths = Paths(fabric)

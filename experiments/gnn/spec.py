@@ -91,8 +91,9 @@ WORKLOAD_FIELDS = {"kind", "graph", "fanouts", "batch_size", "workers", "sampler
                    "task_resources", "compute_factor", "placement"}
 GRAPH_FIELDS = {"shape", "nodes", "avg_degree"}
 SYNCS = ("ps", "allreduce")
-# each but default is a rate policy of oes.rate_policies; the model (gnn.simulated.POLICIES) adds fair
-SCHEDULERS = ("oes", "default", "omcoflow", "mrtf")
+# each but default (TCP's own sharing, nothing installed) is a rate policy of
+# oes.rate_policies; fair installs max-min fair rates (OES's mechanism without its rates)
+SCHEDULERS = ("oes", "default", "omcoflow", "mrtf", "fair")
 SCHEDULER_FIELDS = {"name"}
 MACHINE_DEFAULTS = {"cpus": 8.0, "memory_gb": 32.0, "gpus": 0}
 TASK_DEFAULTS = {"store": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0},
