@@ -272,7 +272,8 @@ def _kinds_listing(simulated: bool = False) -> str:
     """The spec kinds a command takes, a line each (``trainbed run --help``)."""
     from experiments.kinds import KINDS
     lines = [f"  {k.name:<11} {k.summary}" for k in KINDS.values() if k.simulate or not simulated]
-    return "spec kinds (workload.kind; docs/specs.md):\n" + "\n".join(lines)
+    return ("spec kinds (workload.kind, or a top-level kind for colocation; docs/specs.md):\n"
+            + "\n".join(lines))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -59,7 +59,7 @@ def load_spec(path: str | Path, overrides: dict | None = None) -> dict:
         raise SpecError("spec", f"a spec is a mapping of fields, got {describe(raw)}")
     if "workload" in raw or ("kind" not in raw and "duration_s" in raw):
         raise SpecError("kind", "is a co-location spec's (training or inference); this is a network experiment's "
-                                "spec (trainbed run or simulate)")
+                                "spec (trainbed run)")
     raw.setdefault("name", path.stem)
     return validate(apply_overrides(raw, overrides or {}))
 
