@@ -45,6 +45,7 @@ class Kind:
     validate_simulated: Validate | None = None
     summary: str = ""  # one line for ``trainbed run --help`` and ``simulate --help``
     by_workload: bool = True  # chosen by ``workload.kind`` (False: by the top-level ``kind``)
+    headline: tuple[str, ...] = ()  # summary fields a sweep's table and progress lines lead with
 
 
 def _validate_timetable(raw) -> dict:
@@ -133,15 +134,19 @@ def resume_colocation(raw: dict, out: str | Path) -> Path:
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind("timetable", _validate_timetable, _run_timetable,
-         summary="flows started and re-prioritised at set times (a spec without workload: is one)"),
+         summary="flows started and re-prioritised at set times (a spec without workload: is one)",
+         headline=("high_share_while_both", "rate_limit_achieved_mbps", "link_goodput_ratio")),
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
-         summary="cojobs of PS-trained jobs under one network scheduler"),
+         summary="cojobs of PS-trained jobs under one network scheduler", headline=("avg_sct_s", "avg_cojct_s")),
     Kind("gnn", _validate_gnn, _run_gnn, _simulate_gnn, _validate_gnn_simulated,
-         summary="distributed GNN training (graph stores, samplers, workers)"),
+         summary="distributed GNN training (graph stores, samplers, workers)",
+         headline=("time_to_accuracy_s", "iteration_s_mean")),
     Kind("programs", _validate_programs, _run_programs,
-         summary="your own commands on the hosts (e.g. torch.distributed), with per-flow policies"),
+         summary="your own commands on the hosts (e.g. torch.distributed), with per-flow policies",
+         headline=("allreduce_over_ideal", "wall_s")),
     Kind("colocation", _validate_colocation, _run_colocation, by_workload=False,
-         summary="a queue of GNN tasks co-located on one GPU (top-level kind: training or inference)"),
+         summary="a queue of GNN tasks co-located on one GPU (top-level kind: training or inference)",
+         headline=("makespan_s", "avg_jct_s")),
 )}
 
 

@@ -74,7 +74,7 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
-from experiments.kinds import resume_colocation
+from experiments.kinds import kind_of, resume_colocation
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
 from experiments.results import csv_value, durations, lookup, read_environment, read_summary
@@ -99,7 +99,6 @@ PART_FIELDS = ("name", "schedulers", "seeds", "grid", "backend")
 BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
 ID_PREFIX = {SCHEDULER_FIELD: "sched", SEED_FIELD: "seed"}
-HEADLINE = ("avg_sct_s", "avg_cojct_s")
 _DOTTED = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
 
@@ -142,6 +141,11 @@ class Sweep:
     backend: str = "emulated"
     parts: tuple[Part, ...] = ()  # with parts, ``grid`` is the union of theirs (the result columns)
     shuffle: int | None = None  # ``order: {shuffle: SEED}``: ``cells`` are in that shuffled order
+
+    @property
+    def headline(self) -> tuple[str, ...]:
+        """The summary fields the base spec's kind leads with (``Kind.headline``)."""
+        return kind_of(self.base_spec).headline
 
     @property
     def backends(self) -> set[str]:
@@ -440,7 +444,7 @@ def _row(sweep: Sweep, cell: Cell, run_dir: Path, summary: dict | None, error_te
            "trustworthy": summary.get("trustworthy"),
            "error": error_text or summary.get("error"),
            "cell_s": None if seconds is None else round(seconds, 1)}
-    for key in (*HEADLINE, *sweep.report):
+    for key in (*sweep.headline, *sweep.report):
         row[key] = lookup(summary, key)
     for key, value in summary.items():
         if is_number(value) and key not in row:
@@ -645,7 +649,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
             rows[cell.id] = _row(sweep, cell, cell_dir(directory, cell), summary, None, earlier.get(cell.id))
     ran: list[float] = []
     to_run = len(pending)
-    shown_fields = sweep.report or [HEADLINE[0]]
+    shown_fields = sweep.report or list(sweep.headline[:1])
 
     def where(cell: Cell) -> str:
         return f"[{len(rows.keys() & chosen_ids) + 1}/{len(chosen)}] {cell.id}"

@@ -8,7 +8,7 @@ import yaml
 from experiments import sweep as sweep_mod
 from experiments.errors import SpecError
 
-BASE = {"name": "grouper-small", "seed": 0, "scheduler": {"name": "fs", "period_s": 1},
+BASE = {"name": "grouper-small", "seed": 0, "scheduler": {"name": "fs", "period_s": 1}, "workload": {"kind": "cojob"},
         "topology": {"kind": "leaf_spine", "host_mbps": 100}}
 
 
@@ -346,3 +346,22 @@ def test_a_resume_may_add_cells_but_not_drop_finished_ones(tmp_path):
         sweep_mod.run_any_sweep(write(tmp_path, {"schedulers": ["fs"], "seeds": [1, 2]}), out=str(out),
                                 run_cell=FakeRunner())
     assert len(read_csv(out / "results.csv")) == 4
+
+
+def test_a_sweep_leads_with_its_kinds_headline_not_another_kinds(tmp_path, capsys):
+    """A timetable sweep's progress lines and table lead with the demo's share of the
+    high flow, and carry no cojob column (avg_sct_s) it could never fill."""
+    demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/priority-demo.yaml").read_text())
+
+    def run_cell(spec, out_dir):
+        out_dir.mkdir(parents=True)
+        (out_dir / "summary.json").write_text(json.dumps({"completed": True, "trustworthy": True,
+                                                          "high_share_while_both": 0.98}))
+        return out_dir
+
+    path = write(tmp_path, {"grid": {"topology.host_mbps": [50, 100]}}, base=demo)
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=run_cell)
+    assert "(high_share_while_both 0.98, trustworthy true)" in capsys.readouterr().out
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert "high_share_while_both" in rows[0] and "rate_limit_achieved_mbps" in rows[0]
+    assert "avg_sct_s" not in rows[0] and "avg_cojct_s" not in rows[0]
