@@ -38,11 +38,15 @@ def csv_value(value) -> str:
 
 
 def lookup(data, dotted: str):
-    """``data``'s value at a dotted field (``topology.host_mbps``); None where absent."""
+    """``data``'s value at a dotted field (``topology.host_mbps``; a part of digits
+    indexes a list: ``flows.0.queue``); None where absent."""
     for part in dotted.split("."):
-        if not isinstance(data, dict) or part not in data:
+        if isinstance(data, list) and part.isdigit() and int(part) < len(data):
+            data = data[int(part)]
+        elif isinstance(data, dict) and part in data:
+            data = data[part]
+        else:
             return None
-        data = data[part]
     return data
 
 

@@ -94,7 +94,9 @@ from experiments.validation import (
     word,
 )
 
-SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "report", "parts", "order")
+SWEEP_FIELDS = ("name", "description", "spec", "backend", "grid", "schedulers", "seeds", "repeats", "report", "parts",
+                "order")
+MAX_REPEATS = 100
 PART_FIELDS = ("name", "schedulers", "seeds", "grid", "backend")
 BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
@@ -112,6 +114,7 @@ class Cell:
     spec: dict  # the base spec's raw dict with the overrides applied
     part: str | None = None  # the name of the part it belongs to, in a sweep with parts
     backend: str = "emulated"  # its part's, else the sweep's
+    repeat: int | None = None  # 1..repeats, in a sweep that repeats its cells (the spec unchanged)
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,7 @@ class Sweep:
     backend: str = "emulated"
     parts: tuple[Part, ...] = ()  # with parts, ``grid`` is the union of theirs (the result columns)
     shuffle: int | None = None  # ``order: {shuffle: SEED}``: ``cells`` are in that shuffled order
+    repeats: int = 1  # each cell this many times, its spec unchanged (a kind without a seed repeats so)
 
     @property
     def headline(self) -> tuple[str, ...]:
@@ -158,7 +162,8 @@ class Sweep:
         return {"name": self.name, "description": self.description,
                 "spec": str(self.spec_path) if self.spec_path else None,
                 "backend": self.backend,
-                "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid, "report": self.report,
+                "schedulers": self.schedulers, "seeds": self.seeds, "grid": self.grid,
+                **({"repeats": self.repeats} if self.repeats > 1 else {}), "report": self.report,
                 **parts, **order, "base_spec": self.base_spec,
                 "cells": [{"id": cell.id, "overrides": cell.overrides, **({"part": cell.part} if cell.part else {}),
                            **({"backend": cell.backend} if cell.backend != self.backend else {})}
@@ -253,11 +258,12 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     report = [_dotted(p, v) for p, v in items("report", sweep.get("report"), optional=True)]
     backend = _backend("backend", sweep.get("backend", "emulated"), base)
     shuffle = _shuffle(sweep.get("order"))
+    repeats = integer("repeats", sweep.get("repeats", 1), minimum=1, maximum=MAX_REPEATS)
     if sweep.get("parts") is None:
         grid = _grid(sweep.get("grid"))
-        cells = [replace(cell, backend=backend) for cell in _cells(base, schedulers, seeds, grid)]
+        cells = [replace(cell, backend=backend) for cell in _cells(base, schedulers, seeds, grid, repeats=repeats)]
         return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report,
-                     _ordered(cells, shuffle), backend, shuffle=shuffle)
+                     _ordered(cells, shuffle), backend, shuffle=shuffle, repeats=repeats)
     if sweep.get("grid") is not None:
         raise error("grid", "a sweep with parts has none: give each part its own grid")
     parts, cells, owner = [], [], {}
@@ -268,11 +274,11 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
                                                  "within each cell")
         if any(part.name == other.name for other in parts):
             raise error(at(where, "name"), f"repeats {part.name!r}")
-        for cell in _cells(base, part.schedulers, part.seeds, part.grid, where):
+        for cell in _cells(base, part.schedulers, part.seeds, part.grid, where, repeats):
             if cell.id in owner:
                 raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r}")
             owner[cell.id] = part.name
-            cells.append(Cell(cell.id, cell.overrides, cell.spec, part.name, part.backend or backend))
+            cells.append(replace(cell, part=part.name, backend=part.backend or backend))
         parts.append(part)
     grid: dict[str, list] = {}  # every value any part gives a field
     for part in parts:
@@ -280,7 +286,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
             known = grid.setdefault(key, [])
             known += [value for value in values if value not in known]
     return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, _ordered(cells, shuffle),
-                 backend, tuple(parts), shuffle)
+                 backend, tuple(parts), shuffle, repeats)
 
 
 def _shuffle(raw) -> int | None:
@@ -360,45 +366,60 @@ def cell_id(overrides: Mapping) -> str:
 
 
 def apply_overrides(spec: Mapping, overrides: Mapping, sources: Mapping[str, str] | None = None) -> dict:
-    """A deep copy of ``spec`` with each dotted field set, missing sections created.
-    ``sources`` names the sweep field behind each override, for the error message."""
+    """A deep copy of ``spec`` with each dotted field set, missing sections created; a
+    part of digits indexes a list the base spec has (``flows.0.queue``: the first
+    flow's queue). ``sources`` names the sweep field behind each override, for the
+    error message."""
     result = copy.deepcopy(dict(spec))
     for key, value in overrides.items():
         node = result
-        *parents, leaf = key.split(".")
-        for depth, part in enumerate(parents):
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                where = (sources or {}).get(key, key)
-                raise error(where, f"cannot set {key}: the base spec's {'.'.join(parents[:depth + 1])} "
-                                   f"is {describe(node)}, not a mapping")
-        node[leaf] = copy.deepcopy(value)
+        parts = key.split(".")
+        where = (sources or {}).get(key, key)
+        for depth, part in enumerate(parts):
+            held = ".".join(parts[:depth]) or "spec"
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise error(where, f"cannot set {key}: the base spec's {held} is {describe(node)}; "
+                                       f"index it 0..{len(node) - 1}")
+                part = int(part)
+            elif not isinstance(node, dict):
+                raise error(where, f"cannot set {key}: the base spec's {held} is {describe(node)}, "
+                                   f"not a mapping or a list")
+            if depth == len(parts) - 1:
+                node[part] = copy.deepcopy(value)
+            elif isinstance(node, dict):
+                node = node.setdefault(part, {})
+            else:
+                node = node[part]
     return result
 
 
-def _cells(base: dict, schedulers, seeds, grid: dict, where: str = "") -> tuple[Cell, ...]:
-    """Seeds outermost and schedulers innermost, so that a sweep stopped early has
-    every scheduler of its first seeds: comparable pairs before more repeats.
-    ``where``: the part's path, in a sweep with parts."""
+def _cells(base: dict, schedulers, seeds, grid: dict, where: str = "", repeats: int = 1) -> tuple[Cell, ...]:
+    """Repeats and seeds outermost and schedulers innermost, so that a sweep stopped
+    early has every scheduler of its first seeds: comparable pairs before more
+    repeats. ``where``: the part's path, in a sweep with parts; ``repeats`` > 1: each
+    cell that many times, ``_rep-K`` ending its id."""
     grid_path = at(where, "grid")
     sources = {SCHEDULER_FIELD: at(where, "schedulers"), SEED_FIELD: at(where, "seeds"),
                **{key: at(grid_path, key) for key in grid}}
     grid_keys = sorted(grid)
     cells, ids = [], {}
-    for seed, values, scheduler in itertools.product(seeds or [None], itertools.product(*(grid[k] for k in grid_keys)),
-                                                     schedulers or [None]):
+    for repeat, seed, values, scheduler in itertools.product(
+            range(1, repeats + 1), seeds or [None], itertools.product(*(grid[k] for k in grid_keys)),
+            schedulers or [None]):
         overrides = {}
         if scheduler is not None:
             overrides[SCHEDULER_FIELD] = scheduler
         if seed is not None:
             overrides[SEED_FIELD] = seed
         overrides.update(zip(grid_keys, values))
-        cid = cell_id(overrides)
+        cid = cell_id(overrides) + (f"_rep-{repeat}" if repeats > 1 else "")
         if cid in ids:
             raise error(grid_path, f"cells {ids[cid]} and {overrides} share the id {cid!r}; use values that "
                                    "differ in letters or digits")
         ids[cid] = overrides
-        cells.append(Cell(cid, overrides, apply_overrides(base, overrides, sources)))
+        cells.append(Cell(cid, overrides, apply_overrides(base, overrides, sources),
+                          repeat=repeat if repeats > 1 else None))
     return tuple(cells)
 
 
@@ -437,6 +458,7 @@ def _row(sweep: Sweep, cell: Cell, run_dir: Path, summary: dict | None, error_te
     summary = summary or {}
     environment = read_environment(run_dir)
     row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}),
+           **({"repeat": cell.repeat} if sweep.repeats > 1 else {}),
            **({"backend": cell.backend} if len(sweep.backends) > 1 else {}),
            "scheduler": lookup(cell.spec, SCHEDULER_FIELD), "seed": cell.spec.get(SEED_FIELD),
            **{key: lookup(cell.spec, key) for key in sweep.grid},

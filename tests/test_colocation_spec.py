@@ -58,8 +58,9 @@ def test_overrides_are_set_as_a_sweep_sets_them(tmp_path):
     with pytest.raises(SpecError) as err:
         load_spec(path, {"queue.models.first": "GCN"})  # queue.models is a list
     assert err.value.field == "queue.models.first"
-    assert err.value.problem == "cannot set queue.models.first: the base spec's queue.models is a list of 1 item, " \
-                                "not a mapping"
+    assert err.value.problem == "cannot set queue.models.first: the base spec's queue.models is a list of 1 item; " \
+                                "index it 0..0"
+    assert load_spec(path, {"queue.models.0": "GAT"})["queue"]["models"] == ["GAT"]  # a list item, by index
     with pytest.raises(SpecError) as err:
         load_spec(path, {"queue.epochs": 0})  # set, then validated
     assert err.value.field == "queue.epochs"

@@ -60,8 +60,19 @@ def test_cells_are_every_combination_with_stable_readable_ids(tmp_path):
 
 def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
     assert sweep_mod.apply_overrides({"a": 1}, {"b.c.d": [1, 2]}) == {"a": 1, "b": {"c": {"d": [1, 2]}}}
-    with pytest.raises(SpecError, match=r"^grid\['a.b'\]: cannot set a.b: the base spec's a is 1, not a mapping$"):
+    with pytest.raises(SpecError, match=r"^grid\['a.b'\]: cannot set a.b: the base spec's a is 1, not a mapping "
+                                        r"or a list$"):
         sweep_mod.apply_overrides({"a": 1}, {"a.b": 2}, {"a.b": "grid['a.b']"})
+    # a part of digits indexes a list the base spec has; the base stays as it was
+    base = {"flows": [{"name": "low", "queue": 7}, {"name": "high", "queue": 1}]}
+    assert sweep_mod.apply_overrides(base, {"flows.1.queue": 3})["flows"] == [{"name": "low", "queue": 7},
+                                                                             {"name": "high", "queue": 3}]
+    assert base["flows"][1]["queue"] == 1
+    with pytest.raises(SpecError, match=r"cannot set flows.2.queue: the base spec's flows is a list of 2 items; "
+                                        r"index it 0..1$"):
+        sweep_mod.apply_overrides(base, {"flows.2.queue": 3})
+    with pytest.raises(SpecError, match=r"cannot set flows.low.queue: .* index it 0..1$"):
+        sweep_mod.apply_overrides(base, {"flows.low.queue": 3})
     assert sweep_mod.cell_id({}) == "base"
     assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
 
@@ -140,7 +151,7 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
     ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),
     ({"seeds": [1, True]}, r"seeds\[1\]: must be an integer >= 0, got true"),
-    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, order, parts, report, "
+    ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, order, parts, repeats, report, "
                          r"schedulers, seeds, spec\)"),
     ({"spec": "specs/missing.yaml"}, r"spec: no such base spec: .*specs/missing.yaml"),
     ({"name": "a b"}, r"name: must be a non-empty word"),
@@ -365,3 +376,19 @@ def test_a_sweep_leads_with_its_kinds_headline_not_another_kinds(tmp_path, capsy
     rows = read_csv(tmp_path / "out" / "results.csv")
     assert "high_share_while_both" in rows[0] and "rate_limit_achieved_mbps" in rows[0]
     assert "avg_sct_s" not in rows[0] and "avg_cojct_s" not in rows[0]
+
+
+def test_repeats_run_each_cell_again_with_its_spec_unchanged(tmp_path):
+    """A kind without a seed (programs, timetable) measures its spread by repeats."""
+    sweep = sweep_mod.load(write(tmp_path, {"schedulers": ["fs", "grouper"], "repeats": 2}))
+    assert [cell.id for cell in sweep.cells] == ["sched-fs_rep-1", "sched-grouper_rep-1",
+                                                "sched-fs_rep-2", "sched-grouper_rep-2"]
+    assert sweep.cells[0].spec == sweep.cells[2].spec and sweep.resolved()["repeats"] == 2
+    sweep_mod.run_any_sweep(write(tmp_path, {"schedulers": ["fs"], "seeds": [1], "repeats": 2}),
+                            out=str(tmp_path / "out"), run_cell=FakeRunner())
+    rows = read_csv(tmp_path / "out" / "results.csv")
+    assert [(r["cell"], r["repeat"]) for r in rows] == [("sched-fs_seed-1_rep-1", "1"), ("sched-fs_seed-1_rep-2", "2")]
+    assert "repeats" not in sweep_mod.load(write(tmp_path, {"seeds": [1]})).resolved()  # 1: as before
+    for bad in (0, 101, 1.5, True):
+        with pytest.raises(SpecError, match=r"^repeats: must be"):
+            sweep_mod.load(write(tmp_path, {"repeats": bad}))
