@@ -10,10 +10,14 @@ removed counts as done.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 
 RETRY_INTERVAL_S = 0.2
+# The run's controller socket, in every process a programs run starts on a host: the
+# user's own scheduler sets policies through it as the project's drivers do.
+CONTROLLER_ENV = "TRAINBED_CONTROLLER"
 NO_POLICY = "policy.id: no policy with id "  # the controller's answer to a remove of an unknown id
 
 
@@ -39,6 +43,14 @@ class ControllerClient:
         self.retry_s = retry_s
         self.sock: socket.socket | None = None
         self.stream = None
+
+    @classmethod
+    def from_env(cls, **kwargs) -> "ControllerClient":
+        """The client of the run this process was started in (``CONTROLLER_ENV``)."""
+        path = os.environ.get(CONTROLLER_ENV)
+        if not path:
+            raise ControllerError(f"{CONTROLLER_ENV} is not set: a programs run sets it in the processes it starts")
+        return cls(path, **kwargs)
 
     def _connect(self) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

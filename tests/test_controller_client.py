@@ -63,3 +63,12 @@ def test_a_retried_remove_of_the_id_it_removed_is_done_and_an_unknown_id_is_stil
         ControllerClient(path, retry_s=0.3).apply([{"remove": 1}])
     fake.thread.join(5)
     assert [r.get("id") for r in fake.requests] == [4, 4, 9]
+
+
+def test_a_program_finds_its_runs_controller_in_its_environment(monkeypatch):
+    from controller.client import CONTROLLER_ENV, ControllerClient, ControllerError
+    monkeypatch.setenv(CONTROLLER_ENV, "/run/trainbed/some-run.sock")
+    assert ControllerClient.from_env(retry_s=1).path == "/run/trainbed/some-run.sock"
+    monkeypatch.delenv(CONTROLLER_ENV)
+    with pytest.raises(ControllerError, match=f"^{CONTROLLER_ENV} is not set"):
+        ControllerClient.from_env()

@@ -139,6 +139,29 @@ def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_back
 
 
 @pytest.mark.root
+def test_a_program_sets_its_own_policies_through_the_runs_controller(tmp_path):
+    """The user's own online scheduler: a program on tbh2 rate-limits its flows to tbh1
+    through the controller of the run (``ControllerClient.from_env``), then sends;
+    the receiver got about that rate, far below the 50 Mbit/s link."""
+    namespaces = netns_inodes()
+    limit = ("python3 -c \"from controller.client import ControllerClient; ControllerClient.from_env().apply("
+             "[{'set': {'src': 'tbh2', 'dst': 'tbh1', 'proto': 'tcp', 'rate_mbps': 10}}])\"")
+    send = "iperf3 -c $TRAINBED_IP_tbh1 -p $TRAINBED_PORT_SINK -t 3 -J > $TRAINBED_OUT/iperf3.json"
+    raw = _raw(programs=[BASE["workload"]["programs"][0],
+                         {"name": "push", "hosts": ["tbh2"], "start_s": 1, "command": f"{limit} && {send}"}],
+               policies=[])
+    spec = validate(raw)
+    run = run_programs_spec(spec, out=str(tmp_path / "run"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] and summary["failed_programs"] == [], summary
+    received = json.loads((run / "raw/programs/push/0/iperf3.json").read_text())["end"]["sum_received"]
+    assert 6e6 < received["bits_per_second"] < 12e6, received
+    installed = json.loads((run / "raw" / "policies.json").read_text())
+    assert [(p["src"], p["dst"], p["rate_mbps"]) for p in installed] == [("tbh2", "tbh1", 10.0)], installed
+    assert_nothing_left(platform_spec.fabric_of(spec), tmp_path / "state", run, namespaces)
+
+
+@pytest.mark.root
 def test_a_program_that_fails_is_named_and_the_others_are_stopped(tmp_path):
     namespaces = netns_inodes()
     raw = _raw(policies=[])

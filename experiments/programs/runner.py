@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from controller.client import CONTROLLER_ENV
 from experiments import store
 from experiments.errors import one_line
 from experiments.platform.cpu import CpuMonitor
@@ -106,7 +107,7 @@ class ProgramsWorkload:
     def _launch(self, process: Process) -> None:
         process.dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-               "PYTHONPATH": str(REPO_ROOT),
+               "PYTHONPATH": str(REPO_ROOT), CONTROLLER_ENV: self.em.client.path,
                **program_env(self.spec, process.program, process.rank, str(process.dir))}
         with open(process.dir / "stdout.txt", "wb") as out, open(process.dir / "stderr.txt", "wb") as err:
             process.proc = self.em.popen(process.host, ["sh", "-c", process.program["command"]], stdout=out,
