@@ -250,3 +250,15 @@ def test_a_stage_end_decides_once(scheduler):
         coordinator.iteration_done("c0j0")
         decisions = _decisions(coordinator.worker_done("c0j0", 0, stage, now))
         assert len(decisions) == 1, (stage, decisions)
+
+
+def test_a_run_that_cannot_end_within_its_time_limit_is_refused_before_it_starts():
+    """The defaults (stages of 500..4000 iterations) at 100 Mbit/s: the surviving job
+    alone computes 7,500 iterations of 0.256 s, past the default 1800 s."""
+    raw = {"name": "x", "topology": {"kind": "leaf_spine", "host_mbps": 100}, "workload": {"kind": "cojob"},
+           "scheduler": {"name": "fs"}}
+    with pytest.raises(SpecError) as err:
+        cojob_spec.validate(raw)
+    assert err.value.field == "time_limit_s" and "7500 iterations of at least 0.256 s, 1920 s" in err.value.problem
+    assert cojob_spec.validate({**raw, "time_limit_s": 2000})["time_limit_s"] == 2000
+    assert cojob_spec.validate(raw, simulated=True)  # the simulator has no wall-clock limit to miss

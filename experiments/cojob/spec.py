@@ -124,7 +124,30 @@ def validate(raw, simulated: bool = False) -> dict:
                 "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
                 "workload": resolved_workload, "scheduler": resolved_scheduler}
     _check_cojobs(resolved)
+    if not simulated:
+        _check_time_limit(resolved)
     return resolved
+
+
+def _check_time_limit(spec: dict) -> None:
+    """A run that cannot end within ``time_limit_s`` is refused before it starts: each
+    generated cojob's last job alone computes every stage's iterations (the scaled
+    stages, at the slowest host link's time scale), a bound that sending only adds to.
+    A trace's stages are the trace's: left to the run."""
+    w = spec["workload"]
+    if "trace" in w:
+        return
+    models = [cojob_mod.MODELS[name] for name in w["models"]]
+    if "comm_comp_ratio" in w:
+        models = [cojob_mod.at_comm_comp_ratio(m, w["comm_comp_ratio"]) for m in models]
+    iterations = sum(cojob_mod.scaled_stages(w["stage_iterations"], w["iterations_scale"]))
+    per_iteration = min(m.compute_s for m in models) * build_scaling(spec).time_scale
+    least = iterations * per_iteration
+    if least > spec["time_limit_s"]:
+        raise SpecError("time_limit_s", f"{spec['time_limit_s']:g} s cannot hold the run: a cojob's last job alone "
+                                        f"computes {iterations} iterations of at least {per_iteration:.3g} s, "
+                                        f"{least:.0f} s (workload.stage_iterations x iterations_scale); raise it "
+                                        f"or shorten the stages")
 
 
 def _check_cojobs(spec: dict) -> None:
