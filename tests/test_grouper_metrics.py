@@ -185,6 +185,8 @@ def test_tcp_summary_totals_the_hosts_counters():
     assert (summary["fast_retransmits"], summary["sack_recoveries"], summary["dsacks_received"],
             summary["reorderings_seen"], summary["receiver_drops"],
             summary["retransmissions_refused_by_sender_queue"], summary["retransmitted"]) == (40, 7, 5, 4, 7, 6, 100)
+    # 6 of the 100 retransmissions counted were attempts the sender's own qdisc refused
+    assert summary["retransmitted_on_wire"] == 94 and summary["retransmitted_on_wire_share"] == 0.094
     # a file kept before a counter was read counts it 0
     old = {"h1": {"TcpOutSegs": 10, "TcpRetransSegs": 1}}
     assert tcp_summary(old)["dsacks_received"] == 0 and tcp_summary(old)["retransmitted_share"] == 0.1

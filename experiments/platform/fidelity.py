@@ -70,8 +70,13 @@ def tcp_summary(counters: dict) -> dict:
     a run's file lacks (kept before it was read) counts 0."""
     total = {name: sum(host.get(name, 0) for host in counters.values()) for name in TCP_COUNTERS}
     sent = total["TcpOutSegs"]
+    # The kernel counts a retransmission as it tries it: one its own qdisc refused
+    # (TCPRetransFail) is counted, and counted again when retried. Those that left
+    # the host are the rest.
+    on_wire = total["TcpRetransSegs"] - total["TcpExtTCPRetransFail"]
     return {"segments": sent, "retransmitted_share": total["TcpRetransSegs"] / sent if sent else None,
             "retransmitted": total["TcpRetransSegs"],
+            "retransmitted_on_wire": on_wire, "retransmitted_on_wire_share": on_wire / sent if sent else None,
             "timeouts": total["TcpExtTCPTimeouts"], "loss_probes": total["TcpExtTCPLossProbes"],
             "spurious_timeouts": total["TcpExtTCPSpuriousRTOs"],
             "retransmissions_held_in_sender_queue": total["TcpExtTCPSpuriousRtxHostQueues"],
