@@ -135,7 +135,7 @@ def resume_colocation(raw: dict, out: str | Path) -> Path:
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind("timetable", _validate_timetable, _run_timetable,
          summary="flows started and re-prioritised at set times (a spec without workload: is one)",
-         headline=("high_share_while_both", "rate_limit_achieved_mbps", "link_goodput_ratio")),
+         headline=("high_share_while_both", "rate_limit_achieved_mbps", "link_goodput_ratio", "mean_fct_s")),
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
          summary="cojobs of PS-trained jobs under one network scheduler", headline=("avg_sct_s", "avg_cojct_s")),
     Kind("gnn", _validate_gnn, _run_gnn, _simulate_gnn, _validate_gnn_simulated,

@@ -87,6 +87,25 @@ def test_a_flow_lasts_whole_seconds_as_iperf3_times_it(duration, defaulted):
     assert ("duration_s - the flow's start_s" in str(err.value)) == defaulted
 
 
+def test_a_sized_flow_takes_size_bytes_instead_of_a_duration():
+    raw = demo()
+    raw["flows"][1] = {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 8, "size_bytes": 10_000_000, "queue": 1}
+    raw["analysis"] = {"rate_limit": {"flow": "low"}}
+    flow = spec_mod.validate(raw)["flows"][1]
+    assert flow == {"name": "high", "src": "tbh5", "dst": "tbh1", "start_s": 8.0, "size_bytes": 10_000_000, "queue": 1}
+    for change, field in (({"duration_s": 5}, "flows[1].duration_s"), ({"size_bytes": 0}, "flows[1].size_bytes"),
+                          ({"size_bytes": 2.5}, "flows[1].size_bytes"), ({"size_bytes": 10**13}, "flows[1].size_bytes")):
+        bad = copy.deepcopy(raw)
+        bad["flows"][1].update(change)
+        with pytest.raises(SpecError) as err:
+            spec_mod.validate(bad)
+        assert err.value.field == field, err.value
+    raw["analysis"] = {"priority": {"high": "high", "low": "low"}}  # the analyses judge flows of a duration
+    with pytest.raises(SpecError) as err:
+        spec_mod.validate(raw)
+    assert err.value.field == "analysis.priority.high" and "size_bytes" in err.value.problem
+
+
 def test_the_analysis_names_two_flows_and_a_limit_it_can_judge():
     raw = demo()
     raw["analysis"]["priority"]["low"] = "high"

@@ -155,11 +155,15 @@ def _timetable(data: RunData) -> list[Row]:
         policy = ", ".join(f"{key} {flows.get(name, {})[key]:g}" for key in ("queue", "host_queue", "rate_mbps")
                            if flows.get(name, {}).get(key) is not None)
         retransmits = values.get("retransmits")
-        rows.append((f"flow {name}", f"{num(values.get('mean_goodput_mbps'), 'Mbit/s')} mean goodput"
+        sized = (f"{values['size_bytes']:,} bytes in {num(values['fct_s'], 's')}, " if values.get("fct_s") is not None
+                 else "")
+        rows.append((f"flow {name}", f"{sized}{num(values.get('mean_goodput_mbps'), 'Mbit/s')} mean goodput"
                                      + (f", {retransmits} segments retransmitted" if retransmits is not None else "")
                                      + (f" ({policy})" if policy else "")))
     rows += [(f"flow {name}", f"FAILED: {failure.get('error', failure)}")
              for name, failure in (s.get("failed_flows") or {}).items()]
+    if s.get("mean_fct_s") is not None:
+        rows.append(("mean flow completion time (sized flows)", num(s["mean_fct_s"], "s")))
     priority = ((data.spec or {}).get("analysis") or {}).get("priority") or {"high": "high", "low": "low"}
     if "high_share_while_both" in s:
         rows.append((f"{priority['high']}'s share while both ran", pct(s["high_share_while_both"])))

@@ -7,7 +7,9 @@ analysis step turns raw data into ``summary.json`` and plots.
 """
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,12 +22,19 @@ from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.timetable import metrics, plots
 from experiments.timetable import spec as spec_mod
-from hosts import traffic
+from experiments.store import REPO_ROOT
+from hosts import traffic, transfer
 
 INTERVAL_S = 0.5
 GRACE_S = 5.0
 # After the high flow ends, the low flow's recovery is measured over this window.
 RECOVERY_WINDOW_S = 5.0
+
+
+def spec_end(spec: dict) -> float:
+    """Seconds after the schedule's start by which every flow's processes must have
+    ended (a sized flow not done by then failed)."""
+    return spec["duration_s"] + GRACE_S + 10
 
 
 def _policy_of(entry: dict) -> dict:
@@ -52,6 +61,12 @@ class TimetableWorkload:
         ports = {f["name"]: traffic.IPERF_BASE_PORT + i for i, f in enumerate(flows)}
         self.played.update({"starts": {}, "ports": ports, "changes": [], "exit_codes": {}})
         for f in flows:
+            if "size_bytes" in f:  # one sized transfer; its report is its own file
+                cmd = [sys.executable, "-m", "hosts.transfer", "recv", "--listen",
+                       f"{em.fabric.host(f['dst']).ip}:{ports[f['name']]}", "--interval-s", f"{INTERVAL_S:g}",
+                       "--out", str(self.raw / f"{f['name']}.recv.json"), "--timeout-s", f"{spec_end(self.spec):g}"]
+                self.servers[f["name"]] = em.popen(f["dst"], cmd, cwd=REPO_ROOT)
+                continue
             with open(self.raw / f"{f['name']}.server.json", "wb") as out:
                 cmd = traffic.server_cmd(ports[f["name"]]) + ["-i", f"{INTERVAL_S:g}"]
                 self.servers[f["name"]] = em.popen(f["dst"], cmd, stdout=out, stderr=out)
@@ -81,13 +96,20 @@ class TimetableWorkload:
                 policy_ids[flow["name"]] = em.client.set_policy(**match, **_policy_of(entry))
             if kind == "change":
                 played["changes"].append({"flow": flow["name"], "at_s": at, "applied_s": time.monotonic() - t0})
-            if kind == "start":
+            if kind == "start" and "size_bytes" in flow:
+                cmd = [sys.executable, "-m", "hosts.transfer", "send", "--to",
+                       f"{em.fabric.host(flow['dst']).ip}:{ports[flow['name']]}", "--bytes", str(flow["size_bytes"]),
+                       "--out", str(self.raw / f"{flow['name']}.send.json"), "--timeout-s", f"{spec_end(spec):g}",
+                       "--congestion", spec["tcp_congestion"]]
+                played["starts"][flow["name"]] = time.monotonic() - t0
+                self.clients[flow["name"]] = em.popen(flow["src"], cmd, cwd=REPO_ROOT)
+            elif kind == "start":
                 with open(self.raw / f"{flow['name']}.client.json", "wb") as out:
                     cmd = traffic.client_cmd(em.fabric.host(flow["dst"]).ip, ports[flow["name"]],
                                              flow["duration_s"], spec["tcp_congestion"]) + ["-i", f"{INTERVAL_S:g}"]
                     played["starts"][flow["name"]] = time.monotonic() - t0
                     self.clients[flow["name"]] = em.popen(flow["src"], cmd, stdout=out, stderr=out)
-        deadline = t0 + spec["duration_s"] + GRACE_S + 10
+        deadline = t0 + spec_end(spec)
         for role, procs in (("client", self.clients), ("server", self.servers)):
             for name, proc in procs.items():
                 try:
@@ -125,7 +147,7 @@ class TimetableWorkload:
 
 
 def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
-    """Flows whose iperf3 client or server failed: exit code (or "timed out"/"not
+    """Flows whose client or server (iperf3, or a sized flow's transfer) failed: exit code (or "timed out"/"not
     started") and the first problem found in their reports."""
     failures = {}
     for f in spec["flows"]:
@@ -135,16 +157,30 @@ def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
             continue
         codes = {role: played.get("exit_codes", {}).get(f"{name}.{role}", "still running at the end")
                  for role in ("client", "server")}
-        problem = next((f"iperf3 {role} exit {code}" for role, code in codes.items() if code != 0), None)
+        tool = "transfer" if "size_bytes" in f else "iperf3"
+        problem = next((f"{tool} {role} exit {code}" for role, code in codes.items() if code != 0), None)
         for role in ("client", "server"):
             try:
-                traffic.read_report((run / "raw" / f"{name}.{role}.json").read_text())
+                if "size_bytes" in f:
+                    error = _sized_report(run, name, role).get("error")
+                    problem = problem or (f"{role}: {error}" if error else None)
+                else:
+                    traffic.read_report((run / "raw" / f"{name}.{role}.json").read_text())
             except (OSError, ValueError) as err:
                 problem = problem or f"{role} report: {err}"
+        if not problem and "size_bytes" in f:
+            sent, received = (_sized_report(run, name, role) for role in ("client", "server"))
+            if transfer.flow_completion_s(sent, received) is None:
+                problem = f"received {received.get('bytes')} of {sent.get('bytes')} bytes"
         if problem:
             failures[name] = {"exit_code": codes["client"] if codes["client"] != 0 else codes["server"],
                               "error": problem}
     return failures
+
+
+def _sized_report(run: Path, name: str, role: str) -> dict:
+    """A sized flow's ``hosts.transfer`` report: the sender's (client) or receiver's (server)."""
+    return json.loads((run / "raw" / f"{name}.{'send' if role == 'client' else 'recv'}.json").read_text())
 
 
 def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
@@ -160,17 +196,24 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
     fab = platform_spec.fabric_of(spec)
     failures = flow_failures(spec, run, played)
     good = [dict(f) for f in spec["flows"] if f["name"] not in failures]
-    series = {}
+    series, completion = {}, {}
     for f in good:
+        start = played["starts"][f["name"]]
+        if "size_bytes" in f:
+            sent, received = (_sized_report(run, f["name"], role) for role in ("client", "server"))
+            series[f["name"]] = transfer.receiver_series(received, start, sent["started_s"])
+            completion[f["name"]] = transfer.flow_completion_s(sent, received)
+            f["duration_s"] = completion[f["name"]]  # what the goodput windows read: its time on the wire
+            continue
         text = (run / "raw" / f"{f['name']}.server.json").read_text()
-        series[f["name"]] = traffic.receiver_series(text, played["starts"][f["name"]])
+        series[f["name"]] = traffic.receiver_series(text, start)
     with open(run / "flows.csv", "w") as out:
         out.write("time_s,flow,goodput_mbps\n")
         for name, points in series.items():
             for t, mbps in points:
                 out.write(f"{t:.3f},{name},{mbps:.3f}\n")
     senders = {f["name"]: traffic.sender_report((run / "raw" / f"{f['name']}.client.json").read_text(),
-                                                played["starts"][f["name"]]) for f in good}
+                                                played["starts"][f["name"]]) for f in good if f["name"] not in completion}
     store.write_csv(run / "tcp.csv", ({"time_s": round(p.time_s, 3), "flow": name, "retransmits": p.retransmits,
                                        "cwnd_bytes": p.cwnd_bytes, "rtt_ms": round(p.rtt_ms, 3)}
                                       for name, sender in senders.items() for p in sender.intervals),
@@ -183,6 +226,11 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
     ratios = metrics.link_goodput(per_host)
     summary: dict = {"name": spec["name"], "flows": {}, "failed_flows": failures}
     for f in good:
+        if f["name"] in completion:  # its goodput over its whole time, start to last byte
+            fct = completion[f["name"]]
+            summary["flows"][f["name"]] = {"size_bytes": f["size_bytes"], "fct_s": fct,
+                                           "mean_goodput_mbps": f["size_bytes"] * 8 / fct / 1e6}
+            continue
         summary["flows"][f["name"]] = {
             "mean_goodput_mbps": metrics.window_mean(series[f["name"]], f["start_s"] + metrics.SETTLE_S,
                                                      f["start_s"] + f["duration_s"]),
@@ -216,6 +264,8 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
             (p["rate_mechanism"] for p in played.get("policies", []) if p["dst_port"] == played["ports"][flow["name"]]),
             None)
     summary["link_goodput_ratio"] = min(ratios.values()) if ratios else None
+    if completion:  # the flow-scheduling figure: mean flow completion time of the sized flows
+        summary["mean_fct_s"] = sum(completion.values()) / len(completion)
     reasons = metrics.link_reasons(ratios, spec["fidelity"])
     reasons += [f"flow {name} failed: {fail['error']}" for name, fail in failures.items()]
     summary["policy_changes_delayed"], late = delayed_changes(played.get("changes", []), "flow")

@@ -22,6 +22,7 @@ from experiments.validation import (
     boolean,
     choice,
     host_name,
+    integer,
     items,
     mapping,
     number,
@@ -33,7 +34,9 @@ from experiments.validation import (
 from topologies import fabric as fabric_mod
 
 TOP_FIELDS = COMMON_FIELDS | {"duration_s", "flows", "policy_changes", "analysis", "workload"}
-FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "queue", "host_queue", "rate_mbps", "rate_mechanism"}
+FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "size_bytes", "queue", "host_queue", "rate_mbps",
+               "rate_mechanism"}
+MAX_FLOW_BYTES = 10**12
 CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
 POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
@@ -92,6 +95,14 @@ def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
         if flow["start_s"] >= duration:
             raise SpecError(at(where, "start_s"), f"{flow['start_s']:g} s is not before the experiment's "
                                                   f"duration_s {duration:g}")
+        if "size_bytes" in entry:  # sized: it ends when its bytes arrived, within the experiment
+            if "duration_s" in entry:
+                raise SpecError(at(where, "duration_s"), "a flow of size_bytes ends when its bytes arrived: "
+                                                         "give one of duration_s and size_bytes")
+            flow["size_bytes"] = integer(at(where, "size_bytes"), entry["size_bytes"], minimum=1,
+                                         maximum=MAX_FLOW_BYTES)
+            flows.append({**flow, **_policy(where, entry, flow, fab)})
+            continue
         flow["duration_s"] = number(at(where, "duration_s"), entry.get("duration_s", duration - flow["start_s"]),
                                     minimum=0, strict=True)
         if flow["start_s"] + flow["duration_s"] > duration + 1e-9:
@@ -129,11 +140,15 @@ def _policy_changes(raw, duration: float, flows: list[dict], fab: fabric_mod.Fab
 def _analysis(raw, flows: list[dict], changes: list[dict]) -> dict:
     analysis = mapping("analysis", raw, allowed=ANALYSIS_ROLES, optional=True)
     names = {f["name"] for f in flows}
+    sized = {f["name"] for f in flows if "size_bytes" in f}
     for section, roles in ANALYSIS_ROLES.items():
         if section in analysis:
             part = mapping(at("analysis", section), analysis[section], allowed=roles, required=roles)
             for role in roles:
-                _flow_name(at(at("analysis", section), role), part[role], names)
+                name = _flow_name(at(at("analysis", section), role), part[role], names)
+                if name in sized:
+                    raise SpecError(at(at("analysis", section), role), f"{name!r} is a flow of size_bytes; the "
+                                                                       f"analyses judge flows of a duration_s")
     if "priority" in analysis and analysis["priority"]["high"] == analysis["priority"]["low"]:
         raise SpecError(at(at("analysis", "priority"), "low"), "must be another flow than high")
     if "rate_limit" in analysis:
