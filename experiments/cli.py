@@ -131,6 +131,9 @@ def _place(args) -> int:
     print(f"predicted iteration: {'n/a' if predicted is None else f'{predicted:.4f} s'} "
           f"({spec['scheduler']['name']}, {spec['workload']['iterations']} iterations)")
     print(f"search: {found['search_s']:.3f} s ({found['steps']} ETP steps, seed {seed})")
+    path = found["critical_path"]
+    print(f"Eq. 27's critical path: {path['s_per_iteration']:.4f} s an iteration, of it "
+          + ", ".join(f"{kind} {s:.4f}" for kind, s in path["made_of"].items()))
     if args.out:
         Path(args.out).write_text(json.dumps(found, indent=2) + "\n")  # task order kept
         print(args.out)

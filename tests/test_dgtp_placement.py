@@ -100,6 +100,11 @@ def test_critical_path_by_hand():
     weight = dict(zip(dag.vertices, dag.weights))
     assert weight["task", "p0", 1] == pytest.approx(0.5)  # B's speed 2
     assert weight["flow", "g1", "s0", 1] == pytest.approx(4)
+    # what the path is made of: the worker's two computations, then the store's transfer
+    made_of = path.made_of(dag, small())
+    assert made_of == pytest.approx({"worker": 6, "store->sampler": 4, "worker->ps": 2, "ps->worker": 2, "store": 1,
+                                     "sampler": 1, "ps": 1})
+    assert list(made_of)[:2] == ["worker", "store->sampler"] and sum(made_of.values()) == pytest.approx(17)
 
 
 def test_colocating_a_pair_removes_its_flow_vertices():

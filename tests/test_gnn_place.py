@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from controller.schedulers.placement.dag import path_length
 from controller.schedulers.placement.problem import capacity_penalty, check_placement
 from experiments import store
 from experiments.cli import main
@@ -162,7 +163,15 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
     assert main(["place", str(spec_file), "--profile", str(PROFILE), "--steps", "150", "--seed", "2",
                  "--out", str(out)]) == 0
     written = json.loads(out.read_text())
-    assert set(written) == {"placement", "predicted_iteration_s", "search_s", "steps", "makespan_s", "candidates"}
+    assert set(written) == {"placement", "predicted_iteration_s", "search_s", "steps", "makespan_s", "candidates",
+                            "critical_path"}
+    # why: Eq. 27's critical path of the pick, per iteration, and what it is made of
+    path = written["critical_path"]
+    problem = search.problem_from_profile(spec, simulated.load_profile(PROFILE))
+    assert path["s_per_iteration"] == pytest.approx(
+        path_length(problem, problem.with_rings(written["placement"]), search.WINDOW) / search.WINDOW)
+    assert sum(path["made_of"].values()) == pytest.approx(path["s_per_iteration"])
+    assert list(path["made_of"].values()) == sorted(path["made_of"].values(), reverse=True)
     assert written["steps"] == 150 and written["search_s"] > 0 and written["predicted_iteration_s"] > 0
     assert written["makespan_s"] > 0 and written["candidates"] >= 1
     assert list(written["placement"]) == list(spec["workload"]["placement"]["tasks"])  # every task, in order
@@ -171,6 +180,7 @@ def test_trainbed_place_writes_the_json(tmp_path, capsys, spec, monkeypatch):
         search.with_placement(spec, written["placement"]), simulated.load_profile(PROFILE))
     shown = capsys.readouterr()
     assert "worker0: " in shown.out and "predicted iteration: " in shown.out and "search: " in shown.out
+    assert "Eq. 27's critical path: " in shown.out
     # progress, one line per judged candidate
     assert re.match(r"ETP candidate 1 of \d+: makespan [\d.]+ s over 20 iterations \(search at \d+ s\)\n",
                     shown.err)

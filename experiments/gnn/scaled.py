@@ -421,9 +421,7 @@ def nic_floors(out: Path, setting: Setting, cluster_seed: int = 0) -> Path:
         problem = problems[figure, value]
         found = etp(problem, steps, seed)
         floors = [nic_seconds(problem, c.placement) for c in found.candidates]
-        # DistDGL's tasks, a ring's tasks with their workers (constraint (4))
-        theirs = {t: distdgl[task.worker] if task.kind == "allreduce" else distdgl[t]
-                  for t, task in problem.tasks.items()}
+        theirs = problem.with_rings(distdgl)
         rows.append({"setting": setting.name, "figure": figure, "value": value, "etp_steps": steps, "etp_seed": seed,
                      "distdgl_nic_s": round(nic_seconds(problem, theirs), 2),
                      "ifs_nic_s": round(floors[0], 2), "candidates_least_nic_s": round(min(floors), 2),

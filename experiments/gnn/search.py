@@ -80,6 +80,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from controller.schedulers.placement.dag import execution_dag
 from controller.schedulers.placement.etp import Candidate, EtpResult, Mapper, etp
 from controller.schedulers.placement.ifs import ifs
 from controller.schedulers.placement.problem import (
@@ -374,10 +375,23 @@ def with_placement(spec: Mapping, tasks: Mapping[str, str], kind: str = "etp") -
 def search(spec: Mapping, profile: Profile | str | Path, steps: int = DEFAULT_STEPS, seed: int = 0,
            verify_best: int = 0, progress: Callable[[str], None] | None = None, mapper: Mapper = map) -> dict:
     """``trainbed place``'s result: ``{"placement", "predicted_iteration_s", "search_s", "steps",
-    "makespan_s", "candidates"}`` (``candidates``: every one ETP found, judged or not);
+    "makespan_s", "candidates", "critical_path"}`` (``candidates``: every one ETP found,
+    judged or not; ``critical_path``: ``critical_path``'s of the chosen placement);
     ``mapper`` as ``etp_placement``'s."""
     profile = _profile(profile)
     found = etp_placement(spec, profile, steps, seed, verify_best=verify_best, progress=progress, mapper=mapper)
     predicted = simulated.predict(with_placement(spec, found.placement), profile)
     return {"placement": found.placement, "predicted_iteration_s": predicted, "search_s": found.search_s,
-            "steps": found.steps, "makespan_s": found.makespan, "candidates": len(found.result.candidates)}
+            "steps": found.steps, "makespan_s": found.makespan, "candidates": len(found.result.candidates),
+            "critical_path": critical_path(problem_from_profile(spec, profile), found.placement)}
+
+
+def critical_path(problem: Problem, placement: Mapping[str, str], window: int = WINDOW) -> dict:
+    """Eq. 27's critical path of ``placement`` (the job's tasks; a ring's tasks go with
+    their workers) over ETP's window, per iteration: its length (``s_per_iteration``)
+    and what it is made of (``made_of``: seconds by task kind's compute or transfer
+    between kinds, largest first), the cost ETP walked by."""
+    dag = execution_dag(problem, problem.with_rings(placement), window)
+    path = dag.critical_path()
+    return {"s_per_iteration": path.length / window,
+            "made_of": {kind: s / window for kind, s in path.made_of(dag, problem).items()}}

@@ -57,6 +57,19 @@ class CriticalPath:
     length: float
     vertices: tuple[tuple, ...]
 
+    def made_of(self, dag: "ExecutionDag", problem: Problem) -> dict[str, float]:
+        """Seconds of the path by what they are: a task kind's compute (``worker``,
+        ``sampler``, ``allreduce``, ...) or a transfer between two kinds
+        (``sampler->worker``), largest first: why a placement's iterations take what
+        they take under Eq. 27."""
+        weight = dict(zip(dag.vertices, dag.weights))
+        share: dict[str, float] = {}
+        for vertex in self.vertices:
+            kind = (problem.tasks[vertex[1]].kind if vertex[0] == "task"
+                    else f"{problem.tasks[vertex[1]].kind}->{problem.tasks[vertex[2]].kind}")
+            share[kind] = share.get(kind, 0.0) + weight[vertex]
+        return dict(sorted(share.items(), key=lambda item: -item[1]))
+
 
 @dataclass(frozen=True)
 class ExecutionDag:

@@ -240,6 +240,12 @@ class Problem:
     def of_kind(self, kind: str) -> list[str]:
         return [t for t, task in self.tasks.items() if task.kind == kind]
 
+    def with_rings(self, placement: Mapping[str, str]) -> dict[str, str]:
+        """``placement`` of the job's tasks, every task here placed: a ring's tasks on
+        their workers' machines (constraint (4))."""
+        return {t: placement[task.worker] if task.kind == "allreduce" else placement[t]
+                for t, task in self.tasks.items()}
+
     def _check_stores(self) -> None:
         held: dict[str, str] = {}
         for task in self.tasks.values():
