@@ -37,16 +37,16 @@ def csv_value(value) -> str:
     return str(value)
 
 
-def lookup(data, dotted: str):
+def lookup(data, dotted: str, absent=None):
     """``data``'s value at a dotted field (``topology.host_mbps``; a part of digits
-    indexes a list: ``flows.0.queue``); None where absent."""
+    indexes a list: ``flows.0.queue``); ``absent`` where it has none."""
     for part in dotted.split("."):
         if isinstance(data, list) and part.isdigit() and int(part) < len(data):
             data = data[int(part)]
         elif isinstance(data, dict) and part in data:
             data = data[part]
         else:
-            return None
+            return absent
     return data
 
 

@@ -101,6 +101,7 @@ PART_FIELDS = ("name", "schedulers", "seeds", "grid", "backend")
 BACKENDS = ("emulated", "simulated")
 SCHEDULER_FIELD, SEED_FIELD = "scheduler.name", "seed"
 ID_PREFIX = {SCHEDULER_FIELD: "sched", SEED_FIELD: "seed"}
+_ABSENT = object()  # a field a summary does not have (a null value is one it has)
 _DOTTED = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 _UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
 
@@ -672,6 +673,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     ran: list[float] = []
     to_run = len(pending)
     shown_fields = sweep.report or list(sweep.headline[:1])
+    unchecked = list(sweep.report)  # report fields no completed cell's summary has shown yet
 
     def where(cell: Cell) -> str:
         return f"[{len(rows.keys() & chosen_ids) + 1}/{len(chosen)}] {cell.id}"
@@ -686,6 +688,12 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         outcome = "already done" if kept else f"{'done' if row['completed'] else 'FAILED'}{took}"
         left = f"; {to_run} to run, {_eta(to_run, ran, earlier, slots)}" if to_run else ""
         print(f"{where(cell)}: {outcome} ({', '.join(details)}){left}", flush=True)
+        if row["completed"] and unchecked:  # a name the first completed cell's summary lacks is a typo's
+            missing = [key for key in unchecked if lookup(summary, key, absent=_ABSENT) is _ABSENT]
+            if missing:
+                print(f"sweep: warning: report field(s) {', '.join(missing)} not in {cell.id}'s summary.json "
+                      f"(its fields: {', '.join(sorted(summary))})", flush=True)
+            unchecked.clear()
         rows[cell.id] = row
         write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
         if to_run and not kept:  # the last cell's report is written by publish_sweep below

@@ -392,3 +392,12 @@ def test_repeats_run_each_cell_again_with_its_spec_unchanged(tmp_path):
     for bad in (0, 101, 1.5, True):
         with pytest.raises(SpecError, match=r"^repeats: must be"):
             sweep_mod.load(write(tmp_path, {"repeats": bad}))
+
+
+def test_a_report_field_no_summary_has_is_warned_of_once(tmp_path, capsys):
+    path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1],
+                            "report": ["avg_sct_s", "avg_sct", "fidelity.trustworthy"]})
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner())
+    warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "sweep: warning: report field(s) avg_sct not in sched-fs_seed-1's summary.json (its fields: avg_cojct_s,")
