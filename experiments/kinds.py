@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.errors import SpecError
-from experiments.validation import describe
+from experiments.validation import describe, read_yaml
 
 Validate = Callable[[object], dict]
 Run = Callable[[dict, "str | None"], Path]
@@ -46,6 +46,7 @@ class Kind:
     summary: str = ""  # one line for ``trainbed run --help`` and ``simulate --help``
     by_workload: bool = True  # chosen by ``workload.kind`` (False: by the top-level ``kind``)
     headline: tuple[str, ...] = ()  # summary fields a sweep's table and progress lines lead with
+    file_fields: tuple[str, ...] = ()  # dotted fields naming a file (``read_spec`` anchors them)
 
 
 def _validate_timetable(raw) -> dict:
@@ -137,10 +138,12 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          summary="flows started and re-prioritised at set times (a spec without workload: is one)",
          headline=("high_share_while_both", "rate_limit_achieved_mbps", "link_goodput_ratio", "mean_fct_s")),
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
-         summary="cojobs of PS-trained jobs under one network scheduler", headline=("avg_sct_s", "avg_cojct_s")),
+         summary="cojobs of PS-trained jobs under one network scheduler", headline=("avg_sct_s", "avg_cojct_s"),
+         file_fields=("workload.trace",)),
     Kind("gnn", _validate_gnn, _run_gnn, _simulate_gnn, _validate_gnn_simulated,
          summary="distributed GNN training (graph stores, samplers, workers)",
-         headline=("time_to_accuracy_s", "iteration_s_mean")),
+         headline=("time_to_accuracy_s", "iteration_s_mean"),
+         file_fields=("simulation.profile", "workload.placement.profile")),
     Kind("programs", _validate_programs, _run_programs,
          summary="your own commands on the hosts (e.g. torch.distributed), with per-flow policies",
          headline=("allreduce_over_ideal", "wall_s")),
@@ -158,6 +161,33 @@ def workload_kinds() -> list[str]:
 def is_colocation(raw) -> bool:
     """A co-location spec: a mapping whose top-level kind is training or inference."""
     return isinstance(raw, dict) and isinstance(raw.get("kind"), str) and raw["kind"] in COLOCATION_KINDS
+
+
+def read_spec(path, field: str = "spec", what: str = "file") -> object:
+    """A spec file's contents (``read_yaml``'s one-line errors), its kind's file fields
+    (``Kind.file_fields``) that are relative and name a file beside the spec made
+    absolute: a spec kept with its own profile or trace names it as it lies. One that
+    names no file there is left to its kind, which reads it from the checkout (the
+    shipped specs' ``measurements/...``)."""
+    raw = read_yaml(path, field, what)
+    try:
+        fields = kind_of(raw).file_fields
+    except SpecError:  # the kind's own check says what is wrong, at validation
+        return raw
+    here = Path(path).absolute().parent
+    for field in fields:
+        *parents, leaf = field.split(".")
+        node = raw
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        value = node.get(leaf) if isinstance(node, dict) else None
+        try:
+            beside = isinstance(value, str) and value and not Path(value).is_absolute() and (here / value).is_file()
+        except (OSError, ValueError):  # a name too long, a NUL: the kind's check names it
+            beside = False
+        if beside:
+            node[leaf] = str(here / value)
+    return raw
 
 
 def kind_of(raw) -> Kind:

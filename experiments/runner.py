@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from experiments.kinds import COLOCATION_KINDS, KINDS, Kind, is_colocation, kind_of, simulated_kind
-from experiments.validation import read_yaml as read_spec
+from experiments.kinds import COLOCATION_KINDS, KINDS, Kind, is_colocation, kind_of, read_spec, simulated_kind
 
 __all__ = ["COLOCATION_KINDS", "KINDS", "Kind", "is_colocation", "kind_of", "read_spec", "run_any_spec",
            "simulate_any_spec", "simulated_kind", "validate_any"]

@@ -74,7 +74,7 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
-from experiments.kinds import kind_of, resume_colocation
+from experiments.kinds import kind_of, read_spec, resume_colocation
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
 from experiments.results import csv_value, durations, lookup, read_environment, read_summary
@@ -200,7 +200,7 @@ def _base_spec(sweep_path: Path | None, value) -> tuple[Path | None, dict]:
         path = path.resolve()
     except (OSError, RuntimeError, ValueError):  # a name too long, a loop, a NUL: read_yaml names it
         pass
-    base = read_yaml(path, "spec", "base spec")
+    base = read_spec(path, "spec", "base spec")
     if not isinstance(base, dict):
         raise error("spec", f"{shown_path(path)} must hold a mapping, got {describe(base)}")
     return path, base

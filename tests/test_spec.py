@@ -351,3 +351,21 @@ def test_trainbed_validate_checks_a_spec_as_run_or_simulate_would_and_starts_not
     assert main(["validate", str(DEMO), "--resolved"]) == 0
     resolved = yaml.safe_load(capsys.readouterr().out)
     assert resolved == spec_mod.load(DEMO) and resolved["flows"][1]["start_s"] == 8.0
+
+
+def test_a_spec_names_a_file_beside_it_by_its_own_relative_path(tmp_path):
+    """A spec kept with its own profile names it as it lies; a name with no file beside
+    the spec is the checkout's, as the shipped specs' measurements/... are."""
+    import shutil
+
+    from experiments.runner import read_spec, validate_any
+    raw = read_yaml(REPO / "experiments/specs/gnn-hetero-products-model.yaml")
+    shipped = REPO / raw["simulation"]["profile"]
+    shutil.copy(shipped, tmp_path / "profile.json")
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({**raw, "simulation": {"profile": "profile.json"}}))
+    mine = read_spec(tmp_path / "job.yaml")
+    assert mine["simulation"]["profile"] == str(tmp_path / "profile.json")
+    assert validate_any(mine, simulated=True)["simulation"]["profile"] == str(tmp_path / "profile.json")
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(raw))  # measurements/...: not beside it
+    assert read_spec(tmp_path / "job.yaml")["simulation"]["profile"] == raw["simulation"]["profile"]
+    assert validate_any(read_spec(tmp_path / "job.yaml"), simulated=True)["simulation"]["profile"] == str(shipped)
