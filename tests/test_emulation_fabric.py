@@ -271,3 +271,4 @@ def test_management_plane_is_unreachable_from_an_emulated_host(fabric_up):
     assert probe.returncode == 0 and out.strip() == "", f"reached the OpenFlow port at {out!r}"
     mode = os.stat(em.socket_path).st_mode & 0o777
     assert mode == 0o600 and os.stat(em.socket_path).st_uid == 0
+

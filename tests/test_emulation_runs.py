@@ -15,8 +15,11 @@ import yaml
 from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes, processes_mentioning
 
 from experiments.platform import spec as platform_spec
+from experiments.platform.net import Emulation, EmulationOptions
 from experiments.timetable import spec as spec_mod
 from experiments.timetable.runner import run_spec
+from topologies import queues
+from topologies.fabric import star
 
 pytestmark = pytest.mark.root
 REPO = Path(__file__).resolve().parent.parent
@@ -136,3 +139,27 @@ def test_sigkilled_run_is_removed_by_clean(tmp_path, private_state):
     again = subprocess.run([sys.executable, "-m", "experiments.cli", "clean"], cwd=REPO, capture_output=True,
                            text=True, timeout=60)
     assert again.stdout.strip() == "clean: removed 0 item(s)"
+
+
+def test_a_spec_sets_the_switch_queues_buffer(tmp_path, private_state):
+    """emulation.switch_buffer_bytes is every switch queue's bfifo, and an overloaded
+    port drops at it: two senders' 90 Mbit/s into one 100 Mbit/s receiver fill its
+    port's queue, which holds at most 30 KB."""
+    fabric = star(3, 100)
+    with Emulation(fabric, tmp_path / "run", options=EmulationOptions(switch_buffer_bytes=30_000)) as em:
+        port = next(link.intf(link.b) for link in fabric.host_links() if link.a == "tbh3")
+        shown = subprocess.run(["tc", "qdisc", "show", "dev", port], capture_output=True, text=True).stdout
+        assert shown.count("bfifo") == queues.N_QUEUES and shown.count("limit 30000b") == queues.N_QUEUES, shown
+        servers = [em.popen("tbh3", ["iperf3", "-s", "-1", "-p", str(p)], stdout=subprocess.DEVNULL)
+                   for p in (5405, 5406)]
+        em.wait_listening("tbh3", [5405, 5406])
+        clients = [em.popen(h, ["iperf3", "-c", "10.0.0.3", "-p", str(p), "-u", "-b", "90M", "-l", "1400", "-t", "2"],
+                            stdout=subprocess.DEVNULL) for h, p in (("tbh1", 5405), ("tbh2", 5406))]
+        backlogs = []
+        while any(c.poll() is None for c in clients):
+            backlogs.append(queues.queue_backlogs(subprocess.run(["tc", "-s", "class", "show", "dev", port],
+                                                                 capture_output=True, text=True).stdout)[7])
+            time.sleep(0.05)
+        assert [c.returncode for c in clients] == [0, 0] and [s.wait(timeout=10) for s in servers] == [0, 0]
+        assert em.port_counters()[port][7]["dropped"] > 0  # the port was overloaded
+        assert 0 < max(backlogs) <= 30_000, backlogs

@@ -169,6 +169,8 @@ BAD = [
     ("emulation.mtu", "jumbo", "emulation.mtu: must be an integer"),
     ("emulation.ovs_instances", "per-switch", 'emulation.ovs_instances: must be an integer >= 1 or "per_switch"'),
     ("emulation.ovs_instances", 0, "emulation.ovs_instances: must be >= 1, got 0"),
+    ("emulation.switch_buffer_bytes", 9000, "emulation.switch_buffer_bytes: must be in [18000, 4000000], got 9000"),
+    ("emulation.switch_buffer_bytes", 1.5e5, "emulation.switch_buffer_bytes: must be an integer"),
 ]
 
 

@@ -28,7 +28,11 @@ CONTROL_QUEUE = 0
 SCHEDULER_QUEUES = range(1, N_QUEUES)
 LOWEST_QUEUE = N_QUEUES - 1
 DSCP_OF_QUEUE = {q: 8 * (LOWEST_QUEUE - q) for q in range(N_QUEUES)}
-LEAF_LIMIT_BYTES = 150_000
+LEAF_LIMIT_BYTES = 150_000  # a switch queue's buffer unless a spec sets emulation.switch_buffer_bytes
+# A spec's switch_buffer_bytes: two jumbo frames at least (a queue that cannot hold one
+# frame drops everything), 4 MB at most (the switch's send socket holds every queue
+# full, SKB_OVERHEAD x ports x queues x this).
+MIN_SWITCH_BUFFER_BYTES, MAX_SWITCH_BUFFER_BYTES = 2 * 9000, 4_000_000
 # A sender's own queues hold what a NIC's default txqueuelen does (1000 packets of 1500 bytes):
 # a host's stack is not a switch buffer, and at 150 KB the sender dropped its own
 # bursts (two pushes of 400 KB at once), each drop a 200 ms TCP timeout (docs/grouper.md,
@@ -83,11 +87,11 @@ def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_
 SKB_OVERHEAD = 2
 
 
-def switch_send_buffer_bytes(n_ports: int) -> int:
+def switch_send_buffer_bytes(n_ports: int, leaf_limit_bytes: int = LEAF_LIMIT_BYTES) -> int:
     """Send buffer for a userspace switch process whose ``n_ports`` ports it feeds
     through one socket: every queue of every port full at once, so that only the
     queues drop (``experiments.platform.ovs``)."""
-    return n_ports * N_QUEUES * LEAF_LIMIT_BYTES * SKB_OVERHEAD
+    return n_ports * N_QUEUES * leaf_limit_bytes * SKB_OVERHEAD
 
 
 # How long a userspace switch may wait for the CPU without its ports losing what arrives

@@ -66,6 +66,7 @@ class EmulationOptions:
     mtu: int = queues.MAX_MTU  # every interface of the fabric, host NICs and switch ports alike
     tcp_rto_min_ms: float | None = None  # None: the kernel's 200 ms
     tcp_congestion: str | None = None  # the spec's top-level tcp_congestion; None: the kernel's default
+    switch_buffer_bytes: int = queues.LEAF_LIMIT_BYTES  # each switch queue's buffer (bfifo limit)
 
     def instances_for(self, switches: list[str]) -> list[list[str]]:
         """Switch names grouped by OVS instance (round-robin, so leaves spread out)."""
@@ -243,7 +244,8 @@ class Emulation:
         if self.options.mtu != queues.MIN_MTU:
             batch = "".join(" ".join(queues.mtu_cmd(intf, self.options.mtu)[1:]) + "\n" for _sw, intf, _m in ports)
             subprocess.run(["ip", "-batch", "-"], input=batch, text=True, check=True, capture_output=True)
-        run_tc_batch([c for _sw, intf, mbps in ports for c in queues.switch_port_cmds(intf, mbps)],
+        run_tc_batch([c for _sw, intf, mbps in ports
+                      for c in queues.switch_port_cmds(intf, mbps, self.options.switch_buffer_bytes)],
                      where="switch ports")
         for link in self.fabric.host_links():
             pid, intf = self.host(link.a).pid, link.intf(link.a)
@@ -264,7 +266,7 @@ class Emulation:
         for instance in self.ovs:
             switches = [s for s, inst in self.ovs_of_switch.items() if inst is instance]
             mine = [(intf, mbps) for sw, intf, mbps in ports if sw in switches]
-            nbytes = queues.switch_send_buffer_bytes(len(mine))
+            nbytes = queues.switch_send_buffer_bytes(len(mine), self.options.switch_buffer_bytes)
             try:
                 done = instance.set_send_buffer(nbytes)
                 if not done:

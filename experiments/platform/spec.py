@@ -17,7 +17,7 @@ from topologies import queues
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.platform.cpu).
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
-EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms"}
+EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms", "switch_buffer_bytes"}
 # The top-level fields ``validate_common`` reads: every kind's spec allows them.
 COMMON_FIELDS = {"name", "description", "topology", "tcp_congestion", "fidelity", "emulation", "capture"}
 
@@ -37,7 +37,10 @@ def emulation_options(raw) -> dict:
     rto_min = section.get("tcp_rto_min_ms")
     if rto_min is not None:
         rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
-    return {"ovs_instances": instances, "segmentation": segmentation, "mtu": mtu, "tcp_rto_min_ms": rto_min}
+    buffer = integer("emulation.switch_buffer_bytes", section.get("switch_buffer_bytes", defaults.switch_buffer_bytes),
+                     minimum=queues.MIN_SWITCH_BUFFER_BYTES, maximum=queues.MAX_SWITCH_BUFFER_BYTES)
+    return {"ovs_instances": instances, "segmentation": segmentation, "mtu": mtu, "tcp_rto_min_ms": rto_min,
+            "switch_buffer_bytes": buffer}
 
 
 def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
