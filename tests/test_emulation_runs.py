@@ -41,20 +41,24 @@ def _short_spec(mechanism: str) -> dict:
     return spec_mod.validate(raw)
 
 
-@pytest.mark.parametrize("mechanism", ["host", "meter"])
-def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, private_state):
-    namespaces = netns_inodes()
-    spec = _short_spec(mechanism)
-    # A second try only when the run itself says the box took CPU time away (steal or
-    # a quota: the high sender frozen while the low queue is served); twice: skipped.
+def _judged_run(spec: dict, tmp_path: Path) -> tuple[Path, dict]:
+    """The run and its summary. A second try only when the run itself says the box took
+    CPU time away (steal or a quota: a sender frozen while another is served); twice:
+    skipped, the packets cannot judge the emulation."""
     for attempt in range(2):
         run = run_spec(spec, out=str(tmp_path / f"run{attempt}"))
         summary = json.loads((run / "summary.json").read_text())
         taken = cpu_was_taken(summary)
         if not taken:
-            break
-    else:
-        pytest.skip(f"the emulation cannot be judged on this box now: {taken}")
+            return run, summary
+    pytest.skip(f"the emulation cannot be judged on this box now: {taken}")
+
+
+@pytest.mark.parametrize("mechanism", ["host", "meter"])
+def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, private_state):
+    namespaces = netns_inodes()
+    spec = _short_spec(mechanism)
+    run, summary = _judged_run(spec, tmp_path)
     cpu = {k: summary[k] for k in ("cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "switch_loss_share")}
     assert summary["high_share_while_both"] >= 0.90, (summary["flows"], cpu, summary["fidelity"])
     assert summary["switch_loss_share"] < 0.01, cpu  # measured 0.0008; 0.023 on a box that froze the run
@@ -89,14 +93,7 @@ def test_sized_flows_complete_by_their_priority(tmp_path, private_state):
            "flows": [{"name": "first", "src": "tbh2", "dst": "tbh1", "size_bytes": 12_500_000, "queue": 1},
                      {"name": "second", "src": "tbh3", "dst": "tbh1", "size_bytes": 12_500_000, "queue": 7}]}
     spec = spec_mod.validate(raw)
-    for attempt in range(2):  # again only when the run says the box took its CPU
-        run = run_spec(spec, out=str(tmp_path / f"run{attempt}"))
-        summary = json.loads((run / "summary.json").read_text())
-        taken = cpu_was_taken(summary)
-        if not taken:
-            break
-    else:
-        pytest.skip(f"the emulation cannot be judged on this box now: {taken}")
+    run, summary = _judged_run(spec, tmp_path)
     assert summary["completed"] and summary["failed_flows"] == {}, summary
     first, second = (summary["flows"][name] for name in ("first", "second"))
     wire = 12_500_000 * 8 / 50e6  # 2.0 s of payload at the link rate; headers add ~0.6% at MTU 9000
