@@ -63,12 +63,30 @@ def test_every_rank_is_told_who_it_is_and_where_every_program_listens():
     assert env["TRAINBED_PORT_SINK"] == "20000" and env["TRAINBED_IP_tbh1"] == "10.0.0.1"
     assert env["TRAINBED_OUT"] == "/out"
     assert who["command"] == "sh -c 'env > $TRAINBED_OUT/env.txt'"  # a list of words, quoted for the shell
+    assert (env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("0", "1")
+
+
+def test_ranks_may_share_a_host_as_a_servers_gpus_do():
+    """Rank r runs on hosts[r]; ranks on one host are told their place there, and a
+    policy by program names the flows between its hosts, not within one."""
+    raw = _raw()
+    raw["workload"]["programs"][2]["hosts"] = ["tbh2", "tbh2", "tbh3"]
+    raw["workload"]["policies"].append({"name": "who-q2", "program": "who", "queue": 2})
+    spec = validate(raw)
+    who = spec["workload"]["programs"][2]
+    envs = [program_env(spec, who, rank, "/out") for rank in range(3)]
+    assert [(e["TRAINBED_HOST"], e["RANK"], e["LOCAL_RANK"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [
+        ("tbh2", "0", "0", "2"), ("tbh2", "1", "1", "2"), ("tbh3", "2", "0", "1")]
+    assert envs[2]["WORLD_SIZE"] == "3" and envs[2]["TRAINBED_PEERS"] == "10.0.0.2 10.0.0.2 10.0.0.3"
+    policy = next(p for p in spec["workload"]["policies"] if p["name"] == "who-q2")
+    assert policy["flows"] == [{"src": "tbh2", "dst": "tbh3"}, {"src": "tbh3", "dst": "tbh2"}]
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda w: w["programs"][1].update(hosts=["tbh9"]), r"^workload.programs\[1\].hosts\[0\]: 'tbh9' is not a host"),
     (lambda w: w["programs"][1].update(name="sink"), r"^workload.programs\[1\].name: duplicate program name"),
-    (lambda w: w["programs"][2].update(hosts=["tbh2", "tbh2"]), r"^workload.programs\[2\].hosts: a host may run"),
+    (lambda w: w["programs"][2].update(hosts=["tbh2", "tbh2"]) or w.update(analysis={"allreduce": {"program": "who"}}),
+     r"^workload.analysis.allreduce.program: the ring's ideal is of one rank per host"),
     (lambda w: w["programs"][1].update(role="side"), r"^workload.programs\[1\].role: must be one of main, background"),
     (lambda w: [p.update(role="background") for p in w["programs"]], r"^workload.programs: needs at least one"),
     (lambda w: w["programs"][1].update(start_s=60), r"^workload.programs\[1\].start_s: 60 s is not before"),
@@ -103,6 +121,7 @@ def test_bad_programs_specs_are_one_line_naming_the_field(change, message):
 def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_background_ones_are_stopped(tmp_path):
     namespaces = netns_inodes()
     raw = _raw(policy_changes=[{"at_s": 2.5, "policy": "push-q3", "queue": 4}])
+    raw["workload"]["programs"][2]["hosts"] = ["tbh2", "tbh3", "tbh3"]  # two ranks on tbh3
     raw["capture"] = {"hosts": ["tbh1"], "packets": 5000, "filter": "tcp dst port 20000", "queue_interval_s": 0.2}
     spec = validate(raw)
     run = run_programs_spec(spec, out=str(tmp_path / "run"))
@@ -110,11 +129,16 @@ def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_back
     assert summary["completed"] and summary["failed_programs"] == []
     records = {(p["program"], p["rank"]): p for p in summary["programs"]}
     assert records[("push", 0)]["exit_code"] == 0 and records[("who", 1)]["exit_code"] == 0
+    assert records[("who", 2)]["exit_code"] == 0 and records[("who", 2)]["host"] == "tbh3"
     assert records[("idle", 0)]["stopped"] and records[("sink", 0)]["stopped"]
     assert processes_mentioning("sleep 1001") == [] and processes_mentioning("sleep 1000") == []
     env = dict(line.split("=", 1) for line in (run / "raw/programs/who/1/env.txt").read_text().splitlines()
                if "=" in line)
-    assert env["TRAINBED_HOST"] == "tbh3" and env["RANK"] == "1" and env["TRAINBED_PEERS"] == "10.0.0.2 10.0.0.3"
+    assert env["TRAINBED_HOST"] == "tbh3" and env["RANK"] == "1" and env["LOCAL_RANK"] == "0"
+    assert env["TRAINBED_PEERS"] == "10.0.0.2 10.0.0.3 10.0.0.3"
+    second = dict(line.split("=", 1) for line in (run / "raw/programs/who/2/env.txt").read_text().splitlines()
+                  if "=" in line)
+    assert (second["TRAINBED_HOST"], second["LOCAL_RANK"], second["LOCAL_WORLD_SIZE"]) == ("tbh3", "1", "2")
     sent = json.loads((run / "raw/programs/push/0/iperf3.json").read_text())["end"]["sum_sent"]["bytes"]
     # The packets: tbh2 -> tbh1 was marked into queue 3, then moved to queue 4 at 2.5 s.
     port = next(link.intf(link.b) for link in platform_spec.fabric_of(spec).host_links() if link.a == "tbh1")

@@ -113,9 +113,8 @@ def _programs(raw, fab: fabric_mod.Fabric, time_limit: float) -> list[dict]:
         if name in names or env_name(name) in {env_name(n) for n in names}:
             raise SpecError(at(where, "name"), f"duplicate program name {name!r}")
         names.add(name)
+        # rank r runs on hosts[r]; a host named again runs another rank (a server's GPUs)
         hosts = [_host(p, v, fab) for p, v in items(at(where, "hosts"), entry["hosts"], non_empty=True)]
-        if len(set(hosts)) != len(hosts):
-            raise SpecError(at(where, "hosts"), "a host may run a program once (a rank per host)")
         env = {}
         for key, value in mapping(at(where, "env"), entry.get("env"), optional=True).items():
             if not (isinstance(key, str) and _ENV_NAME.fullmatch(key)):
@@ -151,7 +150,7 @@ def _matches(where: str, entry: dict, programs: dict[str, dict], fab: fabric_mod
         program = string(at(where, "program"), entry["program"], what="a program name")
         if program not in programs:
             raise SpecError(at(where, "program"), f"{program!r} is not a program of this spec")
-        hosts = programs[program]["hosts"]
+        hosts = list(dict.fromkeys(programs[program]["hosts"]))  # ranks sharing a host share its flows
         if len(hosts) < 2:
             raise SpecError(at(where, "program"), f"{program!r} runs on one host: name its flows by src and dst")
         return [{"src": a, "dst": b} for a in hosts for b in hosts if a != b]
@@ -266,8 +265,12 @@ def _analysis(raw, programs: dict[str, dict]) -> dict:
             name = string(at(where, role), part[role], what="a program name")
             if name not in programs:
                 raise SpecError(at(where, role), f"{name!r} is not a program of this spec")
-        if len(programs[part["program"]]["hosts"]) < 2:
+        hosts = programs[part["program"]]["hosts"]
+        if len(hosts) < 2:
             raise SpecError(at(where, "program"), "an all-reduce needs a program on two hosts or more")
+        if len(set(hosts)) != len(hosts):  # the ideal below is one rank's per link
+            raise SpecError(at(where, "program"), "the ring's ideal is of one rank per host; this program runs "
+                                                  "several ranks on a host")
         out["allreduce"] = dict(part)
     return out
 
@@ -295,7 +298,9 @@ def program_env(spec: dict, program: dict, rank: int, out_dir: str) -> dict[str,
     ip = {h.name: h.ip for h in fab.hosts}
     peers = [ip[h] for h in program["hosts"]]
     host = program["hosts"][rank]
+    local = [r for r, h in enumerate(program["hosts"]) if h == host]  # the ranks on this host
     env = {"TRAINBED_PROGRAM": program["name"], "TRAINBED_HOST": host,
+           "LOCAL_RANK": str(local.index(rank)), "LOCAL_WORLD_SIZE": str(len(local)),
            "TRAINBED_RANK": str(rank), "TRAINBED_WORLD_SIZE": str(len(peers)), "TRAINBED_PEERS": " ".join(peers),
            "TRAINBED_PORT_BASE": str(program["port_base"]), "TRAINBED_PORTS": str(PORTS_PER_PROGRAM),
            "TRAINBED_OUT": out_dir,
