@@ -122,6 +122,10 @@ def _fidelity_note(s: dict) -> str:
         parts.append(f"link goodput ratio {s['link_goodput_ratio']:.3f}")
     if s.get("switch_loss_share") is not None:
         parts.append(f"switch loss {pct(s['switch_loss_share'], 2)}")
+    losses = s.get("packet_losses") or {}
+    if any(losses.values()):  # where packets were dropped, by place (none: nothing to say)
+        parts.append("packets dropped: " + ", ".join(f"{n:,} {place.replace('_', ' ')}" for place, n in losses.items()
+                                                     if n))
     if s.get("controller_outages"):
         parts.append(f"{len(s['controller_outages'])} controller outage(s)")
     return "; ".join(parts)
