@@ -373,7 +373,7 @@ def test_a_verdict_says_the_window_its_cpu_was_judged_over_and_what_a_run_has_le
     assert whole.note == "CPU idle 42.0%, stolen or throttled 1.0%"
     losses = {"switch_queues": 946, "switch_internal": 0, "interfaces": None, "host_queues": 68358}
     dropped = verdict(RunData(Path("run"), {**shares, "trustworthy": True, "packet_losses": losses}, None, {}, "gnn"))
-    assert dropped.note.endswith("; packets dropped: 946 switch queues, 68,358 host queues")
+    assert dropped.note.endswith("; packets dropped: 946 at switch queues, 68,358 refused by the senders' own queues")
     left = verdict(RunData(Path("run"), {"completed": False, "left": ["bmc repeat 2", "lmcf repeat 2"]},
                            None, {}, "colocation"))
     assert left.trustworthy is False and left.reasons == ["not yet complete: left bmc repeat 2, lmcf repeat 2"]

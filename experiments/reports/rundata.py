@@ -111,6 +111,10 @@ def verdict(data: RunData) -> Verdict:
     return Verdict(trusted, reasons, note)
 
 
+LOSS_PLACES = {"switch_queues": "at switch queues", "switch_internal": "inside the switches",
+               "interfaces": "at interfaces", "host_queues": "refused by the senders' own queues"}
+
+
 def _fidelity_note(s: dict) -> str:
     parts = []
     if s.get("cpu_idle_share") is not None:
@@ -124,7 +128,7 @@ def _fidelity_note(s: dict) -> str:
         parts.append(f"switch loss {pct(s['switch_loss_share'], 2)}")
     losses = s.get("packet_losses") or {}
     if any(losses.values()):  # where packets were dropped, by place (none: nothing to say)
-        parts.append("packets dropped: " + ", ".join(f"{n:,} {place.replace('_', ' ')}" for place, n in losses.items()
+        parts.append("packets dropped: " + ", ".join(f"{n:,} {LOSS_PLACES[place]}" for place, n in losses.items()
                                                      if n))
     if s.get("controller_outages"):
         parts.append(f"{len(s['controller_outages'])} controller outage(s)")
