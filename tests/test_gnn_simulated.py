@@ -484,3 +484,29 @@ def test_the_shipped_model_spec_simulates_and_its_summary_shows_no_learning(tmp_
     labels = [line[:37].strip() for line in run_summary(run).splitlines()[1:]]
     assert "simulated training time" in labels and "iterations" in labels
     assert not {"epochs", "validation accuracy", "training loss", "training time"} & set(labels)
+
+
+def half_fair(machines, flows):
+    """A researcher's own rate policy: half the max-min fair share (for the test below)."""
+    return {flow: mbps / 2 for flow, mbps in oes.max_min_fair_rates(machines, flows).items()}
+
+
+def test_a_rate_policy_of_your_own_runs_by_its_module_path():
+    """scheduler.name "module:function": the spec names it, the model (and the emulated
+    driver, through the same gnn_spec.rate_policy) runs it; half the fair rates take
+    longer than the fair rates."""
+    raw = yaml.safe_load((REPO / "experiments/specs/gnn-hetero-products-ps.yaml").read_text())
+    raw["scheduler"] = {"name": "tests.test_gnn_simulated:half_fair"}
+    spec = gnn_spec.validate(raw)
+    assert spec["scheduler"] == {"name": "tests.test_gnn_simulated:half_fair"}
+    profile = profile_of(spec, Costs(), iterations=5)
+    own, fair = (run(spec, Costs(), name, profile, iterations=6) for name in (spec["scheduler"]["name"], "fair"))
+    assert own.decisions and own.end_s > fair.end_s
+    for bad, says in (("nope", "must be one of oes, default, omcoflow, mrtf, fair or a rate policy of your own"),
+                      ("tests.test_gnn_simulated:absent", "cannot import it (AttributeError"),
+                      ("no_such_module_here:f", "cannot import it (ModuleNotFoundError"),
+                      ("tests.test_gnn_simulated:REPO", "is not a function")):
+        raw["scheduler"] = {"name": bad}
+        with pytest.raises(SpecError, match="^scheduler.name: ") as err:
+            gnn_spec.validate(raw)
+        assert says in str(err.value), err.value

@@ -261,7 +261,8 @@ def _set(raw: dict, path: str, value) -> dict:
 
 BAD = [
     ("scheduler", KeyError, "scheduler: is required"),
-    ("scheduler.name", "grouper", "scheduler.name: must be one of oes, default, omcoflow, mrtf, fair, got 'grouper'"),
+    ("scheduler.name", "grouper", "scheduler.name: must be one of oes, default, omcoflow, mrtf, fair or a rate policy of your own as "
+     "module:function, got 'grouper'"),
     ("scheduler.period_s", 1, "scheduler.period_s: unknown field (allowed: name)"),
     ("seed", -1, "seed: must be >= 0, got -1"),
     ("time_limit_s", 0, "time_limit_s: must be > 0, got 0"),

@@ -43,6 +43,7 @@ from pathlib import Path
 from controller.hostnet import tc_show_cmd
 from controller.schedulers import oes
 from experiments.gnn import job as job_mod
+from experiments.gnn import spec as gnn_spec
 from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
 from experiments.platform.channel import DriverError
 from experiments.platform.driver import Driver
@@ -72,8 +73,9 @@ class GnnDriver(Driver):
                                       self.machines, spec["seed"], run_dir / "job")
         super().__init__(em, run_dir, events_path, spec["time_limit_s"])
         self.readback_out = open(run_dir / "rate_readback.jsonl", "w")
-        self.oes = None if self.scheduler == "default" else OesRates(
-            em, self.oes_machines, self.decisions_out, self.readback_out, oes.rate_policies()[self.scheduler])
+        policy = gnn_spec.rate_policy(self.scheduler)
+        self.oes = None if policy is None else OesRates(em, self.oes_machines, self.decisions_out, self.readback_out,
+                                                        policy)
         self.finished: set[str] = set()
         self.stopping = False
         self.target_reached = False  # worker 0 reported the target accuracy (its time is the note's)

@@ -76,7 +76,6 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.schedulers import oes
 from experiments import store
 from experiments.errors import SpecError, one_line
 from experiments.gnn import metrics
@@ -303,15 +302,13 @@ class GnnSimulation:
         self.ps = [t for t in self.tasks if t.startswith("ps")]
         self.hops = len(workload["fanouts"])
         scheduler = spec["scheduler"]["name"] if scheduler is None else scheduler
-        if scheduler not in gnn_spec.SCHEDULERS:
-            raise ValueError(f"scheduler must be one of {', '.join(gnn_spec.SCHEDULERS)}, got {scheduler!r}")
+        policy = gnn_spec.rate_policy(scheduler)  # ValueError for a name no policy has
         with simulated_rates():
             fabric = fabric_of(spec)
         self.paths = Paths(fabric)
         self.net = FluidNetwork(self.paths.capacity)
         self.wire = wire_factor(spec["emulation"]["mtu"])
-        self.coordinator = None if scheduler == "default" else RateCoordinator(
-            oes_machines(fabric), oes.rate_policies()[scheduler])
+        self.coordinator = None if policy is None else RateCoordinator(oes_machines(fabric), policy)
         # per iteration: the profiled iteration it replays, and the one whose evaluation it replays
         self.replayed = replay(profile, workload["eval_every"], workload["iterations"], self.iterations)
         self.evaluation = {n: e for n, (_, e) in enumerate(self.replayed) if e is not None}  # where worker 0 evaluates

@@ -59,6 +59,8 @@ every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
 
+import importlib
+import re
 import sys
 
 from experiments.errors import SpecError
@@ -94,6 +96,33 @@ SYNCS = ("ps", "allreduce")
 # each but default (TCP's own sharing, nothing installed) is a rate policy of
 # oes.rate_policies; fair installs max-min fair rates (OES's mechanism without its rates)
 SCHEDULERS = ("oes", "default", "omcoflow", "mrtf", "fair")
+# ... or the researcher's own rate policy, "module:function" (importable from the checkout
+# or the Python path): a function of oes.rate_policies' signature, (machines, flows) ->
+# {flow id: Mbit/s}, run by the emulation's driver and by the job's model alike.
+_OWN_POLICY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def rate_policy(name: str):
+    """The rate policy a scheduler name stands for (None for ``default``: TCP's own
+    sharing, nothing installed); ValueError (one line) for a name that is neither one
+    of ``SCHEDULERS`` nor an importable ``module:function``."""
+    from controller.schedulers import oes  # pylint: disable=import-outside-toplevel  # the baselines import it
+    if name == "default":
+        return None
+    policies = oes.rate_policies()
+    if name in policies:
+        return policies[name]
+    if not (isinstance(name, str) and _OWN_POLICY.fullmatch(name)):
+        raise ValueError(f"must be one of {', '.join(SCHEDULERS)} or a rate policy of your own as module:function, "
+                         f"got {name!r}")
+    module, _, function = name.partition(":")
+    try:
+        policy = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"{name}: cannot import it ({type(err).__name__}: {err})") from None
+    if not callable(policy):
+        raise ValueError(f"{name}: is not a function (machines, flows) -> {{flow id: Mbit/s}}")
+    return policy
 SCHEDULER_FIELDS = {"name"}
 MACHINE_DEFAULTS = {"cpus": 8.0, "memory_gb": 32.0, "gpus": 0}
 TASK_DEFAULTS = {"store": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0},
@@ -157,7 +186,11 @@ def validate(raw) -> dict:
                 "task_resources": _task_resources(workload.get("task_resources")),
                 "compute_factor": _compute_factor(workload.get("compute_factor"), hosts)}
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
-    scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS)}
+    try:
+        rate_policy(scheduler["name"])
+    except ValueError as err:
+        raise SpecError("scheduler.name", str(err)) from None
+    scheduler = {"name": scheduler["name"]}
     # A searched placement simulates its candidates under the run's scheduler.
     resolved["placement"] = _placement(field("placement"), hosts, resolved, {**common, "scheduler": scheduler})
     simulation = {}
