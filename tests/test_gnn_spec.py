@@ -263,6 +263,7 @@ BAD = [
     ("scheduler", KeyError, "scheduler: is required"),
     ("scheduler.name", "grouper", "scheduler.name: must be one of oes, default, omcoflow, mrtf, fair or a rate policy of your own as "
      "module:function, got 'grouper'"),
+    ("scheduler.name", {"oes": 1}, "scheduler.name: must be one of oes, default"),  # found by the mutation test
     ("scheduler.period_s", 1, "scheduler.period_s: unknown field (allowed: name)"),
     ("seed", -1, "seed: must be >= 0, got -1"),
     ("time_limit_s", 0, "time_limit_s: must be > 0, got 0"),

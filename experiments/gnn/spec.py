@@ -110,7 +110,7 @@ def rate_policy(name: str):
     if name == "default":
         return None
     policies = oes.rate_policies()
-    if name in policies:
+    if isinstance(name, str) and name in policies:
         return policies[name]
     if not (isinstance(name, str) and _OWN_POLICY.fullmatch(name)):
         raise ValueError(f"must be one of {', '.join(SCHEDULERS)} or a rate policy of your own as module:function, "
