@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.errors import SpecError
+from experiments.results import lookup
 from experiments.validation import describe, read_yaml
 
 Validate = Callable[[object], dict]
@@ -175,11 +176,9 @@ def read_spec(path, field: str = "spec", what: str = "file") -> object:
     except SpecError:  # the kind's own check says what is wrong, at validation
         return raw
     here = Path(path).absolute().parent
-    for field in fields:
-        *parents, leaf = field.split(".")
-        node = raw
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
+    for dotted in fields:
+        parent, _, leaf = dotted.rpartition(".")
+        node = lookup(raw, parent)
         value = node.get(leaf) if isinstance(node, dict) else None
         try:
             beside = isinstance(value, str) and value and not Path(value).is_absolute() and (here / value).is_file()

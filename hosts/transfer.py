@@ -33,6 +33,18 @@ CHUNK_BYTES = 1 << 20
 ACK = b"!"
 
 
+def recv_cmd(address: str, out: str, interval_s: float, timeout_s: float) -> list[str]:
+    """The receiver's command line (``address``: IP:PORT to listen on)."""
+    return [sys.executable, "-m", "hosts.transfer", "recv", "--listen", address, "--interval-s", f"{interval_s:g}",
+            "--out", out, "--timeout-s", f"{timeout_s:g}"]
+
+
+def send_cmd(to: str, nbytes: int, out: str, congestion: str, timeout_s: float) -> list[str]:
+    """The sender's command line (``to``: IP:PORT)."""
+    return [sys.executable, "-m", "hosts.transfer", "send", "--to", to, "--bytes", str(nbytes), "--out", out,
+            "--timeout-s", f"{timeout_s:g}", "--congestion", congestion]
+
+
 def flow_completion_s(sent: dict, received: dict) -> float | None:
     """The receiver's last byte minus the sender's start; None unless every byte arrived."""
     if received.get("error") or sent.get("error") or received.get("bytes") != sent.get("bytes"):

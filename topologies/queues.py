@@ -29,10 +29,6 @@ SCHEDULER_QUEUES = range(1, N_QUEUES)
 LOWEST_QUEUE = N_QUEUES - 1
 DSCP_OF_QUEUE = {q: 8 * (LOWEST_QUEUE - q) for q in range(N_QUEUES)}
 LEAF_LIMIT_BYTES = 150_000  # a switch queue's buffer unless a spec sets emulation.switch_buffer_bytes
-# A spec's switch_buffer_bytes: two jumbo frames at least (a queue that cannot hold one
-# frame drops everything), 4 MB at most (the switch's send socket holds every queue
-# full, SKB_OVERHEAD x ports x queues x this).
-MIN_SWITCH_BUFFER_BYTES, MAX_SWITCH_BUFFER_BYTES = 2 * 9000, 4_000_000
 # A sender's own queues hold what a NIC's default txqueuelen does (1000 packets of 1500 bytes):
 # a host's stack is not a switch buffer, and at 150 KB the sender dropped its own
 # bursts (two pushes of 400 KB at once), each drop a 200 ms TCP timeout (docs/grouper.md,
@@ -127,6 +123,10 @@ IP_PROTO = {"tcp": 6, "udp": 17}  # IP protocol numbers: tc's u32 match and Open
 # Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
 # 1500 and up to the common jumbo size. Bytes per packet, not bytes, cost the box CPU.
 MIN_MTU, MAX_MTU = 1500, 9000
+# A spec's switch_buffer_bytes: two jumbo frames at least (a queue that cannot hold one
+# frame drops everything), 4 MB at most (the switch's send socket holds every queue
+# full, SKB_OVERHEAD x ports x queues x this).
+MIN_SWITCH_BUFFER_BYTES, MAX_SWITCH_BUFFER_BYTES = 2 * MAX_MTU, 4_000_000
 
 
 def mtu_cmd(intf: str, mtu: int) -> list[str]:

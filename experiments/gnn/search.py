@@ -77,7 +77,7 @@ import csv
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.schedulers.placement.dag import execution_dag
@@ -210,7 +210,8 @@ class Search:
     ETP and the simulations, the problem's build excluded), its steps, ETP's result
     (candidates and step trace), and the model's makespan by step for the candidates it
     judged (IFS's: step -1; every candidate step when every candidate was judged, the
-    step that first found it under ``verify_best``; none when judged by cost)."""
+    step that first found it under ``verify_best``; none when judged by cost), and the
+    placement problem it searched."""
 
     placement: dict[str, str]
     cost: float
@@ -219,6 +220,7 @@ class Search:
     steps: int
     result: EtpResult
     judged: Mapping[int, float]
+    problem: Problem = field(compare=False)  # what was searched, not what was found
 
 
 def makespan(spec: Mapping, profile: Profile, iterations: int = WINDOW):
@@ -293,7 +295,7 @@ def etp_placement(spec: Mapping, profile: Profile | str | Path, steps: int, seed
         best, span, judged = least_makespan(result.candidates, simulate, verify_best, judge)
         chosen, cost = best.placement, best.cost
     took = time.perf_counter() - started
-    found = Search({t: chosen[t] for t in _ids(spec)}, cost, span, took, steps, result, judged)
+    found = Search({t: chosen[t] for t in _ids(spec)}, cost, span, took, steps, result, judged, problem)
     if key is not None:
         _found[key] = found
     return found
@@ -383,7 +385,7 @@ def search(spec: Mapping, profile: Profile | str | Path, steps: int = DEFAULT_ST
     predicted = simulated.predict(with_placement(spec, found.placement), profile)
     return {"placement": found.placement, "predicted_iteration_s": predicted, "search_s": found.search_s,
             "steps": found.steps, "makespan_s": found.makespan, "candidates": len(found.result.candidates),
-            "critical_path": critical_path(problem_from_profile(spec, profile), found.placement)}
+            "critical_path": critical_path(found.problem, found.placement)}
 
 
 def critical_path(problem: Problem, placement: Mapping[str, str], window: int = WINDOW) -> dict:

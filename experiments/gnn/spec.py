@@ -123,6 +123,8 @@ def rate_policy(name: str):
     if not callable(policy):
         raise ValueError(f"{name}: is not a function (machines, flows) -> {{flow id: Mbit/s}}")
     return policy
+
+
 SCHEDULER_FIELDS = {"name"}
 MACHINE_DEFAULTS = {"cpus": 8.0, "memory_gb": 32.0, "gpus": 0}
 TASK_DEFAULTS = {"store": {"cpus": 1.0, "memory_gb": 2.0, "gpus": 0},

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -62,9 +61,8 @@ class TimetableWorkload:
         self.played.update({"starts": {}, "ports": ports, "changes": [], "exit_codes": {}})
         for f in flows:
             if "size_bytes" in f:  # one sized transfer; its report is its own file
-                cmd = [sys.executable, "-m", "hosts.transfer", "recv", "--listen",
-                       f"{em.fabric.host(f['dst']).ip}:{ports[f['name']]}", "--interval-s", f"{INTERVAL_S:g}",
-                       "--out", str(self.raw / f"{f['name']}.recv.json"), "--timeout-s", f"{spec_end(self.spec):g}"]
+                cmd = transfer.recv_cmd(f"{em.fabric.host(f['dst']).ip}:{ports[f['name']]}",
+                                        str(self.raw / f"{f['name']}.recv.json"), INTERVAL_S, spec_end(self.spec))
                 self.servers[f["name"]] = em.popen(f["dst"], cmd, cwd=REPO_ROOT)
                 continue
             with open(self.raw / f"{f['name']}.server.json", "wb") as out:
@@ -97,10 +95,9 @@ class TimetableWorkload:
             if kind == "change":
                 played["changes"].append({"flow": flow["name"], "at_s": at, "applied_s": time.monotonic() - t0})
             if kind == "start" and "size_bytes" in flow:
-                cmd = [sys.executable, "-m", "hosts.transfer", "send", "--to",
-                       f"{em.fabric.host(flow['dst']).ip}:{ports[flow['name']]}", "--bytes", str(flow["size_bytes"]),
-                       "--out", str(self.raw / f"{flow['name']}.send.json"), "--timeout-s", f"{spec_end(spec):g}",
-                       "--congestion", spec["tcp_congestion"]]
+                cmd = transfer.send_cmd(f"{em.fabric.host(flow['dst']).ip}:{ports[flow['name']]}", flow["size_bytes"],
+                                        str(self.raw / f"{flow['name']}.send.json"), spec["tcp_congestion"],
+                                        spec_end(spec))
                 played["starts"][flow["name"]] = time.monotonic() - t0
                 self.clients[flow["name"]] = em.popen(flow["src"], cmd, cwd=REPO_ROOT)
             elif kind == "start":
@@ -159,19 +156,19 @@ def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
                  for role in ("client", "server")}
         tool = "transfer" if "size_bytes" in f else "iperf3"
         problem = next((f"{tool} {role} exit {code}" for role, code in codes.items() if code != 0), None)
+        sized = {}  # a sized flow's reports, by role
         for role in ("client", "server"):
             try:
                 if "size_bytes" in f:
-                    error = _sized_report(run, name, role).get("error")
+                    sized[role] = _sized_report(run, name, role)
+                    error = sized[role].get("error")
                     problem = problem or (f"{role}: {error}" if error else None)
                 else:
                     traffic.read_report((run / "raw" / f"{name}.{role}.json").read_text())
             except (OSError, ValueError) as err:
                 problem = problem or f"{role} report: {err}"
-        if not problem and "size_bytes" in f:
-            sent, received = (_sized_report(run, name, role) for role in ("client", "server"))
-            if transfer.flow_completion_s(sent, received) is None:
-                problem = f"received {received.get('bytes')} of {sent.get('bytes')} bytes"
+        if not problem and sized and transfer.flow_completion_s(sized["client"], sized["server"]) is None:
+            problem = f"received {sized['server'].get('bytes')} of {sized['client'].get('bytes')} bytes"
         if problem:
             failures[name] = {"exit_code": codes["client"] if codes["client"] != 0 else codes["server"],
                               "error": problem}
