@@ -81,6 +81,7 @@ from experiments.results import csv_value, durations, lookup, read_environment, 
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.stats import is_number
 from experiments.validation import (
+    OWN_FUNCTION,
     at,
     describe,
     error,
@@ -320,9 +321,12 @@ def _ordered(cells, seed: int | None) -> tuple[Cell, ...]:
 
 
 def _schedulers(path: str, raw) -> list | None:
+    """Scheduler names: words, or a researcher's own ``module:function`` (each cell's spec
+    checks that its kind has it)."""
     if raw is None:
         return None
-    return _distinct(path, [word(p, v) for p, v in items(path, raw, non_empty=True)])
+    return _distinct(path, [v if isinstance(v, str) and OWN_FUNCTION.fullmatch(v) else word(p, v)
+                            for p, v in items(path, raw, non_empty=True)])
 
 
 def _seeds(path: str, raw) -> list | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import importlib
 import math
 import re
 import stat
@@ -319,6 +320,24 @@ def choice(path: str, value, options: Iterable, *, what: str | None = None):
     if not any(type(value) is type(o) for o in options):
         raise error(path, f"must be a {what} name (string), got {describe(value)}")
     raise error(path, f"unknown {what} {describe(value)} (known: {known})")
+
+
+# A researcher's own function, named as Python would import it: "package.module:function".
+OWN_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def own_function(name: str, signature: str):
+    """The function a ``module:function`` name stands for, imported from the checkout or
+    the Python path; ValueError (one line) for a name it cannot import or that is not a
+    function (``signature`` says what one it should be)."""
+    module, _, function = name.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"{name}: cannot import it ({type(err).__name__}: {err})") from None
+    if not callable(found):
+        raise ValueError(f"{name}: is not a function {signature}")
+    return found
 
 
 def inclusive_range(path: str, value, check: Callable[[str, object], float]) -> list:

@@ -20,7 +20,8 @@ What it knows and does:
   (offline knowledge the plan holds; an online scheduler never reads it before the
   kill), waiting arrivals start, and the next stage starts at once.
 - The scheduler runs on its period (``tick``) and when a stage 0 starts
-  (``grouper``, ``grouper-offline``, ``sincronia-stage``), on every stage start
+  (``grouper``, ``grouper-offline``, ``sincronia-stage``, a researcher's own
+  ``module:function``), on every stage start
   (``baraat``: FIFO places a stage when it starts; and when a cojob ends, freeing
   its ranks), on every stage
   start and end (``grouper-immediate``), when a stage 0 starts and on every stage end
@@ -116,7 +117,7 @@ class CojobCoordinator:
 
     @property
     def periodic(self) -> bool:
-        return self.scheduler in scheduling.PERIODIC
+        return scheduling.periodic(self.scheduler)
 
     @property
     def per_iteration(self) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
 from experiments.cojob import workload as cojob_mod
+from experiments.validation import describe, own_function
 
 # Schedulers the coordinator reruns on its period; grouper-immediate reruns on every
 # stage start and end instead, sincronia where its coflows come and go (below), fs never runs.
@@ -32,6 +33,21 @@ ON_STAGE_START = ("grouper-immediate", "baraat")
 # changes nothing (640 iteration ends in a testbed run, 28,800 on the authors' full
 # trace; 16 and 160 stage ends).
 PER_ITERATION = ("sincronia",)
+# ... or the researcher's own scheduler, "module:function" (importable from the checkout
+# or the Python path): (every, running) -> stage ids, highest priority first, over the
+# same ``Stage``s PDA reads (online: every live job assumed to run every remaining
+# stage). It reruns as grouper does: on its period and when a cojob's stage 0 starts.
+OWN_SIGNATURE = "(every: list[Stage], running: list[Stage]) -> [stage id, ...]"
+
+
+def is_own(scheduler: str) -> bool:
+    """Whether ``scheduler`` names a researcher's function (no built-in name has a colon)."""
+    return ":" in scheduler
+
+
+def periodic(scheduler: str) -> bool:
+    """Whether ``scheduler`` reruns on its period."""
+    return scheduler in PERIODIC or is_own(scheduler)
 
 
 def remaining_stages(plan: cojob_mod.CojobPlan, placements: Mapping[str, cojob_mod.JobPlacement],
@@ -73,8 +89,11 @@ def iteration_coflows(plan: cojob_mod.CojobPlan, placements: Mapping[str, cojob_
 def order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]:
     """The scheduler's global order of the running stages (the only ones with flows
     now, so the local ranks of Fig. 7 spend no queue on a stage yet to come); for
-    ``sincronia`` both are the live jobs' iteration coflows."""
-    if scheduler == "baraat":
+    ``sincronia`` both are the live jobs' iteration coflows. A running stage that an own
+    scheduler leaves out gets no queue: its flows stay in the lowest."""
+    if is_own(scheduler):
+        ranked = own_order(scheduler, every, running)
+    elif scheduler == "baraat":
         ranked = baselines.baraat(running)
     elif scheduler in ("sincronia", "sincronia-stage"):
         ranked = baselines.sincronia(running)
@@ -82,6 +101,26 @@ def order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]
         ranked = grouper.pda(every)  # PDA plans over every remaining stage
     ids = {stage.stage_id for stage in running}
     return [stage_id for stage_id in ranked if stage_id in ids]
+
+
+def own_order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]:
+    """What the researcher's ``module:function`` orders, checked: a list of distinct ids of
+    the stages it was given. Whatever it raises, or a wrong answer, is a RuntimeError
+    naming it (the run fails with that line)."""
+    function = own_function(scheduler, OWN_SIGNATURE)
+    try:
+        ranked = function(list(every), list(running))
+    except Exception as err:  # pylint: disable=broad-except  # a plug-in's failure, reported with its name
+        raise RuntimeError(f"scheduler {scheduler} raised {type(err).__name__}: {err}") from err
+    known = {stage.stage_id for stage in every}
+    if not isinstance(ranked, (list, tuple)) or not all(isinstance(i, str) for i in ranked):
+        raise RuntimeError(f"scheduler {scheduler} must return a list of stage ids, got {describe(ranked)}")
+    unknown = [i for i in ranked if i not in known]
+    if unknown or len(set(ranked)) != len(ranked):
+        raise RuntimeError(f"scheduler {scheduler} returned " +
+                           (f"unknown stage id {unknown[0]!r}" if unknown else "a stage id twice") +
+                           f" (given: {', '.join(sorted(known))})")
+    return list(ranked)
 
 
 def stage_queues(ranked: list[str], running: list[Stage]) -> dict[str, dict[str, int]]:

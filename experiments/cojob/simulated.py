@@ -104,9 +104,7 @@ class Result:
 class CojobSimulation:
     def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str, period_s: float,
                  fabric: Fabric, variant: Variant = VARIANTS["iterations+compute"]):
-        if scheduler not in cojob_spec.SCHEDULERS:
-            raise SpecError("scheduler.name",
-                            f"unknown scheduler {scheduler!r} (known: {', '.join(cojob_spec.SCHEDULERS)})")
+        cojob_spec.scheduler_name(scheduler)  # a SpecError naming the field for an unknown one
         self.coordinator = CojobCoordinator(workload, scaling, scheduler, period_s,
                                             progress=None if variant.iterations else self.bulk_progress)
         self.period_s, self.variant = period_s, variant
@@ -388,13 +386,22 @@ def table(summaries: Sequence[Mapping]) -> str:
           f"{s['avg_jct_s']:.1f} s"] for s in summaries])
 
 
+def _scheduler_flag(value: str) -> str:
+    try:
+        return cojob_spec.scheduler_name(value)
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(err.problem) from None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.cojob.simulated",
                                      description="The simulator's average SCT per scheduler and variant, "
                                                  "with the change against FS.")
     parser.add_argument("spec", help="a cojob spec (workload: {kind: cojob})")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the spec's seed")
-    parser.add_argument("--schedulers", nargs="+", default=list(TABLE_SCHEDULERS), choices=cojob_spec.SCHEDULERS)
+    parser.add_argument("--schedulers", nargs="+", default=list(TABLE_SCHEDULERS), type=_scheduler_flag,
+                        help=f"{', '.join(cojob_spec.SCHEDULERS)} or your own module:function "
+                             f"(default: {' '.join(TABLE_SCHEDULERS)})")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", help="write every run and the summary here as JSON")
     args = parser.parse_args(argv)

@@ -21,7 +21,7 @@ Format (docs/specs.md, "Cojob specs")::
       bytes_scale: 0.002           # of the model's bytes per iteration
       # or: trace: ../shared/data/grouper-trace.json (relative to the checkout)
       #     cojobs: 4                # with a trace: its first 4 cojobs by arrival
-    scheduler: {name: grouper, period_s: 2.0}
+    scheduler: {name: grouper, period_s: 2.0}   # or name: module:function, your own stage order
     fidelity: {...}
     emulation: {...}
 
@@ -34,11 +34,12 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
+from experiments.cojob import scheduling
 from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
-from experiments.validation import ROOT, choice, existing_file, host_name, integer, items, mapping, number, word
+from experiments.validation import OWN_FUNCTION, ROOT, choice, existing_file, host_name, integer, items, mapping, number, own_function, word
 from topologies.fabric import Fabric
 
 TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
@@ -52,11 +53,27 @@ MAX_GPUS_PER_HOST = 64
 # sincronia is the paper's baseline (one coflow per job and iteration); sincronia-stage
 # runs the same BSSI over cojob stages, which is not the paper's (scheduling.py).
 SCHEDULERS = ("fs", "baraat", "sincronia", "sincronia-stage", "grouper", "grouper-immediate", "grouper-offline")
+# ... or the researcher's own stage order as module:function (scheduling.OWN_SIGNATURE).
 SCHEDULER_FIELDS = {"name", "period_s"}
 # Bounds that keep a spec emulatable on one box (and its validation fast).
 MAX_STAGES = 8  # successive halving: 2^(stages-1) jobs per cojob
 MAX_COJOBS = 200
 MAX_STAGE_ITERATIONS = 100_000
+
+
+def scheduler_name(value) -> str:
+    """``scheduler.name``: one of ``SCHEDULERS``, or an importable ``module:function``
+    (checked here, so a run never starts with a scheduler it cannot call)."""
+    if isinstance(value, str) and OWN_FUNCTION.fullmatch(value):
+        try:
+            own_function(value, scheduling.OWN_SIGNATURE)
+        except ValueError as err:
+            raise SpecError("scheduler.name", str(err)) from None
+        return value
+    if isinstance(value, str) and value not in SCHEDULERS:
+        raise SpecError("scheduler.name", f"must be one of {', '.join(SCHEDULERS)} or a scheduler of your own "
+                                          f"as module:function, got {value!r}")
+    return choice("scheduler.name", value, SCHEDULERS)
 
 
 def validate(raw, simulated: bool = False) -> dict:
@@ -117,7 +134,7 @@ def validate(raw, simulated: bool = False) -> dict:
             resolved_workload["comm_comp_ratio"] = number("workload.comm_comp_ratio", workload["comm_comp_ratio"],
                                                           minimum=0, maximum=1000, strict=True)
     scheduler = mapping("scheduler", spec["scheduler"], allowed=SCHEDULER_FIELDS, required=("name",))
-    resolved_scheduler = {"name": choice("scheduler.name", scheduler["name"], SCHEDULERS),
+    resolved_scheduler = {"name": scheduler_name(scheduler["name"]),
                           "period_s": number("scheduler.period_s", scheduler.get("period_s", 2.0), minimum=0,
                                              strict=True)}
     resolved = {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),

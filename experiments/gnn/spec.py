@@ -59,8 +59,6 @@ every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
 
-import importlib
-import re
 import sys
 
 from experiments.errors import SpecError
@@ -68,6 +66,7 @@ from experiments.gnn import placement as placement_mod
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
 from experiments.validation import (
+    OWN_FUNCTION,
     ROOT,
     at,
     boolean,
@@ -80,6 +79,7 @@ from experiments.validation import (
     items,
     mapping,
     number,
+    own_function,
     relocate,
     shown_path,
     string,
@@ -99,7 +99,6 @@ SCHEDULERS = ("oes", "default", "omcoflow", "mrtf", "fair")
 # ... or the researcher's own rate policy, "module:function" (importable from the checkout
 # or the Python path): a function of oes.rate_policies' signature, (machines, flows) ->
 # {flow id: Mbit/s}, run by the emulation's driver and by the job's model alike.
-_OWN_POLICY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def rate_policy(name: str):
@@ -112,17 +111,10 @@ def rate_policy(name: str):
     policies = oes.rate_policies()
     if isinstance(name, str) and name in policies:
         return policies[name]
-    if not (isinstance(name, str) and _OWN_POLICY.fullmatch(name)):
+    if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         raise ValueError(f"must be one of {', '.join(SCHEDULERS)} or a rate policy of your own as module:function, "
                          f"got {name!r}")
-    module, _, function = name.partition(":")
-    try:
-        policy = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"{name}: cannot import it ({type(err).__name__}: {err})") from None
-    if not callable(policy):
-        raise ValueError(f"{name}: is not a function (machines, flows) -> {{flow id: Mbit/s}}")
-    return policy
+    return own_function(name, "(machines, flows) -> {flow id: Mbit/s}")
 
 
 SCHEDULER_FIELDS = {"name"}

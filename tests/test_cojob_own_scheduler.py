@@ -1,0 +1,161 @@
+"""A cojob scheduler of the researcher's own, named ``module:function`` in a spec: checked at
+validation, run by the one coordinator (so by the simulator and the emulation's driver
+alike), its answers checked, its failures a run's one-line error."""
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes
+
+from experiments.cojob import metrics as grouper_metrics
+from experiments.cojob import simulated
+from experiments import sweep as sweep_mod
+from experiments.cojob import spec as cojob_spec
+from experiments.errors import SpecError
+from experiments.platform.run import RunError
+from experiments.platform.spec import fabric_of
+from experiments.runner import read_spec
+
+REPO = Path(__file__).resolve().parent.parent
+SMOKE = "experiments/specs/grouper-smoke.yaml"
+SCHEDULERS = "tests.cojob_schedulers"  # the researchers' schedulers the tests name
+
+
+def _spec(name: str, seed: int = 1) -> dict:
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = name
+    raw["seed"] = seed
+    return simulated.validate(raw)
+
+
+def _simulated(name: str, seed: int = 1) -> simulated.Result:
+    return simulated.build_simulation(_spec(name, seed), simulated.VARIANTS["iterations+compute"]).run()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_own_scheduler_that_calls_pda_decides_exactly_as_grouper_does(seed):
+    """Same stages in, at the same moments (its period and every stage 0 start), same
+    decisions and the same run: the plug-in sees what the built-in sees."""
+    calls = importlib.import_module(SCHEDULERS).CALLS  # as the spec's import finds it
+    calls.clear()
+    own, builtin = _simulated(f"{SCHEDULERS}:pda_again", seed), _simulated("grouper", seed)
+    assert len(calls) == len(builtin.decisions) > 3
+    assert all(every >= running > 0 for every, running in calls)
+    strip = [{k: v for k, v in d.items() if k != "scheduler"} for d in own.decisions]
+    assert strip == [{k: v for k, v in d.items() if k != "scheduler"} for d in builtin.decisions]
+    assert own.events == builtin.events and own.end_s == builtin.end_s
+
+
+def test_an_own_order_is_what_the_queues_follow_and_it_changes_the_result():
+    """Largest first puts the big model's stage above the small one's: the small model's
+    stages take longer than under Grouper (smallest first), the run's order says so."""
+    workload = simulated.resolve(_spec("grouper")).workload.to_dict()
+    own, builtin = _simulated(f"{SCHEDULERS}:largest_first"), _simulated("grouper")
+    small = {name: grouper_metrics.summarise(result.events, workload)["per_model_avg_sct_s"]["deepspeech2"]
+             for name, result in (("own", own), ("grouper", builtin))}
+    assert small["own"] > 1.1 * small["grouper"]
+    both = next(d["order"] for d in own.decisions if len(d["order"]) == 2)
+    assert both == ["c1/s0", "c0/s0"]  # vgg19 (cojob 1) above deepspeech2 (cojob 0)
+
+
+def test_an_own_scheduler_that_ranks_nothing_leaves_every_flow_in_the_lowest_queue():
+    """As fair share: no decision, the same events (its period's ticks only round the clock)."""
+    own, fs = _simulated(f"{SCHEDULERS}:nothing"), _simulated("fs")
+    assert own.decisions == fs.decisions == []
+    assert [{**e, "t": pytest.approx(e["t"])} for e in own.events] == fs.events
+
+
+@pytest.mark.parametrize("name, says", [
+    ("sptf", "must be one of fs, baraat, sincronia, sincronia-stage, grouper, grouper-immediate, grouper-offline "
+             "or a scheduler of your own as module:function, got 'sptf'"),
+    (f"{SCHEDULERS}:absent", f"{SCHEDULERS}:absent: cannot import it (AttributeError"),
+    ("no_such_module_here:f", "cannot import it (ModuleNotFoundError"),
+    (f"{SCHEDULERS}:NOT_A_FUNCTION", "is not a function (every: list[Stage], running: list[Stage]) -> [stage id, ...]"),
+    ({"module": "m"}, "must be one of fs, baraat"),
+    (["grouper"], "must be one of fs, baraat"),
+])
+def test_a_scheduler_name_it_cannot_run_is_refused_in_one_line(name, says):
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = name
+    for validate in (cojob_spec.validate, simulated.validate):
+        with pytest.raises(SpecError, match=r"^scheduler\.name: ") as err:
+            validate(raw)
+        assert says in str(err.value) and "\n" not in str(err.value), err.value
+
+
+@pytest.mark.parametrize("function, says", [
+    ("fails", "raised KeyError: 'no such port'"),
+    ("unknown_stage", "returned unknown stage id 'c9/s9' (given: c0/s0, c0/s1"),
+    ("twice", "returned a stage id twice"),
+    ("not_a_list", "must return a list of stage ids, got a mapping"),
+])
+def test_an_own_scheduler_that_fails_or_answers_wrong_ends_the_run_with_its_name(tmp_path, function, says):
+    """The run directory stays usable: summary.json says what the scheduler did."""
+    name = f"{SCHEDULERS}:{function}"
+    with pytest.raises(RunError, match="run did not complete"):
+        simulated.simulate_spec(_spec(name), str(tmp_path / "run"))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["completed"] is False and summary["error"].startswith(f"RuntimeError: scheduler {name} ")
+    assert says in summary["error"], summary["error"]
+
+
+def test_the_models_table_takes_an_own_scheduler_beside_the_built_in_ones(capsys):
+    simulated.main([SMOKE, "--seeds", "1", "--schedulers", "grouper", f"{SCHEDULERS}:pda_again", "--variants", "bulk"])
+    lines = capsys.readouterr().out.splitlines()
+    own, builtin = (next(line for line in lines if f"| bulk | {name} |" in line)
+                    for name in (f"{SCHEDULERS}:pda_again", "grouper"))
+    assert own.split("|")[3:] == builtin.split("|")[3:]  # same SCT, vs FS, CoJCT and JCT
+    with pytest.raises(SystemExit):
+        simulated.main([SMOKE, "--schedulers", "nope:absent"])
+    assert "--schedulers: nope:absent: cannot import it" in capsys.readouterr().err
+
+
+
+def test_a_sweep_compares_an_own_scheduler_with_the_built_in_ones(tmp_path):
+    raw = {"name": "own", "spec": str(REPO / SMOKE), "backend": "simulated", "seeds": [1],
+           "schedulers": ["grouper", f"{SCHEDULERS}:largest_first"]}
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    result = sweep_mod.run_any_sweep(tmp_path / "sweep.yaml", out=str(tmp_path / "out"))
+    assert result.failed == []
+    assert [(row["cell"], row["scheduler"]) for row in result.rows] == [
+        ("sched-grouper_seed-1", "grouper"),
+        ("sched-tests.cojob-schedulers-largest-first_seed-1", f"{SCHEDULERS}:largest_first")]
+    raw["schedulers"] = ["grouper", "no.such:thing"]
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(SpecError, match="no.such:thing: cannot import it"):
+        sweep_mod.run_any_sweep(tmp_path / "sweep.yaml", out=str(tmp_path / "out2"))
+    assert not (tmp_path / "out2").exists()
+
+@pytest.mark.root
+def test_an_own_scheduler_runs_on_the_fabric_and_its_order_is_on_the_wire(tmp_path, private_state):
+    """``trainbed run`` with largest-first: the driver calls it, its decisions put the big
+    model's flows in the higher queues, and the packets carry the marks it decided."""
+    namespaces = netns_inodes()
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = f"{SCHEDULERS}:largest_first"
+    spec_path = tmp_path / "own.yaml"
+    spec_path.write_text(yaml.safe_dump(raw))
+    for attempt in range(2):  # again only when the run says the box took its CPU
+        run = tmp_path / f"run{attempt}"
+        proc = subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(spec_path), "--out", str(run)],
+                              cwd=REPO, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        summary = json.loads((run / "summary.json").read_text())
+        if not cpu_was_taken(summary):
+            break
+    else:
+        pytest.skip(f"the emulation cannot be judged on this box now: {cpu_was_taken(summary)}")
+    assert summary["completed"] and summary["scheduler"] == raw["scheduler"]["name"]
+    assert summary["stages_completed"] == 4 and summary["decisions"] >= 3
+    decisions = [json.loads(line) for line in (run / "decisions.jsonl").read_text().splitlines()]
+    assert any(d["order"][:2] == ["c1/s0", "c0/s0"] for d in decisions), [d["order"] for d in decisions]
+    assert summary["conformance"]["sampled_packets"] > 200
+    assert summary["conformance"]["dscp_match_share"] >= 0.95
+    spec = cojob_spec.validate(raw)
+    assert_nothing_left(fabric_of(spec), private_state, run, namespaces)
