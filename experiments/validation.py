@@ -27,12 +27,14 @@ import importlib
 import math
 import re
 import stat
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
 
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
+from experiments.store import REPO_ROOT
 
 ROOT = ""
 _PLAIN_KEY = re.compile(r"[\w-]+")
@@ -327,14 +329,19 @@ OWN_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
 def own_function(name: str, signature: str):
-    """The function a ``module:function`` name stands for, imported from the checkout or
-    the Python path; ValueError (one line) for a name it cannot import or that is not a
-    function (``signature`` says what one it should be)."""
+    """The function a ``module:function`` name stands for, imported from the Python path,
+    else from the current directory or the checkout (the ``trainbed`` command, unlike
+    ``python -m``, puts neither on the path, and sudo drops PYTHONPATH); ValueError
+    (one line) for a name it cannot import or that is not a function (``signature``
+    says what one it should be)."""
+    for place in (str(Path.cwd()), str(REPO_ROOT)):
+        if place not in sys.path:
+            sys.path.append(place)  # after everything else: it shadows nothing installed
     module, _, function = name.partition(":")
     try:
         found = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"{name}: cannot import it ({type(err).__name__}: {err})") from None
+    except Exception as err:  # pylint: disable=broad-except  # the researcher's module may fail any way at import
+        raise ValueError(f"{name}: cannot import it ({one_line(err)})") from None
     if not callable(found):
         raise ValueError(f"{name}: is not a function {signature}")
     return found

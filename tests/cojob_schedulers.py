@@ -24,6 +24,25 @@ def nothing(every, running):
     return []
 
 
+def first_only(every, running):
+    """Ranks one running stage; the others are left to the lowest queue."""
+    return [min(s.stage_id for s in running)]
+
+
+def pda_once(every, running):
+    """PDA's order on its first call, nothing after (each test clears CALLS first)."""
+    CALLS.append((len(every), len(running)))
+    return grouper.pda(every) if len(CALLS) == 1 else []
+
+
+def pda_emptying_loads(every, running):
+    """PDA's order, after emptying the loads of every stage it was given."""
+    ranked = grouper.pda(every)
+    for stage in [*every, *running]:
+        stage.loads.clear()
+    return ranked
+
+
 def fails(every, running):
     raise KeyError("no such port")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +48,7 @@ def test_an_own_scheduler_that_calls_pda_decides_exactly_as_grouper_does(seed):
     own, builtin = _simulated(f"{SCHEDULERS}:pda_again", seed), _simulated("grouper", seed)
     assert len(calls) == len(builtin.decisions) > 3
     assert all(every >= running > 0 for every, running in calls)
-    strip = [{k: v for k, v in d.items() if k != "scheduler"} for d in own.decisions]
-    assert strip == [{k: v for k, v in d.items() if k != "scheduler"} for d in builtin.decisions]
+    assert own.decisions == builtin.decisions
     assert own.events == builtin.events and own.end_s == builtin.end_s
 
 
@@ -65,10 +65,31 @@ def test_an_own_order_is_what_the_queues_follow_and_it_changes_the_result():
 
 
 def test_an_own_scheduler_that_ranks_nothing_leaves_every_flow_in_the_lowest_queue():
-    """As fair share: no decision, the same events (its period's ticks only round the clock)."""
+    """As fair share: its decisions mark no flow, the stages end as under fs (its period's
+    ticks only round the clock)."""
     own, fs = _simulated(f"{SCHEDULERS}:nothing"), _simulated("fs")
-    assert own.decisions == fs.decisions == []
-    assert [{**e, "t": pytest.approx(e["t"])} for e in own.events] == fs.events
+    assert own.decisions and all(d["order"] == [] and d["flows"] == 0 for d in own.decisions)
+    assert [{**e, "t": pytest.approx(e["t"])} for e in own.events if e["kind"] != "decision"] == fs.events
+
+
+def test_a_running_stage_left_out_of_the_order_has_its_flows_in_the_lowest_queue():
+    result = _simulated(f"{SCHEDULERS}:first_only")
+    both = next(d for d in result.decisions if len(d["order"]) == 1 and d["t"] > 0)
+    assert both["order"] == ["c0/s0"] and both["flows"] == 16  # c0's 16 flows marked, c1's left in the lowest
+    assert result.events[-1]["kind"] == "cojob_end"
+
+
+def test_an_empty_order_after_a_ranked_one_takes_the_marks_away():
+    calls = importlib.import_module(SCHEDULERS).CALLS
+    calls.clear()
+    decisions = _simulated(f"{SCHEDULERS}:pda_once").decisions
+    assert decisions[0]["flows"] > 0 and decisions[0]["order"]
+    assert len(decisions) > 3 and all(d == {**d, "order": [], "flows": 0} for d in decisions[1:])
+
+
+def test_what_an_own_scheduler_does_to_its_stages_does_not_reach_the_coordinators():
+    own, builtin = _simulated(f"{SCHEDULERS}:pda_emptying_loads"), _simulated("grouper")
+    assert own.decisions == builtin.decisions and own.events == builtin.events
 
 
 @pytest.mark.parametrize("name, says", [
@@ -87,6 +108,38 @@ def test_a_scheduler_name_it_cannot_run_is_refused_in_one_line(name, says):
         with pytest.raises(SpecError, match=r"^scheduler\.name: ") as err:
             validate(raw)
         assert says in str(err.value) and "\n" not in str(err.value), err.value
+
+
+@pytest.mark.parametrize("source, says", [
+    ("def f(every, running)\n", "cannot import it (SyntaxError: "),
+    ("raise RuntimeError('no licence\\nsecond line')\n", "cannot import it (RuntimeError: no licence)"),
+    ("x = 1 / 0\n", "cannot import it (ZeroDivisionError: division by zero)"),
+])
+def test_a_module_that_fails_at_import_is_refused_in_one_line(tmp_path, monkeypatch, source, says):
+    (tmp_path / "broken_sched.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = "broken_sched:f"
+    with pytest.raises(SpecError, match=r"^scheduler\.name: broken_sched:f: ") as err:
+        cojob_spec.validate(raw)
+    assert says in str(err.value) and "\n" not in str(err.value), err.value
+
+
+def test_the_trainbed_command_finds_a_scheduler_in_the_directory_it_runs_in(tmp_path):
+    """The console script puts no directory on the path (python -m puts the current one)."""
+    (tmp_path / "mysched.py").write_text(
+        "def busiest_port_first(every, running):\n"
+        "    return [s.stage_id for s in sorted(running, key=lambda s: max(s.loads.values()))]\n")
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = "mysched:busiest_port_first"
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(raw))
+    trainbed = Path(sys.executable).parent / "trainbed"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([str(trainbed), "simulate", "own.yaml", "--out", "run"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["completed"] and summary["scheduler"] == "mysched:busiest_port_first"
 
 
 @pytest.mark.parametrize("function, says", [

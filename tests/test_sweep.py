@@ -146,7 +146,8 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     ({"grid": {"x": [{"a": 1}]}}, r"grid.x\[0\]: must be a non-empty string, a finite number or true/false, "
                                   r"got a mapping"),
     ({"grid": {"x": [1, 1]}}, r"grid.x\[1\]: repeats 1"),
-    ({"grid": {"x": ["a b", "a/b"]}}, r"grid: cells .* share the id 'x-a-b'; use values that differ"),
+    ({"grid": {"x": ["a b", "a/b"]}}, r"grid.x: cells .* share the id 'x-a-b'; use values that differ"),
+    ({"schedulers": ["pkg_a:f", "pkg:a_f"]}, r"schedulers: cells .* share the id 'sched-pkg-a-f'"),
     ({"schedulers": []}, r"schedulers: must be a non-empty list, got an empty list"),
     ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
     ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),

@@ -260,9 +260,11 @@ class CojobCoordinator:
             every = running = self.coflows_now()
         else:
             every, running = self.stages_now(now)
-        order = scheduling.order(self.scheduler, every, running)
-        if not order:
+        if not running:
             return []
+        # An empty order (an own scheduler ranking nothing) is a decision too: it takes
+        # away the marks an earlier one set.
+        order = scheduling.order(self.scheduler, every, running)
         queues = scheduling.stage_queues(order, running)
         decided: dict[FlowKey, tuple[int, int]] = {}
         for c in self.cojobs.values():

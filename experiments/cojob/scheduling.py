@@ -8,6 +8,7 @@ of them, their queues per machine (Fig. 7), and a flow's queues (Fig. 8).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
@@ -105,11 +106,12 @@ def order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]
 
 def own_order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]:
     """What the researcher's ``module:function`` orders, checked: a list of distinct ids of
-    the stages it was given. Whatever it raises, or a wrong answer, is a RuntimeError
-    naming it (the run fails with that line)."""
+    the stages it was given (copies: what it does to them stays its own). Whatever it
+    raises, or a wrong answer, is a RuntimeError naming it (the run fails with that line)."""
     function = own_function(scheduler, OWN_SIGNATURE)
     try:
-        ranked = function(list(every), list(running))
+        ranked = function([replace(s, loads=dict(s.loads)) for s in every],
+                          [replace(s, loads=dict(s.loads)) for s in running])
     except Exception as err:  # pylint: disable=broad-except  # a plug-in's failure, reported with its name
         raise RuntimeError(f"scheduler {scheduler} raised {type(err).__name__}: {err}") from err
     known = {stage.stage_id for stage in every}
@@ -124,8 +126,12 @@ def own_order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[
 
 
 def stage_queues(ranked: list[str], running: list[Stage]) -> dict[str, dict[str, int]]:
-    """machine -> {stage (or coflow) id: queue}: each machine's local ranks (Fig. 7) as queues 1..7."""
-    return grouper.to_queues(grouper.local_priorities(ranked, grouper.stage_machines(running)))
+    """machine -> {stage (or coflow) id: queue}: each machine's local ranks (Fig. 7) as
+    queues 1..7. A running stage not ranked (only an own scheduler leaves one out) gets
+    none: its flows stay in the lowest queue."""
+    ranked_ids = set(ranked)
+    return grouper.to_queues(grouper.local_priorities(
+        ranked, grouper.stage_machines(s for s in running if s.stage_id in ranked_ids)))
 
 
 def flow_queues(queues: Mapping[str, Mapping[str, int]], stage_id: str, src: str,
