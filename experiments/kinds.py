@@ -29,7 +29,7 @@ from pathlib import Path
 
 from experiments.errors import SpecError
 from experiments.results import lookup
-from experiments.validation import describe, read_yaml
+from experiments.validation import describe, importable_beside, read_yaml
 
 Validate = Callable[[object], dict]
 Run = Callable[[dict, "str | None"], Path]
@@ -169,7 +169,8 @@ def read_spec(path, field: str = "spec", what: str = "file") -> object:
     (``Kind.file_fields``) that are relative and name a file beside the spec made
     absolute: a spec kept with its own profile or trace names it as it lies. One that
     names no file there is left to its kind, which reads it from the checkout (the
-    shipped specs' ``measurements/...``)."""
+    shipped specs' ``measurements/...``). A scheduler of your own (``module:function``)
+    whose module lies beside the spec is found there."""
     raw = read_yaml(path, field, what)
     try:
         fields = kind_of(raw).file_fields
@@ -186,6 +187,9 @@ def read_spec(path, field: str = "spec", what: str = "file") -> object:
             beside = False
         if beside:
             node[leaf] = str(here / value)
+    scheduler = raw.get("scheduler") if isinstance(raw, dict) else None
+    if isinstance(scheduler, dict):
+        importable_beside(scheduler.get("name"), here)  # a scheduler of your own kept beside the spec
     return raw
 
 
@@ -198,7 +202,8 @@ def kind_of(raw) -> Kind:
         return KINDS["colocation"]
     if isinstance(raw, dict) and "spec" in raw and not {"flows", "workload"} & set(raw) \
             and {"schedulers", "seeds", "grid", "parts"} & set(raw):
-        raise SpecError("spec", "this is a sweep file (its spec: names a base spec): run it with trainbed sweep")
+        raise SpecError("spec", "this is a sweep file (its spec: names a base spec): run it with trainbed sweep "
+                                "(--dry-run checks it)")
     known = ", ".join(workload_kinds())
     if isinstance(raw, dict) and "kind" in raw and "workload" not in raw:
         raise SpecError("kind", f"must be {' or '.join(COLOCATION_KINDS)} (a co-location spec), got "

@@ -86,6 +86,7 @@ from experiments.validation import (
     describe,
     error,
     errors_only,
+    importable_beside,
     integer,
     items,
     mapping,
@@ -255,7 +256,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     spec_path, base = _base_spec(sweep_path, sweep["spec"])
     if sweep.get("schedulers") is not None and is_colocation(base):
         raise error("schedulers", "a co-location spec has no scheduler: its methods are compared within each cell")
-    schedulers = _schedulers("schedulers", sweep.get("schedulers"))
+    schedulers = _schedulers("schedulers", sweep.get("schedulers"), sweep_path)
     seeds = _seeds("seeds", sweep.get("seeds"))
     report = [_dotted(p, v) for p, v in items("report", sweep.get("report"), optional=True)]
     backend = _backend("backend", sweep.get("backend", "emulated"), base)
@@ -270,7 +271,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
         raise error("grid", "a sweep with parts has none: give each part its own grid")
     parts, cells, owner = [], [], {}
     for where, raw_part in items("parts", sweep["parts"], non_empty=True):
-        part = _part(where, raw_part, schedulers, seeds, base)
+        part = _part(where, raw_part, schedulers, seeds, base, sweep_path)
         if part.schedulers is not None and is_colocation(base):
             raise error(at(where, "schedulers"), "a co-location spec has no scheduler: its methods are compared "
                                                  "within each cell")
@@ -320,13 +321,29 @@ def _ordered(cells, seed: int | None) -> tuple[Cell, ...]:
     return tuple(cell for group in shuffled for cell in group)
 
 
-def _schedulers(path: str, raw) -> list | None:
-    """Scheduler names: words, or a researcher's own ``module:function`` (each cell's spec
-    checks that its kind has it)."""
+def _schedulers(path: str, raw, sweep_path: Path | None) -> list | None:
+    """Scheduler names: words, or a researcher's own ``module:function``, found beside the
+    sweep file too (each cell's spec checks that its kind has it)."""
     if raw is None:
         return None
-    return _distinct(path, [v if isinstance(v, str) and OWN_FUNCTION.fullmatch(v) else word(p, v)
-                            for p, v in items(path, raw, non_empty=True)])
+    names = []
+    for where, value in items(path, raw, non_empty=True):
+        if not (isinstance(value, str) and (OWN_FUNCTION.fullmatch(value) or _is_word(value))):
+            raise error(where, f"must be a scheduler name or module:function, got {describe(value)}"
+                               + ("; set a scheduler's other fields with grid: {scheduler.period_s: [...]}"
+                                  if isinstance(value, dict) else ""))
+        if sweep_path is not None:
+            importable_beside(value, sweep_path.absolute().parent)
+        names.append(value)
+    return _distinct(path, names)
+
+
+def _is_word(value: str) -> bool:
+    try:
+        word("", value)
+    except SpecError:
+        return False
+    return True
 
 
 def _seeds(path: str, raw) -> list | None:
@@ -343,10 +360,11 @@ def _backend(path: str, value, base: dict) -> str:
     return value
 
 
-def _part(where: str, raw, schedulers: list | None, seeds: list | None, base: dict) -> Part:
+def _part(where: str, raw, schedulers: list | None, seeds: list | None, base: dict,
+          sweep_path: Path | None) -> Part:
     """One part of a sweep; its schedulers, seeds and backend default to the sweep's."""
     part = mapping(where, raw, allowed=PART_FIELDS, required=("name",))
-    own_schedulers = _schedulers(at(where, "schedulers"), part.get("schedulers"))
+    own_schedulers = _schedulers(at(where, "schedulers"), part.get("schedulers"), sweep_path)
     own_seeds = _seeds(at(where, "seeds"), part.get("seeds"))
     backend = _backend(at(where, "backend"), part["backend"], base) if "backend" in part else None
     return Part(word(at(where, "name"), part["name"]), schedulers if own_schedulers is None else own_schedulers,

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import contextvars
 import importlib
+import inspect
 import math
 import re
 import stat
@@ -328,12 +329,12 @@ def choice(path: str, value, options: Iterable, *, what: str | None = None):
 OWN_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
 
-def own_function(name: str, signature: str):
+def own_function(name: str, signature: str, arguments: int):
     """The function a ``module:function`` name stands for, imported from the Python path,
     else from the current directory or the checkout (the ``trainbed`` command, unlike
     ``python -m``, puts neither on the path, and sudo drops PYTHONPATH); ValueError
-    (one line) for a name it cannot import or that is not a function (``signature``
-    says what one it should be)."""
+    (one line) for a name it cannot import or that is not a function of ``arguments``
+    positional arguments (``signature`` says what one it should be)."""
     for place in (str(Path.cwd()), str(REPO_ROOT)):
         if place not in sys.path:
             sys.path.append(place)  # after everything else: it shadows nothing installed
@@ -344,7 +345,30 @@ def own_function(name: str, signature: str):
         raise ValueError(f"{name}: cannot import it ({one_line(err)})") from None
     if not callable(found):
         raise ValueError(f"{name}: is not a function {signature}")
+    try:
+        inspect.signature(found).bind(*range(arguments))
+    except TypeError:  # it cannot be called with the arguments it will be given
+        raise ValueError(f"{name}: takes {_parameters(found)}, not {signature}") from None
+    except ValueError:  # no signature to read (some built-ins): its call will say
+        pass
     return found
+
+
+def importable_beside(name, here: Path) -> None:
+    """Puts ``here`` on the import path when ``name`` is a ``module:function`` whose module
+    lies there: a spec (or sweep) kept with its own scheduler's module names it as it lies."""
+    if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
+        return
+    top = name.partition(":")[0].split(".")[0]
+    if ((here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()) and str(here) not in sys.path:
+        sys.path.append(str(here))
+
+
+def _parameters(function) -> str:
+    try:
+        return str(inspect.signature(function))
+    except ValueError:
+        return "other arguments"
 
 
 def inclusive_range(path: str, value, check: Callable[[str, object], float]) -> list:

@@ -60,3 +60,7 @@ def not_a_list(every, running):
 
 
 NOT_A_FUNCTION = 3
+
+
+def one_argument(running):
+    return []

@@ -98,6 +98,7 @@ def test_what_an_own_scheduler_does_to_its_stages_does_not_reach_the_coordinator
     (f"{SCHEDULERS}:absent", f"{SCHEDULERS}:absent: cannot import it (AttributeError"),
     ("no_such_module_here:f", "cannot import it (ModuleNotFoundError"),
     (f"{SCHEDULERS}:NOT_A_FUNCTION", "is not a function (every: list[Stage], running: list[Stage]) -> [stage id, ...]"),
+    (f"{SCHEDULERS}:one_argument", "takes (running), not (every: list[Stage], running: list[Stage])"),
     ({"module": "m"}, "must be one of fs, baraat"),
     (["grouper"], "must be one of fs, baraat"),
 ])
@@ -140,6 +141,36 @@ def test_the_trainbed_command_finds_a_scheduler_in_the_directory_it_runs_in(tmp_
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["completed"] and summary["scheduler"] == "mysched:busiest_port_first"
+
+
+def test_a_scheduler_module_kept_beside_its_spec_or_sweep_is_found_there(tmp_path, monkeypatch):
+    """As a spec's profile or trace beside it: wherever the command runs."""
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "beside_sched.py").write_text("def first(every, running):\n    return []\n")
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = "beside_sched:first"
+    (tmp_path / "kept" / "own.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what the read adds goes with the test
+    with pytest.raises(SpecError, match="beside_sched:first: cannot import it"):
+        cojob_spec.validate(raw)  # not from where the command runs
+    from experiments.kinds import read_spec as read_spec_file
+    assert cojob_spec.validate(read_spec_file(tmp_path / "kept" / "own.yaml"))["scheduler"]["name"] == \
+        "beside_sched:first"
+    (tmp_path / "kept2").mkdir()
+    (tmp_path / "kept2" / "beside_sched2.py").write_text("def first(every, running):\n    return []\n")
+    (tmp_path / "kept2" / "sweep.yaml").write_text(yaml.safe_dump(
+        {"name": "own", "spec": str(REPO / SMOKE), "backend": "simulated", "schedulers": ["beside_sched2:first"]}))
+    assert [cell.spec["scheduler"]["name"] for cell in sweep_mod.load(tmp_path / "kept2" / "sweep.yaml").cells] \
+        == ["beside_sched2:first"]
+
+
+def test_a_sweeps_scheduler_with_fields_is_refused_with_where_to_set_them(tmp_path):
+    raw = {"name": "own", "spec": str(REPO / SMOKE), "backend": "simulated",
+           "schedulers": ["fs", {"name": "grouper", "period_s": 1}]}
+    with pytest.raises(SpecError, match=r"^schedulers\[1\]: must be a scheduler name or module:function, got a "
+                                        r"mapping; set a scheduler's other fields with grid: "):
+        sweep_mod.parse(raw)
 
 
 @pytest.mark.parametrize("function, says", [

@@ -491,6 +491,70 @@ def half_fair(machines, flows):
     return {flow: mbps / 2 for flow, mbps in oes.max_min_fair_rates(machines, flows).items()}
 
 
+def zero_rates(machines, flows):
+    return {flow.flow_id: 0.0 for flow in flows}
+
+
+def negative_rate(machines, flows):
+    return {flow.flow_id: -5.0 for flow in flows}
+
+
+def word_rate(machines, flows):
+    return {flow.flow_id: "fast" for flow in flows}
+
+
+def nan_rate(machines, flows):
+    return {flow.flow_id: float("nan") for flow in flows}
+
+
+def ghost_rate(machines, flows):
+    return {**half_fair(machines, flows), "ghost": 1.0}
+
+
+def forgets_a_flow(machines, flows):
+    return dict(list(half_fair(machines, flows).items())[1:])
+
+
+def rates_as_a_list(machines, flows):
+    return list(half_fair(machines, flows).values())
+
+
+def divides_by_zero(machines, flows):
+    return 1 / 0
+
+
+def one_argument(flows):
+    return {}
+
+
+@pytest.mark.parametrize("policy, says", [
+    ("negative_rate", "returned -5.0 for flow '"),
+    ("word_rate", "returned 'fast' for flow '"),
+    ("nan_rate", "returned nan for flow '"),
+    ("ghost_rate", "returned a rate for unknown flow 'ghost'"),
+    ("forgets_a_flow", "gave no rate to flow '"),
+    ("rates_as_a_list", "must return {flow id: Mbit/s}, got a list"),
+    ("divides_by_zero", "raised ZeroDivisionError: division by zero"),
+])
+def test_an_own_rate_policy_that_fails_or_answers_wrong_ends_the_run_with_its_name(policy, says):
+    raw = yaml.safe_load((REPO / "experiments/specs/gnn-hetero-products-ps.yaml").read_text())
+    raw["scheduler"] = {"name": f"tests.test_gnn_simulated:{policy}"}
+    spec = gnn_spec.validate(raw)
+    profile = profile_of(spec, Costs(), iterations=5)
+    with pytest.raises(RuntimeError, match=f"^scheduler tests.test_gnn_simulated:{policy} ") as err:
+        run(spec, Costs(), spec["scheduler"]["name"], profile, iterations=3)
+    assert says in str(err.value) and "\n" not in str(err.value), err.value
+
+
+def test_an_own_rate_policy_may_hold_a_flow_at_zero():
+    """0 is a rate (the built-in policies hold a waiting flow there): installed as the least."""
+    raw = yaml.safe_load((REPO / "experiments/specs/gnn-hetero-products-ps.yaml").read_text())
+    raw["scheduler"] = {"name": "tests.test_gnn_simulated:zero_rates"}
+    spec = gnn_spec.validate(raw)
+    result = run(spec, Costs(), spec["scheduler"]["name"], profile_of(spec, Costs(), iterations=5), iterations=2)
+    assert result.decisions
+
+
 def test_a_rate_policy_of_your_own_runs_by_its_module_path():
     """scheduler.name "module:function": the spec names it, the model (and the emulated
     driver, through the same gnn_spec.rate_policy) runs it; half the fair rates take
@@ -505,7 +569,8 @@ def test_a_rate_policy_of_your_own_runs_by_its_module_path():
     for bad, says in (("nope", "must be one of oes, default, omcoflow, mrtf, fair or a rate policy of your own"),
                       ("tests.test_gnn_simulated:absent", "cannot import it (AttributeError"),
                       ("no_such_module_here:f", "cannot import it (ModuleNotFoundError"),
-                      ("tests.test_gnn_simulated:REPO", "is not a function")):
+                      ("tests.test_gnn_simulated:REPO", "is not a function"),
+                      ("tests.test_gnn_simulated:one_argument", "takes (flows), not (machines, flows) -> ")):
         raw["scheduler"] = {"name": bad}
         with pytest.raises(SpecError, match="^scheduler.name: ") as err:
             gnn_spec.validate(raw)

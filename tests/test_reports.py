@@ -353,6 +353,12 @@ def test_trainbed_results_lists_the_store_newest_first_with_each_verdict(tmp_pat
     assert lines[0].split() == ["directory", "what", "completed", "trustworthy", "headline"]
     assert [line.split()[0] for line in lines[1:]] == ["starting", "running", "garbled"]
     assert lines[1].split()[1:6] == ["sweep", "of", "cojob", "·", "emulated"] and f"0/{cells} cells" in lines[1]
+    # a sweep directory itself lists its cells; a run directory itself is its row
+    assert main(["results", str(root / "tb-fix"), "--csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert sorted(r["directory"] for r in rows) == sorted(p.name for p in (SWEEP / "cells").iterdir())
+    assert main(["results", str(root / "lower-queue"), "--csv"]) == 0
+    assert [r["directory"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))] == ["lower-queue"]
     # a directory that cannot be looked into is a row saying why, the others listed as ever
     real_exists = Path.exists
     monkeypatch.setattr(Path, "exists", lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))

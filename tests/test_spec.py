@@ -315,7 +315,7 @@ def test_a_directory_named_as_a_file_is_called_one(tmp_path):
     (["colocate", "experiments/specs/gnn-oes-smoke.yaml"], "kind: is a co-location spec's (training or inference)"),
     (["simulate", "EMPTY"], "spec: must be a mapping, got null"),
     (["run", "experiments/sweeps/grouper-smoke.yaml"],
-     "spec: this is a sweep file (its spec: names a base spec): run it with trainbed sweep"),
+     "spec: this is a sweep file (its spec: names a base spec): run it with trainbed sweep (--dry-run checks it)"),
     (["simulate", "experiments/specs/priority-demo.yaml"],
      "workload.kind: trainbed simulate runs cojob or gnn specs; this is a timetable spec"),
 ])

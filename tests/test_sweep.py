@@ -149,7 +149,7 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
     ({"grid": {"x": ["a b", "a/b"]}}, r"grid.x: cells .* share the id 'x-a-b'; use values that differ"),
     ({"schedulers": ["pkg_a:f", "pkg:a_f"]}, r"schedulers: cells .* share the id 'sched-pkg-a-f'"),
     ({"schedulers": []}, r"schedulers: must be a non-empty list, got an empty list"),
-    ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a non-empty word"),
+    ({"schedulers": ["gr ouper"]}, r"schedulers\[0\]: must be a scheduler name or module:function, got .gr ouper.$"),
     ({"seeds": [1, "2"]}, r"seeds\[1\]: must be an integer >= 0, got '2'"),
     ({"seeds": [1, True]}, r"seeds\[1\]: must be an integer >= 0, got true"),
     ({"colour": "red"}, r"colour: unknown field \(allowed: backend, description, grid, name, order, parts, repeats, report, "

@@ -108,7 +108,7 @@ def own_order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[
     """What the researcher's ``module:function`` orders, checked: a list of distinct ids of
     the stages it was given (copies: what it does to them stays its own). Whatever it
     raises, or a wrong answer, is a RuntimeError naming it (the run fails with that line)."""
-    function = own_function(scheduler, OWN_SIGNATURE)
+    function = own_function(scheduler, OWN_SIGNATURE, 2)
     try:
         ranked = function([replace(s, loads=dict(s.loads)) for s in every],
                           [replace(s, loads=dict(s.loads)) for s in running])

@@ -66,7 +66,7 @@ def scheduler_name(value) -> str:
     (checked here, so a run never starts with a scheduler it cannot call)."""
     if isinstance(value, str) and OWN_FUNCTION.fullmatch(value):
         try:
-            own_function(value, scheduling.OWN_SIGNATURE)
+            own_function(value, scheduling.OWN_SIGNATURE, 2)
         except ValueError as err:
             raise SpecError("scheduler.name", str(err)) from None
         return value

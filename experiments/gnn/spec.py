@@ -59,6 +59,7 @@ every host, ``task_resources`` every task kind, each with all three resources.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 from experiments.errors import SpecError
@@ -96,9 +97,12 @@ SYNCS = ("ps", "allreduce")
 # each but default (TCP's own sharing, nothing installed) is a rate policy of
 # oes.rate_policies; fair installs max-min fair rates (OES's mechanism without its rates)
 SCHEDULERS = ("oes", "default", "omcoflow", "mrtf", "fair")
-# ... or the researcher's own rate policy, "module:function" (importable from the checkout
-# or the Python path): a function of oes.rate_policies' signature, (machines, flows) ->
-# {flow id: Mbit/s}, run by the emulation's driver and by the job's model alike.
+# ... or the researcher's own rate policy, "module:function" (validation.own_function
+# says where it is found): a function of oes.rate_policies' signature, (machines, flows)
+# -> {flow id: Mbit/s}, a rate >= 0 for every flow it is given (0 holds a flow at
+# coordinator.WAITING_MBPS, as the built-in policies do), run by the emulation's driver
+# and by the job's model alike, its answers checked (``_checked``).
+OWN_SIGNATURE = "(machines, flows) -> {flow id: Mbit/s}"
 
 
 def rate_policy(name: str):
@@ -114,7 +118,33 @@ def rate_policy(name: str):
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         raise ValueError(f"must be one of {', '.join(SCHEDULERS)} or a rate policy of your own as module:function, "
                          f"got {name!r}")
-    return own_function(name, "(machines, flows) -> {flow id: Mbit/s}")
+    return _checked(name, own_function(name, OWN_SIGNATURE, 2))
+
+
+def _checked(name: str, policy):
+    """``policy`` whose answers are checked: whatever it raises, or a wrong answer, is a
+    RuntimeError naming it (the run fails with that line)."""
+    def checked(machines, flows):
+        try:
+            rates = policy(list(machines), list(flows))
+        except Exception as err:  # pylint: disable=broad-except  # a plug-in's failure, reported with its name
+            raise RuntimeError(f"scheduler {name} raised {type(err).__name__}: {err}") from err
+        if not isinstance(rates, dict):
+            raise RuntimeError(f"scheduler {name} must return {{flow id: Mbit/s}}, got {describe(rates)}")
+        given = [flow.flow_id for flow in flows]
+        unknown = sorted(set(rates) - set(given), key=str)
+        missing = [fid for fid in given if fid not in rates]
+        if unknown or missing:
+            raise RuntimeError(f"scheduler {name} " + (f"returned a rate for unknown flow {unknown[0]!r}" if unknown
+                               else f"gave no rate to flow {missing[0]!r} (every flow it is given needs one; "
+                                    "0 holds it)"))
+        for fid, mbps in rates.items():
+            if isinstance(mbps, bool) or not isinstance(mbps, (int, float)) or not 0 <= mbps < math.inf:
+                raise RuntimeError(f"scheduler {name} returned {describe(mbps)} for flow {fid!r}: a rate must be "
+                                   "a number >= 0 (Mbit/s)")
+        return rates
+    checked.__name__ = checked.__qualname__ = name
+    return checked
 
 
 SCHEDULER_FIELDS = {"name"}
