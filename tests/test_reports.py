@@ -340,6 +340,8 @@ def test_trainbed_results_lists_the_store_newest_first_with_each_verdict(tmp_pat
         "sweep", "cojob", "emulated", cells, str(sum(r["completed"] == "true" for r in kept)),
         str(sum(r["trustworthy"] == "true" for r in kept))]
     assert [by["starting"][k] for k in ("kind", "cells", "completed")] == ["cojob", cells, "0"]
+    assert by["starting"]["headline"] == "grouper-testbed-sendbuf"  # no cell yet: the sweep's name
+    assert by["tb-fix"]["headline"] == "avg SCT: fs 66.7 s, baraat 69 s, sincronia 61.1 s, grouper 60.8 s"
     assert [by["running"][k] for k in ("type", "kind", "completed", "trustworthy")] == [
         "run", "timetable", "running or killed", ""]
     gnn = by["gnn-untrustworthy"]  # a run not trusted says why, not its figures

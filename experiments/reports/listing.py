@@ -7,7 +7,8 @@ line second (``as_text``): its directory, what it is (a run's kind and backend; 
 sweep's, from its base spec), its verdict (a run: completed and trustworthy, from its
 summary, ``running or killed`` while it has none; a sweep: how many of its cells
 completed and are trustworthy, from results.csv) and a line: why a run did not complete
-or is not trusted, else its key figures (``KEY_FIGURES``); a sweep's name. A directory
+or is not trusted, else its key figures (``KEY_FIGURES``); a sweep's compared metric per
+scheduler (its name before a cell completes). A directory
 that is neither (``bench/``, ``cache/``) is left out, as is ``latest`` (a link to a row
 of its own); one whose files cannot be read is a row saying why.
 """
@@ -27,7 +28,7 @@ from experiments.validation import read_yaml
 FIELDS = ("directory", "type", "kind", "backend", "cells", "completed", "trustworthy", "headline")
 # The headline rows (by how their label ends) a run's row shows, per kind; else its first.
 KEY_FIGURES = {"timetable": ("high's share while both ran", "rate limit achieved"), "cojob": ("scheduler", "avg SCT"),
-               "gnn": ("time to target accuracy", "iteration time"), "programs": ("all-reduce over the ring's ideal",),
+               "gnn": ("training", "time to target accuracy", "iteration time"), "programs": ("all-reduce over the ring's ideal",),
                "colocation": ("(primary) makespan",)}
 SWEEP_MARKERS = ("sweep.yaml", RESULTS)
 RUN_MARKERS = ("summary.json", "spec.yaml")  # a run writes its spec first, its summary last
@@ -72,7 +73,17 @@ def _sweep(path: Path) -> dict:
             "cells": str(len(cells) if isinstance(cells, list) else len(rows)),
             "completed": str(sum(row.get("completed") == "true" for row in rows)),
             "trustworthy": str(sum(row.get("trustworthy") == "true" for row in rows)),
-            "headline": str(record.get("name") or path.name)}
+            "headline": _compared(path, rows) or str(record.get("name") or path.name)}
+
+
+def _compared(path: Path, rows: list[dict]) -> str:
+    """The compared metric per scheduler, as the sweep's console summary leads with it
+    (none before a cell completes)."""
+    compared = SweepData(path).compared() if rows else None
+    if not compared:
+        return ""
+    (_, label, _), by_scheduler = compared
+    return f"{label}: " + ", ".join(f"{r[0]} {r[1]}" for r in by_scheduler)
 
 
 def entries(root: str | Path) -> list[dict]:
