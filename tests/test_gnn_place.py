@@ -531,3 +531,33 @@ def test_a_compute_factor_is_the_machines_speed_and_the_profiled_times_are_at_sp
     worker = next(t for t in on_tbh2 if t.startswith("worker"))
     assert search.problem_from_profile(slow, scaled).tasks[worker].exec_s == pytest.approx(
         plain_problem.tasks[worker].exec_s, rel=1e-12)
+
+
+OWN = "tests.gnn_placements"  # the researchers' placements the tests name
+
+
+def test_a_placement_of_your_own_is_run_on_the_jobs_problem_at_validation(spec, profile):
+    """The function gets ETP's problem (from the profile) and its answer is the placement,
+    recorded so that the resolved spec runs it again without the function."""
+    placement = {"kind": f"{OWN}:ifs_again", "profile": str(PROFILE.relative_to(REPO))}
+    resolved = gnn_spec.validate(raw_spec(placement))
+    record = resolved["workload"]["placement"]
+    assert record == {"kind": f"{OWN}:ifs_again", "profile": str(PROFILE), "tasks": search.ifs_placement(spec, profile)}
+    gone = copy.deepcopy(resolved)
+    gone["workload"]["placement"]["kind"] = "no_such_module_here:gone"
+    assert gnn_spec.validate(gone)["workload"]["placement"]["tasks"] == record["tasks"]
+    result = simulated.GnnSimulation(resolved, profile, iterations=3).run()
+    assert sum(e["kind"] == "iteration_end" for e in result.events) >= 3
+
+
+@pytest.mark.parametrize("function, field, says", [
+    ("forgets_a_worker", r"workload\.placement\.worker0", "forgets_a_worker placed it: is required (an explicit "),
+    ("moves_a_store", r"workload\.placement\.store0", "moves_a_store moved a store (store0 is fixed on "),
+    ("fails", r"workload\.placement\.kind", "fails raised KeyError: 'no machine'"),
+    ("as_a_list", r"workload\.placement\.kind", "as_a_list must return {task id: host}, got a list"),
+    ("absent", r"workload\.placement\.kind", "absent: cannot import it (AttributeError"),
+])
+def test_a_placement_of_your_own_that_fails_or_answers_wrong_is_one_line(function, field, says):
+    with pytest.raises(SpecError, match=f"^{field}: ") as err:
+        gnn_spec.validate(raw_spec({"kind": f"{OWN}:{function}", "profile": str(PROFILE)}))
+    assert says in str(err.value) and "\n" not in str(err.value), err.value

@@ -39,7 +39,9 @@ Format (defaults in comments)::
                                  # here; pick: cost judges the candidates by Eq. 27, not the model;
                                  # verify_best: K judges only IFS's and the K - 1 least-cost ones
                                  # | {kind: ifs, profile: PATH}: IFS alone (the search's start)
-    scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines)
+                                 # | {kind: module:function, profile: PATH}: your own, on ETP's problem
+    scheduler: {name: oes}       # oes | default | omcoflow | mrtf (the paper's baselines) | fair
+                                 # | module:function (your own rate policy)
     simulation:                  # the job's model (experiments.gnn.simulated): what it reads
       profile: results/run-.../profile.json   # a profile: true run's; relative to the checkout
     fidelity: {...}
@@ -62,7 +64,7 @@ from __future__ import annotations
 import math
 import sys
 
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
 from experiments.gnn import placement as placement_mod
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
@@ -284,9 +286,17 @@ PICKS = ("makespan", "cost")  # how ETP judges its candidates: the model's makes
 SEARCH_RECORD = {"cost", "makespan_s", "candidates", "search_s"}  # what an ETP search adds to the resolved spec
 
 
+# ... or the researcher's own placement, {kind: module:function, profile: PATH}: a function
+# of the job's placement problem (controller.schedulers.placement.problem.Problem, built
+# from the profile as ETP's is) returning {task id: host}, run at validation.
+OWN_PLACEMENT_SIGNATURE = "(problem) -> {task id: host}"
+
+
 def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
     if isinstance(raw, dict) and "kind" in raw and "tasks" in raw:  # no task is named kind or tasks
         return _resolved_placement(raw, hosts, workload)
+    if isinstance(raw, dict) and isinstance(raw.get("kind"), str) and OWN_FUNCTION.fullmatch(raw["kind"]):
+        return _own_placement(raw, hosts, workload, common)
     if isinstance(raw, dict) and "kind" in raw:
         return _searched_placement(raw, hosts, workload, common)
     if isinstance(raw, dict):
@@ -309,10 +319,15 @@ def _resolved_placement(raw: dict, hosts: list[str], workload: dict) -> dict:
     """A resolved spec's placement (a run's ``spec.yaml``: ``{kind, tasks}``, a search's
     record beside): its tasks are the placement, checked as an explicit one and not
     searched again, so that a run's spec runs the same placement again."""
-    kind = choice("workload.placement.kind", raw["kind"], tuple(placement_mod.KINDS) + tuple(SEARCH_FIELDS))
+    own = isinstance(raw["kind"], str) and OWN_FUNCTION.fullmatch(raw["kind"])  # not imported: its tasks are kept
+    kind = raw["kind"] if own else choice("workload.placement.kind", raw["kind"],
+                                          tuple(placement_mod.KINDS) + tuple(SEARCH_FIELDS))
     allowed = {"kind", "tasks"} | (SEARCH_FIELDS.get(kind, set()) | (SEARCH_RECORD if kind == "etp" else set()))
+    allowed |= {"profile"} if own else set()
     section = mapping("workload.placement", raw, allowed=allowed,
                       required=("kind", "tasks", "profile") if kind in SEARCH_FIELDS else ("kind", "tasks"))
+    if own and "profile" in section:
+        string("workload.placement.profile", section["profile"])
     if kind in SEARCH_FIELDS:  # the search's record, checked as the search checks it (the profile is not read)
         string("workload.placement.profile", section["profile"])
         _search_settings(section)
@@ -332,6 +347,47 @@ def _resolved_placement(raw: dict, hosts: list[str], workload: dict) -> dict:
             raise SpecError(at("workload.placement.tasks", str(task)),
                             f"stores are fixed ({task} on {placed.get(task, 'no host')}), got {describe(host)}")
     return {**section, "tasks": placed}
+
+
+def _own_placement(raw: dict, hosts: list[str], workload: dict, common: dict) -> dict:
+    """``{kind: module:function, profile}``: the researcher's function of the job's
+    placement problem (ETP's, from the profile), its answer checked as an explicit
+    placement (every task but the stores, within the machines' capacities)."""
+    from experiments.gnn import search  # pylint: disable=import-outside-toplevel  # the search reads the model
+    from experiments.gnn.simulated import ProfileError  # pylint: disable=import-outside-toplevel
+
+    name = raw["kind"]
+    section = mapping("workload.placement", raw, allowed={"kind", "profile"}, required=("kind", "profile"))
+    profile = existing_file("workload.placement.profile", section["profile"], base=REPO_ROOT)
+    try:
+        function = own_function(name, OWN_PLACEMENT_SIGNATURE, 1)
+    except ValueError as err:
+        raise SpecError("workload.placement.kind", str(err)) from None
+    job = {**common, "workload": workload}
+    try:
+        problem = search.problem_from_profile(job, profile)
+    except ProfileError as err:
+        raise SpecError("workload.placement.profile", str(err)) from None
+    try:
+        found = function(problem)
+    except Exception as err:  # pylint: disable=broad-except  # a plug-in's failure, reported with its name
+        raise SpecError("workload.placement.kind", f"{name} raised {one_line(err)}") from None
+    if not isinstance(found, dict):
+        raise SpecError("workload.placement.kind", f"{name} must return {{task id: host}}, got {describe(found)}")
+    stores = {f"store{m}": host for m, host in enumerate(hosts)}  # fixed: store m on the m-th host
+    for task, host in found.items():
+        if task in stores and stores[task] != host:
+            raise SpecError(at("workload.placement", str(task)), f"{name} moved a store ({task} is fixed on "
+                                                                 f"{stores[task]}), got {describe(host)}")
+    # the problem's ring steps ("worker0/ring1") go with their worker
+    explicit = {t: h for t, h in found.items() if t not in stores and "/ring" not in str(t)}
+    try:
+        tasks = placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
+                                    workload["workers"], workload["samplers_per_worker"], workload["ps"],
+                                    explicit=explicit)
+    except SpecError as err:
+        raise SpecError(err.field, f"{name} placed it: {err.problem}") from None
+    return {"kind": name, "profile": str(profile), "tasks": tasks}
 
 
 def _search_settings(section: dict) -> tuple[int, int, str, int]:
