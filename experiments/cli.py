@@ -154,14 +154,15 @@ def _count(flag: str, value: str, least: int, most: int | None = None) -> int:
 
 def _results(args) -> int:
     from experiments import store
-    from experiments.reports.listing import RUN_MARKERS, SWEEP_MARKERS, as_csv, as_text, entries
+    from experiments.reports.listing import RUN_MARKERS, SWEEP_MARKERS, as_csv, as_text, entries, row
     root = Path(args.dir) if args.dir is not None else store.results_root()
     if args.dir is not None and not root.is_dir():
         raise SpecError("dir", f"{root}: {'not a directory' if root.exists() else 'no such directory'}")
+    root = root.resolve()  # "." and results/latest are directories of their own names
     if any((root / marker).exists() for marker in SWEEP_MARKERS) and (root / "cells").is_dir():
         root = root / "cells"  # a sweep directory itself: its cells
     if args.dir is not None and any((root / marker).exists() for marker in RUN_MARKERS):
-        rows = [row for row in entries(root.parent) if row["directory"] == root.name]  # one run: its row
+        rows = [row(root)[1]]  # one run: its row
     else:
         rows = entries(root)[:args.last] if root.is_dir() else []  # no results/ yet: nothing run here
     if args.csv:

@@ -10,6 +10,11 @@ class SpecError(ValueError):
         self.problem = problem
 
 
+class PluginError(RuntimeError):
+    """A researcher's own function (``module:function`` in a spec) raised or answered
+    wrong at run time; ``str()`` is one line naming it."""
+
+
 class TeardownError(RuntimeError):
     """Some tear-down steps failed; all steps ran. One line naming each failure."""
 

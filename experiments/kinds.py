@@ -48,6 +48,7 @@ class Kind:
     by_workload: bool = True  # chosen by ``workload.kind`` (False: by the top-level ``kind``)
     headline: tuple[str, ...] = ()  # summary fields a sweep's table and progress lines lead with
     file_fields: tuple[str, ...] = ()  # dotted fields naming a file (``read_spec`` anchors them)
+    function_fields: tuple[str, ...] = ()  # dotted fields that may name a function of your own (module:function)
 
 
 def _validate_timetable(raw) -> dict:
@@ -140,11 +141,12 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          headline=("high_share_while_both", "rate_limit_achieved_mbps", "link_goodput_ratio", "mean_fct_s")),
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
          summary="cojobs of PS-trained jobs under one network scheduler", headline=("avg_sct_s", "avg_cojct_s"),
-         file_fields=("workload.trace",)),
+         file_fields=("workload.trace",), function_fields=("scheduler.name",)),
     Kind("gnn", _validate_gnn, _run_gnn, _simulate_gnn, _validate_gnn_simulated,
          summary="distributed GNN training (graph stores, samplers, workers)",
          headline=("time_to_accuracy_s", "iteration_s_mean"),
-         file_fields=("simulation.profile", "workload.placement.profile")),
+         file_fields=("simulation.profile", "workload.placement.profile"),
+         function_fields=("scheduler.name", "workload.placement.kind")),
     Kind("programs", _validate_programs, _run_programs,
          summary="your own commands on the hosts (e.g. torch.distributed), with per-flow policies",
          headline=("allreduce_over_ideal", "wall_s")),
@@ -169,15 +171,15 @@ def read_spec(path, field: str = "spec", what: str = "file") -> object:
     (``Kind.file_fields``) that are relative and name a file beside the spec made
     absolute: a spec kept with its own profile or trace names it as it lies. One that
     names no file there is left to its kind, which reads it from the checkout (the
-    shipped specs' ``measurements/...``). A scheduler of your own (``module:function``)
-    whose module lies beside the spec is found there."""
+    shipped specs' ``measurements/...``). A function of your own (``Kind.function_fields``,
+    ``module:function``) whose module lies beside the spec is found there."""
     raw = read_yaml(path, field, what)
     try:
-        fields = kind_of(raw).file_fields
+        kind = kind_of(raw)
     except SpecError:  # the kind's own check says what is wrong, at validation
         return raw
     here = Path(path).absolute().parent
-    for dotted in fields:
+    for dotted in kind.file_fields:
         parent, _, leaf = dotted.rpartition(".")
         node = lookup(raw, parent)
         value = node.get(leaf) if isinstance(node, dict) else None
@@ -187,9 +189,8 @@ def read_spec(path, field: str = "spec", what: str = "file") -> object:
             beside = False
         if beside:
             node[leaf] = str(here / value)
-    scheduler = raw.get("scheduler") if isinstance(raw, dict) else None
-    if isinstance(scheduler, dict):
-        importable_beside(scheduler.get("name"), here)  # a scheduler of your own kept beside the spec
+    for dotted in kind.function_fields:  # a function of your own kept beside the spec
+        importable_beside(dotted, lookup(raw, dotted), here)
     return raw
 
 

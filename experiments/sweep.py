@@ -333,7 +333,7 @@ def _schedulers(path: str, raw, sweep_path: Path | None) -> list | None:
                                + ("; set a scheduler's other fields with grid: {scheduler.period_s: [...]}"
                                   if isinstance(value, dict) else ""))
         if sweep_path is not None:
-            importable_beside(value, sweep_path.absolute().parent)
+            importable_beside(where, value, sweep_path.absolute().parent)
         names.append(value)
     return _distinct(path, names)
 

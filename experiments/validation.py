@@ -27,6 +27,7 @@ import importlib
 import inspect
 import math
 import re
+import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -341,7 +342,7 @@ def own_function(name: str, signature: str, arguments: int):
     module, _, function = name.partition(":")
     try:
         found = getattr(importlib.import_module(module), function)
-    except Exception as err:  # pylint: disable=broad-except  # the researcher's module may fail any way at import
+    except (Exception, SystemExit) as err:  # pylint: disable=broad-except  # the researcher's module may fail any way at import
         raise ValueError(f"{name}: cannot import it ({one_line(err)})") from None
     if not callable(found):
         raise ValueError(f"{name}: is not a function {signature}")
@@ -354,14 +355,39 @@ def own_function(name: str, signature: str, arguments: int):
     return found
 
 
-def importable_beside(name, here: Path) -> None:
+def importable_beside(path: str, name, here: Path) -> None:
     """Puts ``here`` on the import path when ``name`` is a ``module:function`` whose module
-    lies there: a spec (or sweep) kept with its own scheduler's module names it as it lies."""
+    lies there: a spec (or sweep) kept with its own function's module names it as it
+    lies. One module of a name a process: a SpecError at ``path`` when another of the
+    same name (other code) is loaded already (Python would hand that one out)."""
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         return
     top = name.partition(":")[0].split(".")[0]
-    if ((here / f"{top}.py").is_file() or (here / top / "__init__.py").is_file()) and str(here) not in sys.path:
+    try:
+        beside = here / f"{top}.py" if (here / f"{top}.py").is_file() else here / top / "__init__.py"
+        if not beside.is_file():
+            return
+    except (OSError, ValueError):  # a name too long, a NUL: the import names it
+        return
+    loaded = getattr(sys.modules.get(top), "__file__", None)
+    if loaded is not None and Path(loaded).resolve() != beside.resolve() and \
+            Path(loaded).read_bytes() != beside.read_bytes():  # a run keeps a copy of the one it ran: the same
+        raise error(path, f"{name}: another module {top} is loaded already, from {loaded}, not this one "
+                          f"from {beside}: give one of them another name")
+    if str(here) not in sys.path:
         sys.path.append(str(here))
+
+
+def keep_beside(name, directory: Path) -> None:
+    """Copies the module file of a ``module:function`` (a single-file module; a package
+    is left where it is) into ``directory``, beside the run's ``spec.yaml``, so that the
+    run keeps the code it ran and its spec runs again from there."""
+    if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
+        return
+    module = name.partition(":")[0]
+    loaded = getattr(sys.modules.get(module), "__file__", None)
+    if "." not in module and loaded and Path(loaded).name == f"{module}.py":
+        shutil.copy2(loaded, directory / f"{module}.py")
 
 
 def _parameters(function) -> str:

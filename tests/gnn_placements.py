@@ -15,6 +15,12 @@ def forgets_a_worker(problem):
     return {task: host for task, host in ifs(problem).items() if task != "worker0"}
 
 
+def crowds_the_first(problem):
+    """Every sampler, worker and PS on the first machine: more than it holds."""
+    first = next(iter(problem.machines))
+    return {**ifs(problem), **{task: first for task in problem.movable}}
+
+
 def moves_a_store(problem):
     found = ifs(problem)
     others = [name for name in problem.machines if name != found["store0"]]

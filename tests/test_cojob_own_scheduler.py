@@ -126,21 +126,28 @@ def test_a_module_that_fails_at_import_is_refused_in_one_line(tmp_path, monkeypa
     assert says in str(err.value) and "\n" not in str(err.value), err.value
 
 
-def test_the_trainbed_command_finds_a_scheduler_in_the_directory_it_runs_in(tmp_path):
-    """The console script puts no directory on the path (python -m puts the current one)."""
+def test_the_trainbed_command_finds_a_scheduler_where_it_runs_and_the_run_keeps_it(tmp_path):
+    """The console script puts no directory on the path (python -m puts the current one):
+    the module in the directory it runs in, the spec elsewhere. The run directory keeps a
+    copy beside its spec.yaml, which validates again from anywhere."""
     (tmp_path / "mysched.py").write_text(
         "def busiest_port_first(every, running):\n"
         "    return [s.stage_id for s in sorted(running, key=lambda s: max(s.loads.values()))]\n")
     raw = read_spec(SMOKE)
     raw["scheduler"]["name"] = "mysched:busiest_port_first"
-    (tmp_path / "own.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "own.yaml").write_text(yaml.safe_dump(raw))
     trainbed = Path(sys.executable).parent / "trainbed"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([str(trainbed), "simulate", "own.yaml", "--out", "run"], cwd=tmp_path, env=env,
+    proc = subprocess.run([str(trainbed), "simulate", "specs/own.yaml", "--out", "run"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["completed"] and summary["scheduler"] == "mysched:busiest_port_first"
+    assert (tmp_path / "run" / "mysched.py").read_text() == (tmp_path / "mysched.py").read_text()
+    proc = subprocess.run([str(trainbed), "validate", str(tmp_path / "run" / "spec.yaml"), "--simulated"],
+                          cwd=tmp_path / "specs", env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 def test_a_scheduler_module_kept_beside_its_spec_or_sweep_is_found_there(tmp_path, monkeypatch):
@@ -165,6 +172,38 @@ def test_a_scheduler_module_kept_beside_its_spec_or_sweep_is_found_there(tmp_pat
         == ["beside_sched2:first"]
 
 
+def test_two_modules_of_one_name_beside_two_specs_are_refused_not_confused(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the modules imported here go with the test
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = "twin_sched:first"
+    from experiments.kinds import read_spec as read_spec_file
+    for folder, answer in (("a", "[]"), ("b", "[running[0].stage_id]")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "twin_sched.py").write_text(f"def first(every, running):\n    return {answer}\n")
+        (tmp_path / folder / "own.yaml").write_text(yaml.safe_dump(raw))
+    cojob_spec.validate(read_spec_file(tmp_path / "a" / "own.yaml"))
+    with pytest.raises(SpecError, match=r"^scheduler\.name: twin_sched:first: another module twin_sched is loaded "
+                                        r"already, from .*/a/twin_sched.py, not this one from .*/b/twin_sched.py"):
+        read_spec_file(tmp_path / "b" / "own.yaml")
+
+
+@pytest.mark.parametrize("name, says", [
+    ("a" * 300 + ":f", "cannot import it (ModuleNotFoundError"),  # a file name too long to look for beside it
+    ("exits_sched:f", "cannot import it (SystemExit: 2)"),
+])
+def test_odd_modules_are_one_line_too(tmp_path, monkeypatch, name, says):
+    (tmp_path / "exits_sched.py").write_text("import sys\nsys.exit(2)\n")
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = name
+    (tmp_path / "own.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    from experiments.kinds import read_spec as read_spec_file
+    with pytest.raises(SpecError, match=r"^scheduler\.name: ") as err:
+        cojob_spec.validate(read_spec_file(tmp_path / "own.yaml"))
+    assert says in str(err.value) and "\n" not in str(err.value), err.value
+
+
 def test_a_sweeps_scheduler_with_fields_is_refused_with_where_to_set_them(tmp_path):
     raw = {"name": "own", "spec": str(REPO / SMOKE), "backend": "simulated",
            "schedulers": ["fs", {"name": "grouper", "period_s": 1}]}
@@ -185,7 +224,7 @@ def test_an_own_scheduler_that_fails_or_answers_wrong_ends_the_run_with_its_name
     with pytest.raises(RunError, match="run did not complete"):
         simulated.simulate_spec(_spec(name), str(tmp_path / "run"))
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["completed"] is False and summary["error"].startswith(f"RuntimeError: scheduler {name} ")
+    assert summary["completed"] is False and summary["error"].startswith(f"PluginError: scheduler {name} ")
     assert says in summary["error"], summary["error"]
 
 
@@ -195,9 +234,8 @@ def test_the_models_table_takes_an_own_scheduler_beside_the_built_in_ones(capsys
     own, builtin = (next(line for line in lines if f"| bulk | {name} |" in line)
                     for name in (f"{SCHEDULERS}:pda_again", "grouper"))
     assert own.split("|")[3:] == builtin.split("|")[3:]  # same SCT, vs FS, CoJCT and JCT
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^simulated: --schedulers: nope:absent: cannot import it"):
         simulated.main([SMOKE, "--schedulers", "nope:absent"])
-    assert "--schedulers: nope:absent: cannot import it" in capsys.readouterr().err
 
 
 

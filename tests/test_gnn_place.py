@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -551,8 +552,10 @@ def test_a_placement_of_your_own_is_run_on_the_jobs_problem_at_validation(spec, 
 
 
 @pytest.mark.parametrize("function, field, says", [
-    ("forgets_a_worker", r"workload\.placement\.worker0", "forgets_a_worker placed it: is required (an explicit "),
-    ("moves_a_store", r"workload\.placement\.store0", "moves_a_store moved a store (store0 is fixed on "),
+    ("forgets_a_worker", r"workload\.placement\.kind", "forgets_a_worker placed it: placement: task worker0 is "
+                                                         "not placed"),
+    ("moves_a_store", r"workload\.placement\.kind", "moves_a_store placed it: placement.store0: a store stays on "
+                                                      "its home "),
     ("fails", r"workload\.placement\.kind", "fails raised KeyError: 'no machine'"),
     ("as_a_list", r"workload\.placement\.kind", "as_a_list must return {task id: host}, got a list"),
     ("absent", r"workload\.placement\.kind", "absent: cannot import it (AttributeError"),
@@ -561,3 +564,30 @@ def test_a_placement_of_your_own_that_fails_or_answers_wrong_is_one_line(functio
     with pytest.raises(SpecError, match=f"^{field}: ") as err:
         gnn_spec.validate(raw_spec({"kind": f"{OWN}:{function}", "profile": str(PROFILE)}))
     assert says in str(err.value) and "\n" not in str(err.value), err.value
+
+
+def test_a_placement_of_your_own_beyond_a_machines_capacity_is_refused_naming_the_task():
+    raw = raw_spec({"kind": f"{OWN}:crowds_the_first", "profile": str(PROFILE)})
+    raw["workload"]["task_resources"] = {"worker": {"cpus": 4}}  # two workers fill a machine of 8
+    with pytest.raises(SpecError, match=r"^workload\.placement\.\w+: tests.gnn_placements:crowds_the_first placed "
+                                        r"it: no room on \w+ for "):
+        gnn_spec.validate(raw)
+
+
+def test_a_placement_of_your_own_is_found_beside_its_spec(tmp_path, monkeypatch):
+    (tmp_path / "place_beside.py").write_text(
+        "from controller.schedulers.placement.ifs import ifs\n\ndef mine(problem):\n    return ifs(problem)\n")
+    raw = raw_spec({"kind": "place_beside:mine", "profile": str(PROFILE)})
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what the read adds goes with the test
+    from experiments.kinds import read_spec
+    assert gnn_spec.validate(read_spec(tmp_path / "spec.yaml"))["workload"]["placement"]["kind"] == "place_beside:mine"
+
+
+def test_an_own_rate_policy_that_fails_in_the_placement_search_is_one_line():
+    """ETP's candidates are judged by the job's model under the spec's scheduler."""
+    raw = raw_spec({"kind": "etp", "profile": str(PROFILE), "steps": 5, "verify_best": 1})
+    raw["scheduler"] = {"name": "tests.test_gnn_simulated:divides_by_zero"}
+    with pytest.raises(SpecError, match=r"^scheduler\.name: scheduler tests.test_gnn_simulated:divides_by_zero "
+                                        r"raised ZeroDivisionError: division by zero$"):
+        gnn_spec.validate(raw)

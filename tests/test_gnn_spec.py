@@ -316,10 +316,10 @@ BAD = [
     ("workload.task_resources", {"worker": {"memory_gb": "3G"}},
      "workload.task_resources.worker.memory_gb: must be a number in [0, 65536], got '3G'"),
     ("workload.placement", "explicit", "workload.placement: must be distdgl, distdgl-fast-ps, spread, a mapping "
-                                       "of task id to host (explicit) or {kind: etp | ifs, profile: ...}, "
-                                       "got 'explicit'"),
+                                       "of task id to host (explicit) or {kind: etp | ifs | module:function, "
+                                       "profile: ...}, got 'explicit'"),
     ("workload.placement", None, "workload.placement: must be distdgl, distdgl-fast-ps, spread, a mapping of task "
-                                 "id to host (explicit) or {kind: etp | ifs, profile: ...}, got null"),
+                                 "id to host (explicit) or {kind: etp | ifs | module:function, profile: ...}, got null"),
 ]
 
 

@@ -361,6 +361,10 @@ def test_trainbed_results_lists_the_store_newest_first_with_each_verdict(tmp_pat
     assert sorted(r["directory"] for r in rows) == sorted(p.name for p in (SWEEP / "cells").iterdir())
     assert main(["results", str(root / "lower-queue"), "--csv"]) == 0
     assert [r["directory"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))] == ["lower-queue"]
+    monkeypatch.chdir(root / "lower-queue")  # "." and the latest link name their directories
+    for given, shown in ((".", "lower-queue"), (str(root / "latest"), "garbled")):
+        assert main(["results", given, "--csv"]) == 0
+        assert [r["directory"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))] == [shown]
     # a directory that cannot be looked into is a row saying why, the others listed as ever
     real_exists = Path.exists
     monkeypatch.setattr(Path, "exists", lambda self: (_ for _ in ()).throw(PermissionError(13, "Permission denied"))

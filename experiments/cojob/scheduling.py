@@ -7,12 +7,14 @@ of them, their queues per machine (Fig. 7), and a flow's queues (Fig. 8).
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 
 from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
 from experiments.cojob import workload as cojob_mod
+from experiments.errors import PluginError, one_line
 from experiments.validation import describe, own_function
 
 # Schedulers the coordinator reruns on its period; grouper-immediate reruns on every
@@ -104,24 +106,29 @@ def order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]
     return [stage_id for stage_id in ranked if stage_id in ids]
 
 
+@functools.lru_cache(maxsize=None)
+def _own(scheduler: str):
+    """The researcher's function, imported and checked once a process (a decision a period)."""
+    return own_function(scheduler, OWN_SIGNATURE, 2)
+
+
 def own_order(scheduler: str, every: list[Stage], running: list[Stage]) -> list[str]:
     """What the researcher's ``module:function`` orders, checked: a list of distinct ids of
     the stages it was given (copies: what it does to them stays its own). Whatever it
-    raises, or a wrong answer, is a RuntimeError naming it (the run fails with that line)."""
-    function = own_function(scheduler, OWN_SIGNATURE, 2)
+    raises, or a wrong answer, is a PluginError naming it (the run fails with that line)."""
     try:
-        ranked = function([replace(s, loads=dict(s.loads)) for s in every],
-                          [replace(s, loads=dict(s.loads)) for s in running])
+        ranked = _own(scheduler)([replace(s, loads=dict(s.loads)) for s in every],
+                                 [replace(s, loads=dict(s.loads)) for s in running])
     except Exception as err:  # pylint: disable=broad-except  # a plug-in's failure, reported with its name
-        raise RuntimeError(f"scheduler {scheduler} raised {type(err).__name__}: {err}") from err
+        raise PluginError(f"scheduler {scheduler} raised {one_line(err)}") from err
     known = {stage.stage_id for stage in every}
     if not isinstance(ranked, (list, tuple)) or not all(isinstance(i, str) for i in ranked):
-        raise RuntimeError(f"scheduler {scheduler} must return a list of stage ids, got {describe(ranked)}")
+        raise PluginError(f"scheduler {scheduler} must return a list of stage ids, got {describe(ranked)}")
     unknown = [i for i in ranked if i not in known]
     if unknown or len(set(ranked)) != len(ranked):
-        raise RuntimeError(f"scheduler {scheduler} returned " +
-                           (f"unknown stage id {unknown[0]!r}" if unknown else "a stage id twice") +
-                           f" (given: {', '.join(sorted(known))})")
+        raise PluginError(f"scheduler {scheduler} returned " +
+                          (f"unknown stage id {unknown[0]!r}" if unknown else "a stage id twice") +
+                          f" (given: {', '.join(sorted(known))})")
     return list(ranked)
 
 

@@ -50,13 +50,13 @@ from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob import workload as cojob_mod
 from experiments.cojob.coordinator import CojobCoordinator, Decision, FlowKey, Note, RunStage, StartCojob, StopJob
-from experiments.errors import SpecError
+from experiments.errors import PluginError, SpecError
+from experiments.kinds import read_spec
 from experiments.platform.run import simulate_workload
 from experiments.reports.markdown import markdown_table
 from experiments.sim.network import FluidNetwork
 from experiments.sim.paths import Paths
 from experiments.stats import mean, percentile
-from experiments.validation import read_yaml
 from topologies.fabric import Fabric, simulated_rates
 from topologies.queues import LOWEST_QUEUE
 
@@ -344,7 +344,7 @@ def flow_quantiles(durations) -> dict:
 def table_rows(path: str | Path, seeds: Sequence[int], schedulers: Sequence[str] = TABLE_SCHEDULERS,
                variants: Sequence[str] = tuple(VARIANTS)) -> list[dict]:
     """Every (seed, variant, scheduler) of the spec at ``path``: averages and decisions."""
-    spec = validate(read_yaml(path))
+    spec = validate(read_spec(path))
     rows = []
     for seed in seeds:
         seeded = {**spec, "seed": seed}
@@ -386,29 +386,28 @@ def table(summaries: Sequence[Mapping]) -> str:
           f"{s['avg_jct_s']:.1f} s"] for s in summaries])
 
 
-def _scheduler_flag(value: str) -> str:
-    try:
-        return cojob_spec.scheduler_name(value)
-    except SpecError as err:
-        raise argparse.ArgumentTypeError(err.problem) from None
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m experiments.cojob.simulated",
                                      description="The simulator's average SCT per scheduler and variant, "
                                                  "with the change against FS.")
     parser.add_argument("spec", help="a cojob spec (workload: {kind: cojob})")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="default: the spec's seed")
-    parser.add_argument("--schedulers", nargs="+", default=list(TABLE_SCHEDULERS), type=_scheduler_flag,
+    parser.add_argument("--schedulers", nargs="+", default=list(TABLE_SCHEDULERS),
                         help=f"{', '.join(cojob_spec.SCHEDULERS)} or your own module:function "
                              f"(default: {' '.join(TABLE_SCHEDULERS)})")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", help="write every run and the summary here as JSON")
     args = parser.parse_args(argv)
     try:
-        seeds = args.seeds or [validate(read_yaml(args.spec))["seed"]]
+        spec = validate(read_spec(args.spec))  # a scheduler's module beside the spec is found from here on
+        for name in args.schedulers:
+            try:
+                cojob_spec.scheduler_name(name)
+            except SpecError as err:
+                raise SpecError("--schedulers", err.problem) from None
+        seeds = args.seeds or [spec["seed"]]
         rows = table_rows(args.spec, seeds, args.schedulers, args.variants)
-    except SpecError as err:
+    except (SpecError, PluginError) as err:
         sys.exit(f"simulated: {err}")
     summaries = summary(rows)
     print(f"{args.spec}, seeds {' '.join(map(str, seeds))}: means over seeds")

@@ -64,7 +64,8 @@ from __future__ import annotations
 import math
 import sys
 
-from experiments.errors import SpecError, one_line
+from controller.schedulers.placement.problem import check_placement
+from experiments.errors import PluginError, SpecError, one_line
 from experiments.gnn import placement as placement_mod
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
@@ -125,24 +126,24 @@ def rate_policy(name: str):
 
 def _checked(name: str, policy):
     """``policy`` whose answers are checked: whatever it raises, or a wrong answer, is a
-    RuntimeError naming it (the run fails with that line)."""
+    PluginError naming it (the run fails with that line)."""
     def checked(machines, flows):
         try:
             rates = policy(list(machines), list(flows))
         except Exception as err:  # pylint: disable=broad-except  # a plug-in's failure, reported with its name
-            raise RuntimeError(f"scheduler {name} raised {type(err).__name__}: {err}") from err
+            raise PluginError(f"scheduler {name} raised {one_line(err)}") from err
         if not isinstance(rates, dict):
-            raise RuntimeError(f"scheduler {name} must return {{flow id: Mbit/s}}, got {describe(rates)}")
+            raise PluginError(f"scheduler {name} must return {{flow id: Mbit/s}}, got {describe(rates)}")
         given = [flow.flow_id for flow in flows]
         unknown = sorted(set(rates) - set(given), key=str)
         missing = [fid for fid in given if fid not in rates]
         if unknown or missing:
-            raise RuntimeError(f"scheduler {name} " + (f"returned a rate for unknown flow {unknown[0]!r}" if unknown
+            raise PluginError(f"scheduler {name} " + (f"returned a rate for unknown flow {unknown[0]!r}" if unknown
                                else f"gave no rate to flow {missing[0]!r} (every flow it is given needs one; "
                                     "0 holds it)"))
         for fid, mbps in rates.items():
             if isinstance(mbps, bool) or not isinstance(mbps, (int, float)) or not 0 <= mbps < math.inf:
-                raise RuntimeError(f"scheduler {name} returned {describe(mbps)} for flow {fid!r}: a rate must be "
+                raise PluginError(f"scheduler {name} returned {describe(mbps)} for flow {fid!r}: a rate must be "
                                    "a number >= 0 (Mbit/s)")
         return rates
     checked.__name__ = checked.__qualname__ = name
@@ -305,8 +306,8 @@ def _placement(raw, hosts: list[str], workload: dict, common: dict) -> dict:
         kind = raw
     else:
         raise SpecError("workload.placement", f"must be distdgl, distdgl-fast-ps, spread, a mapping of task id to "
-                                              f"host (explicit) or {{kind: etp | ifs, profile: ...}}, "
-                                              f"got {describe(raw)}")
+                                              f"host (explicit) or {{kind: etp | ifs | module:function, "
+                                              f"profile: ...}}, got {describe(raw)}")
     nic_mbps = (emulation_spec.fabric_of(common).host_mbps()
                 if kind == "distdgl-fast-ps" else None)
     tasks = placement_mod.place(kind, hosts, workload["machines"], workload["task_resources"], workload["workers"],
@@ -374,20 +375,29 @@ def _own_placement(raw: dict, hosts: list[str], workload: dict, common: dict) ->
         raise SpecError("workload.placement.kind", f"{name} raised {one_line(err)}") from None
     if not isinstance(found, dict):
         raise SpecError("workload.placement.kind", f"{name} must return {{task id: host}}, got {describe(found)}")
-    stores = {f"store{m}": host for m, host in enumerate(hosts)}  # fixed: store m on the m-th host
-    for task, host in found.items():
-        if task in stores and stores[task] != host:
-            raise SpecError(at("workload.placement", str(task)), f"{name} moved a store ({task} is fixed on "
-                                                                 f"{stores[task]}), got {describe(host)}")
-    # the problem's ring steps ("worker0/ring1") go with their worker
-    explicit = {t: h for t, h in found.items() if t not in stores and "/ring" not in str(t)}
+    # Stores stay home and a ring's steps go with their worker where the answer leaves them out;
+    # the problem's own check then refuses what breaks its constraints (3) and (4).
+    full = {t: task.home for t, task in problem.tasks.items() if task.kind == "store"} | found
+    full |= {t: full[task.worker] for t, task in problem.tasks.items()
+             if task.kind == "allreduce" and t not in found and task.worker in full}
     try:
-        tasks = placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
-                                    workload["workers"], workload["samplers_per_worker"], workload["ps"],
-                                    explicit=explicit)
+        check_placement(problem, full)
+    except ValueError as err:
+        raise SpecError("workload.placement.kind", f"{name} placed it: {err}") from None
+    try:
+        tasks = _as_explicit(full, hosts, workload)
     except SpecError as err:
         raise SpecError(err.field, f"{name} placed it: {err.problem}") from None
     return {"kind": name, "profile": str(profile), "tasks": tasks}
+
+
+def _as_explicit(found: dict, hosts: list[str], workload: dict) -> dict:
+    """A placement found on the job's problem (a search's, or a researcher's), checked as
+    an explicit one: every sampler, worker and PS on a host, within its capacities."""
+    ids = placement_mod.task_ids(len(hosts), workload["workers"], workload["samplers_per_worker"], workload["ps"])
+    explicit = {t: found[t] for t in ids if t in found and not t.startswith("store")}
+    return placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
+                               workload["workers"], workload["samplers_per_worker"], workload["ps"], explicit=explicit)
 
 
 def _search_settings(section: dict) -> tuple[int, int, str, int]:
@@ -411,7 +421,10 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
     from experiments.gnn import search
     from experiments.gnn.simulated import ProfileError
 
-    kind = choice("workload.placement.kind", raw["kind"], tuple(SEARCH_FIELDS))
+    if not (isinstance(raw["kind"], str) and raw["kind"] in SEARCH_FIELDS):
+        raise SpecError("workload.placement.kind", f"must be etp, ifs or a placement of your own as "
+                                                   f"module:function, got {describe(raw['kind'])}")
+    kind = raw["kind"]
     section = mapping("workload.placement", raw, allowed=SEARCH_FIELDS[kind], required=("kind", "profile"))
     profile = existing_file("workload.placement.profile", section["profile"], base=REPO_ROOT)
     steps, seed, pick, verify_best = _search_settings(section)
@@ -436,7 +449,6 @@ def _searched_placement(raw: dict, hosts: list[str], workload: dict, common: dic
         raise SpecError("workload.placement.profile", str(err)) from None
     except ValueError as err:  # IFS: no placement fits the machines
         raise SpecError("workload.placement", str(err)) from None
-    explicit = {t: h for t, h in found.items() if not t.startswith("store")}
-    tasks = placement_mod.place("explicit", hosts, workload["machines"], workload["task_resources"],
-                                workload["workers"], workload["samplers_per_worker"], workload["ps"], explicit=explicit)
-    return {"kind": kind, "profile": str(profile), **resolved, "tasks": tasks}
+    except PluginError as err:  # the job's model judged the candidates with a rate policy of your own that failed
+        raise SpecError("scheduler.name", str(err)) from None
+    return {"kind": kind, "profile": str(profile), **resolved, "tasks": _as_explicit(found, hosts, workload)}

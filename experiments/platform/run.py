@@ -25,6 +25,8 @@ from experiments.platform.capture import Capture
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.net import Emulation
 from experiments.reports import publish_run
+from experiments.results import lookup
+from experiments.validation import keep_beside
 
 
 def interrupt_on_signals() -> dict:
@@ -49,8 +51,16 @@ class Workload(Protocol):
     def analyse(self, cpu: CpuMonitor, outages: list[dict]) -> dict: ...
 
 
+def _start(spec: dict, out: str | None, simulated: bool = False) -> Path:
+    """The run directory, its spec written, with the module of a scheduler of your own
+    beside it (a placement of your own is recorded as its tasks)."""
+    run = store.start_run(spec, out, simulated=simulated)
+    keep_beside(lookup(spec, "scheduler.name"), run)
+    return run
+
+
 def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workload]) -> Path:
-    run = store.start_run(spec, out)
+    run = _start(spec, out)
     try:
         workload = make(spec, run)
     except BaseException as err:  # noqa: BLE001 - e.g. a trace unreadable at build: the run still gets its summary
@@ -139,7 +149,7 @@ def simulate_workload(spec: dict, out: str | None, simulate: Callable[[dict, Pat
     (resolved spec, environment, ``summary.json`` always), ``simulate(spec, run)``
     writes the kind's data files and returns its summary fields; the summary says
     ``"backend": "simulated"``."""
-    run = store.start_run(spec, out, simulated=True)
+    run = _start(spec, out, simulated=True)
     started = time.monotonic()
     fields: dict = {}
     error: BaseException | None = None

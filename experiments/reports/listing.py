@@ -79,7 +79,10 @@ def _sweep(path: Path) -> dict:
 def _compared(path: Path, rows: list[dict]) -> str:
     """The compared metric per scheduler, as the sweep's console summary leads with it
     (none before a cell completes)."""
-    compared = SweepData(path).compared() if rows else None
+    try:
+        compared = SweepData(path).compared() if rows else None
+    except Exception:  # noqa: BLE001 - a garbled results.csv: the sweep's name, its counts kept
+        return ""
     if not compared:
         return ""
     (_, label, _), by_scheduler = compared
@@ -93,24 +96,33 @@ def entries(root: str | Path) -> list[dict]:
     for path in Path(root).iterdir():
         if path.name == "latest" or path.name.startswith("."):
             continue
-        row = dict.fromkeys(FIELDS, "")
-        row["directory"] = path.name
-        written = 0.0  # a directory that cannot be looked into: last
-        try:
-            if not path.is_dir():
-                continue
-            if any((path / m).exists() for m in SWEEP_MARKERS):
-                row["type"], markers = "sweep", [path / RESULTS, path / "sweep.yaml"]
-            elif any((path / m).exists() for m in RUN_MARKERS):
-                row["type"], markers = "run", [path / "summary.json", path]
-            else:
-                continue
-            written = next(m for m in markers if m.exists()).stat().st_mtime
-            row.update(_sweep(path) if row["type"] == "sweep" else _run(path))
-        except Exception as err:  # noqa: BLE001 - one unreadable directory is a row saying why, not a stop
-            row["headline"] = f"unreadable: {one_line(err)}"
-        found.append((-written, path.name, row))
-    return [row for *_, row in sorted(found, key=lambda entry: entry[:2])]
+        listed = row(path)
+        if listed is not None:
+            written, entry = listed
+            found.append((-written, path.name, entry))
+    return [entry for *_, entry in sorted(found, key=lambda entry: entry[:2])]
+
+
+def row(path: Path) -> tuple[float, dict] | None:
+    """(when it was last written, its row) of a run or sweep directory; None for a path
+    that is neither. One that cannot be looked into is a row saying why, not a stop."""
+    entry = dict.fromkeys(FIELDS, "")
+    entry["directory"] = path.name
+    written = 0.0  # a directory that cannot be looked into: last
+    try:
+        if not path.is_dir():
+            return None
+        if any((path / m).exists() for m in SWEEP_MARKERS):
+            entry["type"], markers = "sweep", [path / RESULTS, path / "sweep.yaml"]
+        elif any((path / m).exists() for m in RUN_MARKERS):
+            entry["type"], markers = "run", [path / "summary.json", path]
+        else:
+            return None
+        written = next(m for m in markers if m.exists()).stat().st_mtime
+        entry.update(_sweep(path) if entry["type"] == "sweep" else _run(path))
+    except Exception as err:  # noqa: BLE001 - one unreadable directory is a row saying why, not a stop
+        entry["headline"] = f"unreadable: {one_line(err)}"
+    return written, entry
 
 
 def as_text(rows: list[dict]) -> str:
