@@ -468,7 +468,9 @@ def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) 
         values = sorted({r[column] for r in mine})
         if not values:
             continue
-        seeds = len({r["etp_seed"] for r in mine})
+        per_cell = {v: len({r["etp_seed"] for r in mine if r[column] == v}) for v in values}  # chains a cell ran
+        seeds = max(per_cell.values())
+        uneven = len(set(per_cell.values())) > 1
         fig, ax = plt.subplots(figsize=(6, 3.6))
         for k, (label, _, _) in enumerate(POLICIES):
             got = {v: [r["iteration_s"] for r in mine if r["design"] == label and r[column] == v] for v in values}
@@ -476,10 +478,13 @@ def write(out: Path, rows: list[dict], setting: Setting = SETTINGS["products"]) 
             spreads = [mean_sd(got[v]) for _, v in shown]
             ax.bar([i + 0.2 * k for i, _ in shown], [m for m, _ in spreads], width=0.2,
                    yerr=[sd or 0.0 for _, sd in spreads] if seeds > 1 else None, capsize=2, label=label)
-        ax.set_xticks([i + 0.3 for i in range(len(values))], [f"{v:g}" for v in values])
+        ax.set_xticks([i + 0.3 for i in range(len(values))],
+                      [f"{v:g}" + (f"\n{per_cell[v]} seed{'s' if per_cell[v] > 1 else ''}" if uneven else "")
+                       for v in values])
+        spread = (" each cell's seeds" if uneven else f" {seeds} ETP seeds") if seeds > 1 else ""
         ax.set(xlabel="per-sampler batch, x the profiled" if figure == "10" else "peak-to-mean ratio",
                ylabel="s per iteration (model)",
-               title=f"Fig. {figure} on the model, {setting.name}" + (f", mean ± sd of {seeds} ETP seeds"
+               title=f"Fig. {figure} on the model, {setting.name}" + (f", mean ± sd of{spread}"
                                                                     if seeds > 1 else " setting"))
         ax.legend(fontsize=7)
         fig.tight_layout()
