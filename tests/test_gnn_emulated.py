@@ -72,7 +72,11 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     assert summary["rate_updates"]["latency_ms_p99"] is not None
     # the hosts' TCP account: every reported byte went out in segments (~9 KB at MTU 9000)
     assert summary["tcp"]["segments"] > summary["reported_transfer_bytes"] / 9000
-    assert 0 <= summary["tcp_retransmitted_share"] < 0.2 and summary["tcp"]["timeouts"] >= 0
+    # What the wire carried again judges TCP here: the kernel's count adds every attempt
+    # the sender's own per-flow leaf refused (124% of the segments in one CI run, 0.45% on
+    # the wire; measurements/oes-losses-2026-11-29).
+    tcp = summary["tcp"]
+    assert 0 <= tcp["retransmitted_on_wire_share"] < 0.2 and tcp["timeouts"] >= 0, tcp
     # where packets were lost: every place read (none failed to), counts of packets
     losses = summary["packet_losses"]
     assert set(losses) == {"switch_queues", "switch_internal", "interfaces", "host_queues"}
