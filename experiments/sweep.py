@@ -439,8 +439,8 @@ def _cells(base: dict, schedulers, seeds, grid: dict, where: str = "", repeats: 
         cid = cell_id(overrides) + (f"_rep-{repeat}" if repeats > 1 else "")
         if cid in ids:
             differ = next((key for key in overrides if ids[cid].get(key) != overrides[key]), None)
-            raise error(sources.get(differ, grid_path), f"cells {ids[cid]} and {overrides} share the id {cid!r}; use values "
-                                         "that differ in letters or digits")
+            raise error(sources.get(differ, grid_path), f"cells {ids[cid]} and {overrides} share the id {cid!r}; "
+                                                        "use values that differ in letters or digits")
         ids[cid] = overrides
         cells.append(Cell(cid, overrides, apply_overrides(base, overrides, sources),
                           repeat=repeat if repeats > 1 else None))

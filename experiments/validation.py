@@ -342,7 +342,8 @@ def own_function(name: str, signature: str, arguments: int):
     module, _, function = name.partition(":")
     try:
         found = getattr(importlib.import_module(module), function)
-    except (Exception, SystemExit) as err:  # pylint: disable=broad-except  # the researcher's module may fail any way at import
+    # the researcher's module may fail any way as it is imported, exit included
+    except (Exception, SystemExit) as err:  # pylint: disable=broad-except
         raise ValueError(f"{name}: cannot import it ({one_line(err)})") from None
     if not callable(found):
         raise ValueError(f"{name}: is not a function {signature}")

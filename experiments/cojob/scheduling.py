@@ -15,7 +15,7 @@ from controller.schedulers import baselines, grouper
 from controller.schedulers.grouper import Stage
 from experiments.cojob import workload as cojob_mod
 from experiments.errors import PluginError, one_line
-from experiments.validation import describe, own_function
+from experiments.validation import OWN_FUNCTION, describe, own_function
 
 # Schedulers the coordinator reruns on its period; grouper-immediate reruns on every
 # stage start and end instead, sincronia where its coflows come and go (below), fs never runs.
@@ -36,16 +36,16 @@ ON_STAGE_START = ("grouper-immediate", "baraat")
 # changes nothing (640 iteration ends in a testbed run, 28,800 on the authors' full
 # trace; 16 and 160 stage ends).
 PER_ITERATION = ("sincronia",)
-# ... or the researcher's own scheduler, "module:function" (importable from the checkout
-# or the Python path): (every, running) -> stage ids, highest priority first, over the
+# ... or the researcher's own scheduler, "module:function" (validation.own_function says
+# where it is found): (every, running) -> stage ids, highest priority first, over the
 # same ``Stage``s PDA reads (online: every live job assumed to run every remaining
 # stage). It reruns as grouper does: on its period and when a cojob's stage 0 starts.
 OWN_SIGNATURE = "(every: list[Stage], running: list[Stage]) -> [stage id, ...]"
 
 
 def is_own(scheduler: str) -> bool:
-    """Whether ``scheduler`` names a researcher's function (no built-in name has a colon)."""
-    return ":" in scheduler
+    """Whether ``scheduler`` names a researcher's function."""
+    return OWN_FUNCTION.fullmatch(scheduler) is not None
 
 
 def periodic(scheduler: str) -> bool:

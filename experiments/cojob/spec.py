@@ -39,7 +39,8 @@ from experiments.cojob import workload as cojob_mod
 from experiments.errors import SpecError
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
-from experiments.validation import OWN_FUNCTION, ROOT, choice, existing_file, host_name, integer, items, mapping, number, own_function, word
+from experiments.validation import (OWN_FUNCTION, ROOT, choice, existing_file, host_name, integer, items, mapping,
+                                   number, own_function, word)
 from topologies.fabric import Fabric
 
 TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}

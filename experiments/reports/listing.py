@@ -28,7 +28,8 @@ from experiments.validation import read_yaml
 FIELDS = ("directory", "type", "kind", "backend", "cells", "completed", "trustworthy", "headline")
 # The headline rows (by how their label ends) a run's row shows, per kind; else its first.
 KEY_FIGURES = {"timetable": ("high's share while both ran", "rate limit achieved"), "cojob": ("scheduler", "avg SCT"),
-               "gnn": ("training", "time to target accuracy", "iteration time"), "programs": ("all-reduce over the ring's ideal",),
+               "gnn": ("training", "time to target accuracy", "iteration time"),
+               "programs": ("all-reduce over the ring's ideal",),
                "colocation": ("(primary) makespan",)}
 SWEEP_MARKERS = ("sweep.yaml", RESULTS)
 RUN_MARKERS = ("summary.json", "spec.yaml")  # a run writes its spec first, its summary last
