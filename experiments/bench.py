@@ -24,7 +24,7 @@ from experiments.cojob import bench as bench_grouper
 from experiments.gnn import bench as bench_gnn
 from experiments.gnn import searchbench as bench_search
 from experiments.platform import cpu
-from experiments.platform.fidelity import queue_drops
+from experiments.platform.fidelity import host_tcp_counters, queue_drops, tcp_summary
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.platform.spec import FIDELITY_DEFAULTS
 from experiments.runner import run_any_spec
@@ -81,7 +81,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
         idle, codes = cpu_idle_during(lambda: [p.wait(timeout=seconds + 90) for p in procs])
         vswitchd = [after - before for before, after in zip(cpu_before, em.vswitchd_cpu_seconds())]
         waited = [after - before for before, after in zip(wait_before, em.vswitchd_cpu_wait_seconds())]
-        packets = what_packets_did(em, fabric)
+        packets = what_packets_did(em)
     ratios, failed = [], sum(code != 0 for code in codes)
     for n in names:
         report = json.loads((workdir / f"mesh-{n}.json").read_text())
@@ -97,23 +97,21 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
             "aggregate_mbps": sum(r * rate[n] for r, n in zip(ratios, names)), **packets}
 
 
-def what_packets_did(em: Emulation, fabric) -> dict:
+def what_packets_did(em: Emulation) -> dict:
     """What the queues were handed and what they dropped, after an all-to-all run:
     ``unit_bytes``, the mean size of what the switches sent into their port queues (a
     wire packet, or a GSO super-packet of many); ``queue_drops``, the drops the switch
     ports' queues counted; ``socket_drops``, what the switches' sockets dropped before
     any queue (a port's receive socket full while its switch waited for the CPU);
-    ``retransmitted_share``, the hosts' TCP segments sent again
+    ``retransmitted_share``, the hosts' TCP segments sent again (on the wire: ``tcp_summary``'s)
     over all sent; ``segments_per_drop``, retransmitted segments per queue drop (1 when
     a queue drops single wire packets, dozens when it drops super-packets)."""
     balance = em.switch_packet_balance().values()
     sent_packets = sum(s["transmitted"] for s in balance)
     sent_bytes = sum(s["transmitted_bytes"] for s in balance)
     drops = queue_drops(em.port_counters())
-    out_segs = retrans = 0
-    for h in fabric.hosts:
-        tcp = em.host_counters(h.name, ("TcpOutSegs", "TcpRetransSegs"))
-        out_segs, retrans = out_segs + tcp["TcpOutSegs"], retrans + tcp["TcpRetransSegs"]
+    tcp = tcp_summary(host_tcp_counters(em))
+    out_segs, retrans = tcp["segments"], tcp["retransmitted_on_wire"]
     return {"unit_bytes": sent_bytes / sent_packets if sent_packets else 0.0, "queue_drops": drops,
             "socket_drops": em.switch_socket_drops(),
             "retransmitted_share": retrans / out_segs if out_segs else 0.0,

@@ -69,7 +69,7 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
     for summary in summaries.values():
         assert 0.8 < summary["sct_over_model"] < 1.6, summary["sct_over_model"]
         # on the wire: the kernel's count adds the attempts a sender's own queue refused
-        assert summary["tcp"]["segments"] > 10_000 and summary["tcp"]["retransmitted_on_wire_share"] < 0.2, \
+        assert summary["tcp"]["segments"] > 10_000 and summary["tcp_retransmitted_share"] < 0.2, \
             summary["tcp"]
         assert 0 <= summary["switch_loss_share"] < 0.02, summary["switch_loss_share"]
     # DSCP on the wire: marked packets sat in the scheduled switch queues under Grouper only.

@@ -174,9 +174,10 @@ def test_tcp_summary_totals_the_hosts_counters():
                        "TcpExtTCPSpuriousRTOs": 2},
                 "h2": {**host, "TcpOutSegs": 100, "TcpRetransSegs": 10, "TcpExtTCPSpuriousRtxHostQueues": 5}}
     summary = tcp_summary(counters)
-    assert summary["segments"] == 1000 and summary["retransmitted_share"] == 0.1
+    assert summary["segments"] == 1000 and summary["retransmissions_tried_share"] == 0.1
+    assert summary["retransmitted_on_wire_share"] == 0.1  # none refused: every try left the host
     assert (summary["timeouts"], summary["spurious_timeouts"], summary["retransmissions_held_in_sender_queue"]) == (3, 2, 5)
-    assert tcp_summary({"h1": host})["retransmitted_share"] is None
+    assert tcp_summary({"h1": host})["retransmitted_on_wire_share"] is None
     counters["h1"] |= {"TcpExtTCPFastRetrans": 40, "TcpExtTCPSackRecovery": 7, "TcpExtTCPDSACKRecv": 4,
                        "TcpExtTCPDSACKOfoRecv": 1, "TcpExtTCPSACKReorder": 2, "TcpExtTCPTSReorder": 1,
                        "TcpExtTCPRcvQDrop": 3, "TcpExtTCPOFODrop": 1, "TcpExtTCPRetransFail": 6}
@@ -184,12 +185,12 @@ def test_tcp_summary_totals_the_hosts_counters():
     summary = tcp_summary(counters)
     assert (summary["fast_retransmits"], summary["sack_recoveries"], summary["dsacks_received"],
             summary["reorderings_seen"], summary["receiver_drops"],
-            summary["retransmissions_refused_by_sender_queue"], summary["retransmitted"]) == (40, 7, 5, 4, 7, 6, 100)
+            summary["retransmissions_refused_by_sender_queue"], summary["retransmissions_tried"]) == (40, 7, 5, 4, 7, 6, 100)
     # 6 of the 100 retransmissions counted were attempts the sender's own qdisc refused
     assert summary["retransmitted_on_wire"] == 94 and summary["retransmitted_on_wire_share"] == 0.094
     # a file kept before a counter was read counts it 0
     old = {"h1": {"TcpOutSegs": 10, "TcpRetransSegs": 1}}
-    assert tcp_summary(old)["dsacks_received"] == 0 and tcp_summary(old)["retransmitted_share"] == 0.1
+    assert tcp_summary(old)["dsacks_received"] == 0 and tcp_summary(old)["retransmitted_on_wire_share"] == 0.1
 
 
 def test_switch_loss_share_is_what_the_switches_received_and_never_sent():

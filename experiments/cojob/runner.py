@@ -119,7 +119,7 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
             # the model simulates the whole workload: a run cut short is compared on no stage
             "sct_over_model": (measured / model_sct if measured and model_sct
                                and metrics["stages_completed"] == metrics["stages_planned"] else None),
-            "tcp": tcp, "tcp_timeouts": tcp["timeouts"], "tcp_retransmitted_share": tcp["retransmitted_share"],
+            "tcp": tcp, "tcp_timeouts": tcp["timeouts"], "tcp_retransmitted_share": tcp["retransmitted_on_wire_share"],
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
             "conformance": check, **fidelity_fields(cpu, spec["fidelity"], outages, run / "raw")}
 

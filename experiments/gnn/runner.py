@@ -138,7 +138,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
             "achieved_over_target_median": round(percentile(ratios, 50, "higher"), 3) if ratios else None,
             "rate_updates": metrics.rate_updates(decisions), "compute_s_per_iteration": metrics.compute_by_task(events),
             "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"),
-            "tcp": tcp, "tcp_retransmitted_share": tcp and tcp["retransmitted_share"], **fidelity}
+            "tcp": tcp, "tcp_retransmitted_share": tcp and tcp["retransmitted_on_wire_share"], **fidelity}
 
 
 def prediction(spec: dict, events: list[dict], verdict: dict, iterations: int) -> dict:

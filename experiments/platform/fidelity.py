@@ -65,17 +65,20 @@ def host_tcp_counters(em) -> dict:
 
 
 def tcp_summary(counters: dict) -> dict:
-    """Totals over hosts: segments sent, the share retransmitted, what set the
+    """Totals over hosts: segments sent, the retransmissions TCP tried and those that
+    left the host (on the wire; their share of the segments sent), what set the
     retransmissions off, which were needless, and the receivers' own drops. A counter
     a run's file lacks (kept before it was read) counts 0."""
     total = {name: sum(host.get(name, 0) for host in counters.values()) for name in TCP_COUNTERS}
     sent = total["TcpOutSegs"]
-    # The kernel counts a retransmission as it tries it: one its own qdisc refused
-    # (TCPRetransFail) is counted, and counted again when retried. Those that left
-    # the host are the rest.
-    on_wire = total["TcpRetransSegs"] - total["TcpExtTCPRetransFail"]
-    return {"segments": sent, "retransmitted_share": total["TcpRetransSegs"] / sent if sent else None,
-            "retransmitted": total["TcpRetransSegs"],
+    # The kernel counts a retransmission as it tries it (RetransSegs): one its own
+    # qdisc refused (TCPRetransFail) is counted, and counted again when retried; under
+    # per-flow rate leaves the tries pass the segments sent. Those that left the host
+    # are the rest: what "retransmitted" means here.
+    tried = total["TcpRetransSegs"]
+    on_wire = tried - total["TcpExtTCPRetransFail"]
+    return {"segments": sent, "retransmissions_tried": tried,
+            "retransmissions_tried_share": tried / sent if sent else None,
             "retransmitted_on_wire": on_wire, "retransmitted_on_wire_share": on_wire / sent if sent else None,
             "timeouts": total["TcpExtTCPTimeouts"], "loss_probes": total["TcpExtTCPLossProbes"],
             "spurious_timeouts": total["TcpExtTCPSpuriousRTOs"],
