@@ -7,6 +7,8 @@
 - ``oes``: per-flow rates for distributed GNN training (min of the ingress and
   egress shares) and the per-pair pipelining of its Alg. 1; ``coflow_rates``: the
   DGTP paper's rate baselines (MRTF, OMCoflow).
+- ``max_min``: max-min fair progressive filling over any shared resources, the one
+  copy (``oes.max_min_fair_rates``'s NICs, the timetable metrics' host links).
 - ``placement``: DGTP's task placement (IFS, then ETP over Eq. 27's critical path).
 
 The drivers in ``experiments/`` build these inputs from the events of the running

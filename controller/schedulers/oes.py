@@ -32,6 +32,8 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from controller.schedulers.max_min import max_min_fill
+
 _EPS = 1e-9
 
 
@@ -129,23 +131,9 @@ def max_min_fair_rates(machines: Iterable[Machine], active_flows: Sequence[Flow]
     """flow id -> Mbit/s, max-min fair over the NICs (what TCP flows approach): the baseline."""
     table = _by_name(machines)
     _check_flows(active_flows, table)
-    left = {("in", n): m.ingress_mbps for n, m in table.items()} | {("out", n): m.egress_mbps for n, m in table.items()}
-    users: dict[tuple[str, str], set[str]] = defaultdict(set)
-    ends = {f.flow_id: (("out", f.src), ("in", f.dst)) for f in active_flows}
-    for fid, (a, b) in ends.items():
-        users[a].add(fid)
-        users[b].add(fid)
-    rates: dict[str, float] = {}
-    while len(rates) < len(ends):
-        # The tightest NIC: its remaining rate split over its unfixed flows is the least.
-        nic = min((n for n in users if users[n]), key=lambda n: left[n] / len(users[n]))
-        share = left[nic] / len(users[nic])
-        for fid in list(users[nic]):
-            rates[fid] = share
-            for n in ends[fid]:
-                users[n].discard(fid)
-                left[n] = max(0.0, left[n] - share)
-    return rates
+    capacity = ({("in", n): m.ingress_mbps for n, m in table.items()}
+                | {("out", n): m.egress_mbps for n, m in table.items()})
+    return max_min_fill(capacity, {f.flow_id: (("out", f.src), ("in", f.dst)) for f in active_flows})
 
 
 RatePolicy = Callable[[Iterable[Machine], Sequence[Flow]], dict[str, float]]

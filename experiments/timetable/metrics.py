@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 
+from controller.schedulers.max_min import max_min_fill
 from topologies.fabric import host_interface
 
 SETTLE_S = 1.0
@@ -54,28 +55,20 @@ def saturated_directions(active: list[dict], link_mbps: dict[str, float]) -> set
     the active flows fills (progressive filling over host links; the fabric is
     taken as non-blocking). Rate-limited flows take their limit first."""
     residual = {(h, d): link_mbps[h] for h in link_mbps for d in ("sent", "received")}
-    free = []
-    for f in active:
-        uses = [(f["src"], "sent"), (f["dst"], "received")]
+    free = {}
+    for i, f in enumerate(active):
+        uses = ((f["src"], "sent"), (f["dst"], "received"))
         if f.get("rate_mbps") is not None:
             for u in uses:
                 residual[u] -= f["rate_mbps"]
         else:
-            free.append(uses)
-    saturated: set[tuple[str, str]] = set()
-    while free:
-        counts: dict[tuple, int] = {}
-        for uses in free:
-            for u in uses:
-                counts[u] = counts.get(u, 0) + 1
-        bottleneck = min(counts, key=lambda u: residual[u] / counts[u])
-        share = max(residual[bottleneck], 0.0) / counts[bottleneck]
-        for u in counts:
-            residual[u] -= share * counts[u]
-        saturated.add(bottleneck)
-        saturated |= {u for u in counts if residual[u] <= 1e-6 * link_mbps[u[0]]}
-        free = [uses for uses in free if not any(u in saturated for u in uses)]
-    return saturated
+            free[i] = uses
+    rates = max_min_fill(residual, free)  # a residual <= 0 (limits took it all) gives its free flows 0
+    for i, uses in free.items():
+        for u in uses:
+            residual[u] -= rates[i]
+    # Only directions a free flow uses: one that rate limits alone load is not what the max-min share fills.
+    return {u for uses in free.values() for u in uses if residual[u] <= 1e-6 * link_mbps[u[0]]}
 
 
 def _rate_in_second(flow: dict, k: int) -> tuple[float | None, float | None]:
