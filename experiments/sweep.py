@@ -231,7 +231,13 @@ def _dotted(path: str, key) -> str:
     return key
 
 
-def _grid(raw, path: str = "grid") -> dict:
+def _grid(raw, path: str = "grid", base: dict | None = None, sweep_path: Path | None = None) -> dict:
+    """The grid's fields and values; a value naming a function of your own (one of the base
+    spec's kind's ``function_fields``, ``module:function``) is found beside the sweep file too."""
+    try:
+        own = kind_of(base).function_fields if base is not None and sweep_path is not None else ()
+    except SpecError:  # the base spec's own check names what is wrong
+        own = ()
     grid = {}
     for key, values in mapping(path, raw, optional=True).items():
         where = at(path, key)
@@ -240,6 +246,8 @@ def _grid(raw, path: str = "grid") -> dict:
             raise error(where, f"is set by `{'schedulers' if key == SCHEDULER_FIELD else 'seeds'}`, not by the grid")
         for item_path, value in items(where, values, non_empty=True):
             _scalar(item_path, value)
+            if key in own:
+                importable_beside(item_path, value, sweep_path.absolute().parent)
         grid[key] = _distinct(where, values)
     return grid
 
@@ -263,7 +271,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     shuffle = _shuffle(sweep.get("order"))
     repeats = integer("repeats", sweep.get("repeats", 1), minimum=1, maximum=MAX_REPEATS)
     if sweep.get("parts") is None:
-        grid = _grid(sweep.get("grid"))
+        grid = _grid(sweep.get("grid"), base=base, sweep_path=sweep_path)
         cells = [replace(cell, backend=backend) for cell in _cells(base, schedulers, seeds, grid, repeats=repeats)]
         return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report,
                      _ordered(cells, shuffle), backend, shuffle=shuffle, repeats=repeats)
@@ -368,7 +376,8 @@ def _part(where: str, raw, schedulers: list | None, seeds: list | None, base: di
     own_seeds = _seeds(at(where, "seeds"), part.get("seeds"))
     backend = _backend(at(where, "backend"), part["backend"], base) if "backend" in part else None
     return Part(word(at(where, "name"), part["name"]), schedulers if own_schedulers is None else own_schedulers,
-                seeds if own_seeds is None else own_seeds, _grid(part.get("grid"), at(where, "grid")), backend)
+                seeds if own_seeds is None else own_seeds, _grid(part.get("grid"), at(where, "grid"), base, sweep_path),
+                backend)
 
 
 def load(path: str | Path) -> Sweep:

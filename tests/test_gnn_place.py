@@ -591,3 +591,21 @@ def test_an_own_rate_policy_that_fails_in_the_placement_search_is_one_line():
     with pytest.raises(SpecError, match=r"^scheduler\.name: scheduler tests.test_gnn_simulated:divides_by_zero "
                                         r"raised ZeroDivisionError: division by zero$"):
         gnn_spec.validate(raw)
+
+
+def test_a_placement_of_your_own_in_a_sweeps_grid_is_found_beside_the_sweep_file(tmp_path, monkeypatch):
+    """As a sweep's own scheduler names: its module kept with the sweep, wherever the command runs."""
+    from experiments import sweep as sweep_mod
+    base = raw_spec({"kind": "ifs", "profile": str(PROFILE)}) | {"simulation": {"profile": str(PROFILE)}}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(base))
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "grid_place.py").write_text(
+        "from controller.schedulers.placement.ifs import ifs\n\ndef mine(problem):\n    return ifs(problem)\n")
+    (tmp_path / "kept" / "sweep.yaml").write_text(yaml.safe_dump(
+        {"name": "own", "spec": "../spec.yaml", "backend": "simulated",
+         "grid": {"workload.placement.kind": ["ifs", "grid_place:mine"]}}))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what the read adds goes with the test
+    monkeypatch.chdir(tmp_path)
+    sweep = sweep_mod.load(tmp_path / "kept" / "sweep.yaml")
+    cell = next(c for c in sweep.cells if c.overrides["workload.placement.kind"] == "grid_place:mine")
+    assert sweep_mod.check_cell(cell)["workload"]["placement"]["kind"] == "grid_place:mine"
