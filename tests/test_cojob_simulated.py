@@ -183,6 +183,14 @@ def test_a_simulated_fabric_may_be_faster_than_this_box_can_emulate():
     assert simulated.validate(raw)["topology"]["host_mbps"] == 10000
 
 
+def test_weighted_queues_are_refused_by_the_simulator_whose_queues_are_strict_priority():
+    raw = read_spec(TESTBED)
+    raw["emulation"] = {"queue_weights": [4, 2, 1, 1, 1, 1, 1]}
+    assert cojob_spec.validate(raw)["emulation"]["queue_weights"] == [4, 2, 1, 1, 1, 1, 1]
+    with pytest.raises(SpecError, match=r"^emulation\.queue_weights: the simulator's queues are strict priority"):
+        simulated.validate(raw)
+
+
 def test_a_simulation_has_a_run_directory_of_its_own_name_without_raw(tmp_path, monkeypatch):
     """Where no --out says, ``results/<stamp>-simulate-<name>``; no raw/: the simulator
     keeps no raw logs (an emulated run's are there)."""

@@ -34,6 +34,17 @@ def test_demo_spec_resolves_with_defaults():
                                 "host_mbps": 50, "fabric_mbps": 100.0}
 
 
+def test_queue_weights_resolve_to_the_fabrics_options():
+    assert spec_mod.validate(demo())["emulation"]["queue_weights"] is None  # strict priority
+    assert platform_spec.options_of(spec_mod.validate(demo())).queue_weights is None
+    weighted = spec_mod.validate(dict(demo(), emulation={"queue_weights": [3, 1, 1, 1, 1, 1, 1.5]}))
+    assert weighted["emulation"]["queue_weights"] == [3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert platform_spec.options_of(weighted).queue_weights == (3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5)
+    older = spec_mod.validate(demo())
+    del older["emulation"]["queue_weights"]  # a run's spec.yaml from before queue weights
+    assert platform_spec.options_of(older).queue_weights is None
+
+
 @pytest.mark.parametrize("path", sorted((REPO / "experiments" / "specs").glob("*.yaml")), ids=lambda p: p.stem)
 def test_a_resolved_spec_validates_to_itself(path):
     """A run's spec.yaml (the spec resolved) runs again as it is: validating a resolved
@@ -171,6 +182,8 @@ BAD = [
     ("emulation.ovs_instances", 0, "emulation.ovs_instances: must be >= 1, got 0"),
     ("emulation.switch_buffer_bytes", 9000, "emulation.switch_buffer_bytes: must be in [18000, 4000000], got 9000"),
     ("emulation.switch_buffer_bytes", 1.5e5, "emulation.switch_buffer_bytes: must be an integer"),
+    ("emulation.queue_weights", [2, 1], "emulation.queue_weights: must be a list of 7 weights"),
+    ("emulation.queue_weights", [1, 1, 1, -1, 1, 1, 1], "emulation.queue_weights: every weight must be a number > 0"),
 ]
 
 

@@ -9,6 +9,11 @@ has no ``prio`` qdisc)::
           htb ``prio q`` so a lower q always borrows first; a byte-limited bfifo
           leaf (with TSO one packet can be 64 KB, so the limit is in bytes)
 
+With queue weights (``emulation.queue_weights``: one per queue 1..7) the scheduler
+queues are weighted instead: one htb ``prio`` for all seven, each guaranteed its
+weight's share of the link and lent what an idle one leaves in proportion to its
+weight (its DRR quantum); queue 0 stays strictly above them.
+
 u32 filters pick the class from the IP TOS byte; IP packets whose DSCP is in no
 queue's entry land in the lowest queue. Queue 0 is reserved for control traffic;
 schedulers use 1..7. ``DSCP_OF_QUEUE`` is the one place where the DSCP-to-queue
@@ -23,6 +28,9 @@ from __future__ import annotations
 
 import re
 
+# Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
+# 1500 and up to the common jumbo size. Bytes per packet, not bytes, cost the box CPU.
+MIN_MTU, MAX_MTU = 1500, 9000
 N_QUEUES = 8
 CONTROL_QUEUE = 0
 SCHEDULER_QUEUES = range(1, N_QUEUES)
@@ -57,10 +65,31 @@ def tos_of_dscp(dscp: int) -> int:
     return dscp << 2
 
 
-def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_BYTES) -> list[str]:
-    """tc commands that turn ``intf`` into an 8-queue strict-priority port."""
+# Queue weights: one per scheduler queue, > 0, the largest at most MAX_WEIGHT_RATIO
+# times the least; the least weight's DRR quantum is one jumbo frame (htb's own
+# quantum, rate / 10 clamped to 200 KB, would make every fast class's the same).
+MAX_WEIGHT_RATIO = 100
+WEIGHT_QUANTUM_BYTES = MAX_MTU
+
+
+def check_weights(weights) -> tuple[float, ...]:
+    """``weights`` as a tuple of one weight per scheduler queue (1..7), or ValueError."""
+    if not (isinstance(weights, (list, tuple)) and len(weights) == len(SCHEDULER_QUEUES)):
+        raise ValueError(f"must be a list of {len(SCHEDULER_QUEUES)} weights, one per queue "
+                         f"{SCHEDULER_QUEUES[0]}..{SCHEDULER_QUEUES[-1]}, got {weights!r}")
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights):
+        raise ValueError(f"every weight must be a number > 0, got {list(weights)}")
+    if max(weights) > MAX_WEIGHT_RATIO * min(weights):
+        raise ValueError(f"the largest weight may be at most {MAX_WEIGHT_RATIO} times the least, got {list(weights)}")
+    return tuple(float(w) for w in weights)
+
+
+def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_BYTES,
+                     weights: tuple[float, ...] | None = None) -> list[str]:
+    """tc commands that turn ``intf`` into an 8-queue port: strict priority, or with
+    ``weights`` (``check_weights``) the scheduler queues weighted below queue 0."""
     rate = f"{mbps:g}mbit"
-    small = f"{max(mbps * GUARANTEED_SHARE, 0.01):g}mbit"
+    small_mbps = max(mbps * GUARANTEED_SHARE, 0.01)
     cmds = [
         f"tc qdisc replace dev {intf} root handle 1: htb default {0x10 + CONTROL_QUEUE:x}",
         f"tc class replace dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
@@ -68,8 +97,13 @@ def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_
     ]
     for q in range(N_QUEUES):
         cls = queue_classid(q)
-        cmds.append(f"tc class replace dev {intf} parent 1:1 classid {cls} htb rate {small} ceil {rate} "
-                    f"burst {BURST_BYTES} cburst {BURST_BYTES} prio {q}")
+        guaranteed, lend = f"{small_mbps:g}mbit", f"prio {q}"
+        if weights is not None and q != CONTROL_QUEUE:  # the link less control's, split by weight
+            w = weights[q - SCHEDULER_QUEUES[0]]
+            guaranteed = f"{(mbps - small_mbps) * w / sum(weights):.6g}mbit"
+            lend = f"quantum {round(WEIGHT_QUANTUM_BYTES * w / min(weights))} prio {SCHEDULER_QUEUES[0]}"
+        cmds.append(f"tc class replace dev {intf} parent 1:1 classid {cls} htb rate {guaranteed} ceil {rate} "
+                    f"burst {BURST_BYTES} cburst {BURST_BYTES} {lend}")
         cmds.append(f"tc qdisc replace dev {intf} parent {cls} handle {0x10 + q:x}: bfifo limit {leaf_limit_bytes}")
     for q, dscp in DSCP_OF_QUEUE.items():
         cmds.append(f"tc filter replace dev {intf} parent 1: protocol ip prio {DSCP_FILTER_PREF} u32 "
@@ -103,11 +137,11 @@ def switch_receive_buffer_bytes(mbps: float) -> int:
     return int((BURST_BYTES + mbps * 1e6 / 8 * SWITCH_CPU_WAIT_S) * SKB_OVERHEAD)
 
 
-def host_base_cmds(intf: str, mbps: float) -> list[str]:
-    """The sender NIC: the same eight strict-priority queues as a switch port, as deep
-    as a NIC's queue (a host marks nothing, so its traffic sits in the lowest queue
-    unless a policy's per-flow filter picks a queue or a rate class)."""
-    return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES)
+def host_base_cmds(intf: str, mbps: float, weights: tuple[float, ...] | None = None) -> list[str]:
+    """The sender NIC: the same eight queues as a switch port (strict priority, or
+    weighted), as deep as a NIC's queue (a host marks nothing, so its traffic sits in
+    the lowest queue unless a policy's per-flow filter picks a queue or a rate class)."""
+    return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES, weights)
 
 
 def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[str]:
@@ -120,9 +154,6 @@ SEGMENTATIONS = ("wire", "offload")
 IP_PROTO = {"tcp": 6, "udp": 17}  # IP protocol numbers: tc's u32 match and OpenFlow's ip_proto
 
 
-# Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
-# 1500 and up to the common jumbo size. Bytes per packet, not bytes, cost the box CPU.
-MIN_MTU, MAX_MTU = 1500, 9000
 # A spec's switch_buffer_bytes: two jumbo frames at least (a queue that cannot hold one
 # frame drops everything), 4 MB at most (the switch's send socket holds every queue
 # full, SKB_OVERHEAD x ports x queues x this).

@@ -67,6 +67,7 @@ class EmulationOptions:
     tcp_rto_min_ms: float | None = None  # None: the kernel's 200 ms
     tcp_congestion: str | None = None  # the spec's top-level tcp_congestion; None: the kernel's default
     switch_buffer_bytes: int = queues.LEAF_LIMIT_BYTES  # each switch queue's buffer (bfifo limit)
+    queue_weights: tuple[float, ...] | None = None  # queues 1..7 weighted (queues.check_weights); None: strict priority
 
     def instances_for(self, switches: list[str]) -> list[list[str]]:
         """Switch names grouped by OVS instance (round-robin, so leaves spread out)."""
@@ -245,7 +246,8 @@ class Emulation:
             batch = "".join(" ".join(queues.mtu_cmd(intf, self.options.mtu)[1:]) + "\n" for _sw, intf, _m in ports)
             subprocess.run(["ip", "-batch", "-"], input=batch, text=True, check=True, capture_output=True)
         run_tc_batch([c for _sw, intf, mbps in ports
-                      for c in queues.switch_port_cmds(intf, mbps, self.options.switch_buffer_bytes)],
+                      for c in queues.switch_port_cmds(intf, mbps, self.options.switch_buffer_bytes,
+                                                       self.options.queue_weights)],
                      where="switch ports")
         for link in self.fabric.host_links():
             pid, intf = self.host(link.a).pid, link.intf(link.a)
@@ -253,7 +255,8 @@ class Emulation:
                         + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms,
                                                  self.options.tcp_congestion)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
-            run_tc_batch(queues.host_base_cmds(intf, link.mbps), pid, where=f"host {link.a}")
+            run_tc_batch(queues.host_base_cmds(intf, link.mbps, self.options.queue_weights), pid,
+                         where=f"host {link.a}")
 
     def size_socket_buffers(self, timeout_s: float = 5.0) -> None:
         """Each OVS instance's send socket as deep as the queues it feeds, and each port's

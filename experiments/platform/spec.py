@@ -17,7 +17,7 @@ from topologies import queues
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.platform.cpu).
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
-EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms", "switch_buffer_bytes"}
+EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms", "switch_buffer_bytes", "queue_weights"}
 # The top-level fields ``validate_common`` reads: every kind's spec allows them.
 COMMON_FIELDS = {"name", "description", "topology", "tcp_congestion", "fidelity", "emulation", "capture"}
 
@@ -39,8 +39,14 @@ def emulation_options(raw) -> dict:
         rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
     buffer = integer("emulation.switch_buffer_bytes", section.get("switch_buffer_bytes", defaults.switch_buffer_bytes),
                      minimum=queues.MIN_SWITCH_BUFFER_BYTES, maximum=queues.MAX_SWITCH_BUFFER_BYTES)
+    weights = section.get("queue_weights")
+    if weights is not None:
+        try:
+            weights = list(queues.check_weights(weights))
+        except ValueError as err:
+            raise SpecError("emulation.queue_weights", str(err)) from None
     return {"ovs_instances": instances, "segmentation": segmentation, "mtu": mtu, "tcp_rto_min_ms": rto_min,
-            "switch_buffer_bytes": buffer}
+            "switch_buffer_bytes": buffer, "queue_weights": weights}
 
 
 def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
@@ -76,7 +82,10 @@ def validate_common(spec: dict) -> dict:
 def options_of(spec: dict) -> EmulationOptions:
     """How to realise the fabric: the ``emulation:`` section, and the spec's TCP
     congestion control for every host's route."""
-    return EmulationOptions(**spec["emulation"], tcp_congestion=spec["tcp_congestion"])
+    section = spec["emulation"]
+    weights = section.get("queue_weights")  # a spec resolved before queue weights existed has none
+    return EmulationOptions(**{**section, "queue_weights": tuple(weights) if weights else None},
+                            tcp_congestion=spec["tcp_congestion"])
 
 
 def fabric_of(spec: dict) -> fabric_mod.Fabric:
