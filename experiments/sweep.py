@@ -209,10 +209,11 @@ def _base_spec(sweep_path: Path | None, value) -> tuple[Path | None, dict]:
 
 
 def _scalar(path: str, value):
-    """A grid value: something a cell id can spell (a string, a finite number, true/false)."""
+    """A grid value: something a cell id can spell (a string, a finite number, true/false),
+    or null: the field unset, so the cell has its kind's default."""
     finite_or_bool = isinstance(value, (int, float)) and not (isinstance(value, float) and not math.isfinite(value))
-    if not (isinstance(value, str) and value or finite_or_bool):
-        raise error(path, f"must be a non-empty string, a finite number or true/false, got {describe(value)}")
+    if not (value is None or isinstance(value, str) and value or finite_or_bool):
+        raise error(path, f"must be a non-empty string, a finite number, true/false or null, got {describe(value)}")
     return value
 
 
@@ -386,6 +387,8 @@ def load(path: str | Path) -> Sweep:
 
 
 def _slug(value) -> str:
+    if value is None:  # a grid's null: the field left to its default
+        return "default"
     if isinstance(value, bool):
         return "true" if value else "false"
     return _UNSAFE.sub("-", str(value)).strip("-") or "-"
@@ -400,8 +403,8 @@ def cell_id(overrides: Mapping) -> str:
 def apply_overrides(spec: Mapping, overrides: Mapping, sources: Mapping[str, str] | None = None) -> dict:
     """A deep copy of ``spec`` with each dotted field set, missing sections created; a
     part of digits indexes a list the base spec has (``flows.0.queue``: the first
-    flow's queue). ``sources`` names the sweep field behind each override, for the
-    error message."""
+    flow's queue). A value of None unsets the field (its kind's default then holds).
+    ``sources`` names the sweep field behind each override, for the error message."""
     result = copy.deepcopy(dict(spec))
     for key, value in overrides.items():
         node = result
@@ -417,9 +420,15 @@ def apply_overrides(spec: Mapping, overrides: Mapping, sources: Mapping[str, str
             elif not isinstance(node, dict):
                 raise error(where, f"cannot set {key}: the base spec's {held} is {describe(node)}, "
                                    f"not a mapping or a list")
-            if depth == len(parts) - 1:
+            if depth == len(parts) - 1 and value is None:
+                if isinstance(node, list):
+                    raise error(where, f"cannot unset {key}: null unsets a mapping's field, not a list's item")
+                node.pop(part, None)
+            elif depth == len(parts) - 1:
                 node[part] = copy.deepcopy(value)
             elif isinstance(node, dict):
+                if value is None and part not in node:
+                    break  # unsetting a field under a section the spec does not have: nothing to unset
                 node = node.setdefault(part, {})
             else:
                 node = node[part]
@@ -540,7 +549,8 @@ def select(sweep: Sweep, patterns=()) -> tuple[Cell, ...]:
 def list_lines(cells) -> list[str]:
     """``--list``: each cell's id and its overrides (and part), in run order."""
     width = max((len(cell.id) for cell in cells), default=0)
-    return [f"{cell.id:<{width}}  " + " ".join([*(f"{k}={csv_value(v)}" for k, v in cell.overrides.items()),
+    return [f"{cell.id:<{width}}  " + " ".join([*(f"{k}={'null' if v is None else csv_value(v)}"
+                                                  for k, v in cell.overrides.items()),
                                                  *([f"part={cell.part}"] if cell.part else [])])
             for cell in cells]
 

@@ -77,6 +77,28 @@ def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
     assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
 
 
+def test_a_grid_null_unsets_the_field_so_the_kind_default_holds(tmp_path):
+    """Default against a value: tcp_rto_min_ms null (the kernel's 200 ms) and 40; strict
+    priority against weighted queues when the base spec weighs them."""
+    base = {"a": {"b": 1, "c": 2}, "flows": [{"name": "low", "queue": 7}]}
+    assert sweep_mod.apply_overrides(base, {"a.b": None}) == {"a": {"c": 2}, "flows": [{"name": "low", "queue": 7}]}
+    assert sweep_mod.apply_overrides(base, {"x.y": None}) == base  # nothing there to unset, no section made
+    assert sweep_mod.apply_overrides(base, {"flows.0.queue": None})["flows"] == [{"name": "low"}]
+    with pytest.raises(SpecError, match=r"^flows.0: cannot unset flows.0: null unsets a mapping's field, "
+                                        r"not a list's item$"):
+        sweep_mod.apply_overrides(base, {"flows.0": None})
+    demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/weighted-demo.yaml").read_text())
+    sweep = sweep_mod.parse({"name": "rto", "spec": demo, "parts": [
+        {"name": "rto", "grid": {"emulation.tcp_rto_min_ms": [None, 40]}},
+        {"name": "queues", "grid": {"emulation.queue_weights": [None]}}]})
+    assert [cell.id for cell in sweep.cells] == ["emulation.tcp_rto_min_ms-default", "emulation.tcp_rto_min_ms-40",
+                                                 "emulation.queue_weights-default"]
+    checked = [sweep_mod.check_cell(cell)["emulation"] for cell in sweep.cells]
+    assert [e["tcp_rto_min_ms"] for e in checked] == [None, 40, None]
+    assert checked[0]["queue_weights"] == [3, 1, 1, 1, 1, 1, 1] and checked[2]["queue_weights"] is None
+    assert "emulation.queue_weights=null" in sweep_mod.list_lines(sweep.cells)[2]
+
+
 def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2],
                             "grid": {"topology.host_mbps": [50]}, "report": ["fidelity.trustworthy"]})
@@ -143,7 +165,7 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
      r"grid\['topology.host_mbps'\]: must be a non-empty list, got an empty list"),
     ({"grid": {"seed": [1]}}, r"grid.seed: is set by `seeds`, not by the grid"),
     ({"grid": {"a..b": [1]}}, r"grid\['a..b'\]: must be a dotted spec field name \(e.g. topology.host_mbps\)"),
-    ({"grid": {"x": [{"a": 1}]}}, r"grid.x\[0\]: must be a non-empty string, a finite number or true/false, "
+    ({"grid": {"x": [{"a": 1}]}}, r"grid.x\[0\]: must be a non-empty string, a finite number, true/false or null, "
                                   r"got a mapping"),
     ({"grid": {"x": [1, 1]}}, r"grid.x\[1\]: repeats 1"),
     ({"grid": {"x": ["a b", "a/b"]}}, r"grid.x: cells .* share the id 'x-a-b'; use values that differ"),
