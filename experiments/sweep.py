@@ -208,12 +208,19 @@ def _base_spec(sweep_path: Path | None, value) -> tuple[Path | None, dict]:
     return path, base
 
 
-def _scalar(path: str, value):
-    """A grid value: something a cell id can spell (a string, a finite number, true/false),
-    or null: the field unset, so the cell has its kind's default."""
+def _is_scalar(value) -> bool:
     finite_or_bool = isinstance(value, (int, float)) and not (isinstance(value, float) and not math.isfinite(value))
-    if not (value is None or isinstance(value, str) and value or finite_or_bool):
-        raise error(path, f"must be a non-empty string, a finite number, true/false or null, got {describe(value)}")
+    return isinstance(value, str) and bool(value) or finite_or_bool
+
+
+def _grid_value(path: str, value):
+    """A grid value: something a cell id can spell (a string, a finite number, true/false,
+    or a list of them: ``emulation.queue_weights``'s), or null: the field unset, so the
+    cell has its kind's default."""
+    if not (value is None or _is_scalar(value)
+            or isinstance(value, list) and value and all(_is_scalar(item) for item in value)):
+        raise error(path, f"must be a non-empty string, a finite number, true/false, a list of them or null, "
+                          f"got {describe(value)}")
     return value
 
 
@@ -246,7 +253,7 @@ def _grid(raw, path: str = "grid", base: dict | None = None, sweep_path: Path | 
         if key in ID_PREFIX:
             raise error(where, f"is set by `{'schedulers' if key == SCHEDULER_FIELD else 'seeds'}`, not by the grid")
         for item_path, value in items(where, values, non_empty=True):
-            _scalar(item_path, value)
+            _grid_value(item_path, value)
             if key in own:
                 importable_beside(item_path, value, sweep_path.absolute().parent)
         grid[key] = _distinct(where, values)
@@ -389,6 +396,8 @@ def load(path: str | Path) -> Sweep:
 def _slug(value) -> str:
     if value is None:  # a grid's null: the field left to its default
         return "default"
+    if isinstance(value, list):
+        return "-".join(_slug(item) for item in value)
     if isinstance(value, bool):
         return "true" if value else "false"
     return _UNSAFE.sub("-", str(value)).strip("-") or "-"

@@ -99,6 +99,25 @@ def test_a_grid_null_unsets_the_field_so_the_kind_default_holds(tmp_path):
     assert "emulation.queue_weights=null" in sweep_mod.list_lines(sweep.cells)[2]
 
 
+def test_a_grid_value_may_be_a_list_of_scalars_spelled_in_its_cell_id():
+    """Strict priority against two sets of queue weights, in one grid."""
+    demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/priority-demo.yaml").read_text())
+    sweep = sweep_mod.parse({"name": "queues", "spec": demo, "grid": {
+        "emulation.queue_weights": [None, [64, 32, 16, 8, 4, 2, 1], [2, 1, 1, 1, 1, 1, 1.5]]}})
+    assert [cell.id for cell in sweep.cells] == ["emulation.queue_weights-default",
+                                                 "emulation.queue_weights-64-32-16-8-4-2-1",
+                                                 "emulation.queue_weights-2-1-1-1-1-1-1.5"]
+    assert [sweep_mod.check_cell(c)["emulation"]["queue_weights"] for c in sweep.cells] == [
+        None, [64, 32, 16, 8, 4, 2, 1], [2, 1, 1, 1, 1, 1, 1.5]]
+    assert "emulation.queue_weights=[64, 32, 16, 8, 4, 2, 1]" in sweep_mod.list_lines(sweep.cells)[1]
+    for bad, says in (([[1, [2]]], r"grid\['emulation.queue_weights'\]\[0\]: must be .* a list of them or null, "
+                                   r"got a list"),
+                      ([[]], r"\[0\]: must be .* got an empty list"),
+                      ([[1, 2], [1, 2]], r"\[1\]: repeats")):
+        with pytest.raises(SpecError, match=says):
+            sweep_mod.parse({"name": "queues", "spec": demo, "grid": {"emulation.queue_weights": bad}})
+
+
 def test_sweep_runs_every_cell_and_writes_results(tmp_path, capsys):
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2],
                             "grid": {"topology.host_mbps": [50]}, "report": ["fidelity.trustworthy"]})
@@ -165,7 +184,7 @@ def test_a_directory_of_another_base_spec_is_refused(tmp_path):
      r"grid\['topology.host_mbps'\]: must be a non-empty list, got an empty list"),
     ({"grid": {"seed": [1]}}, r"grid.seed: is set by `seeds`, not by the grid"),
     ({"grid": {"a..b": [1]}}, r"grid\['a..b'\]: must be a dotted spec field name \(e.g. topology.host_mbps\)"),
-    ({"grid": {"x": [{"a": 1}]}}, r"grid.x\[0\]: must be a non-empty string, a finite number, true/false or null, "
+    ({"grid": {"x": [{"a": 1}]}}, r"grid.x\[0\]: must be a non-empty string, a finite number, true/false, a list of them or null, "
                                   r"got a mapping"),
     ({"grid": {"x": [1, 1]}}, r"grid.x\[1\]: repeats 1"),
     ({"grid": {"x": ["a b", "a/b"]}}, r"grid.x: cells .* share the id 'x-a-b'; use values that differ"),
