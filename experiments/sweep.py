@@ -438,6 +438,9 @@ def apply_overrides(spec: Mapping, overrides: Mapping, sources: Mapping[str, str
             elif isinstance(node, dict):
                 if value is None and part not in node:
                     break  # unsetting a field under a section the spec does not have: nothing to unset
+                if part not in node and parts[depth + 1].isdigit():
+                    raise error(where, f"cannot set {key}: digits index a list, and the base spec has no "
+                                       f"{'.'.join(parts[:depth + 1])}")
                 node = node.setdefault(part, {})
             else:
                 node = node[part]

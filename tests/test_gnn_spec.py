@@ -58,6 +58,11 @@ def test_smoke_spec_resolves_with_defaults():
     assert spec["scheduler"] == {"name": "oes"}
 
 
+def test_queue_weights_are_refused_for_a_gnn_job_whose_flows_share_one_queue():
+    assert "emulation.queue_weights: a gnn job's flows share one queue" in str(
+        error(dict(star4(), emulation={"queue_weights": [2, 1, 1, 1, 1, 1, 1]})))
+
+
 def test_minimal_spec_takes_every_default():
     spec = validate_any(star4())
     w = spec["workload"]

@@ -137,6 +137,16 @@ def test_a_timetable_flow_shows_its_retransmissions(tmp_path):
     assert "97.3 Mbit/s mean goodput, 12 segments retransmitted (queue 1)" in run_summary(run)
 
 
+def test_a_run_on_weighted_queues_says_so(tmp_path):
+    run = copy(RECORDED / "timetable-priority", tmp_path)
+    assert "queues 1..7" not in run_summary(run)  # strict priority, the default, goes without saying
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    spec["emulation"]["queue_weights"] = [3, 1, 1, 1, 1, 1, 1.5]
+    (run / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert re.search(r"^  queues 1..7 +weighted 3, 1, 1, 1, 1, 1, 1.5, not strict priority$", run_summary(run),
+                     re.MULTILINE)
+
+
 def test_timetable_and_colocation_headlines(tmp_path):
     timetable = run_summary(RECORDED / "timetable-priority")
     assert "flow high" in timetable and "97.3 Mbit/s mean goodput (queue 1)" in timetable

@@ -183,7 +183,8 @@ BAD = [
     ("emulation.switch_buffer_bytes", 9000, "emulation.switch_buffer_bytes: must be in [18000, 4000000], got 9000"),
     ("emulation.switch_buffer_bytes", 1.5e5, "emulation.switch_buffer_bytes: must be an integer"),
     ("emulation.queue_weights", [2, 1], "emulation.queue_weights: must be a list of 7 weights"),
-    ("emulation.queue_weights", [1, 1, 1, -1, 1, 1, 1], "emulation.queue_weights: every weight must be a number > 0"),
+    ("emulation.queue_weights", [1, 1, 1, -1, 1, 1, 1], "emulation.queue_weights: every weight must be a finite "
+                                                       "number > 0"),
 ]
 
 

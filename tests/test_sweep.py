@@ -73,6 +73,9 @@ def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
         sweep_mod.apply_overrides(base, {"flows.2.queue": 3})
     with pytest.raises(SpecError, match=r"cannot set flows.low.queue: .* index it 0..1$"):
         sweep_mod.apply_overrides(base, {"flows.low.queue": 3})
+    with pytest.raises(SpecError, match=r"cannot set emulation.queue_weights.0: digits index a list, and the base "
+                                        r"spec has no emulation.queue_weights$"):
+        sweep_mod.apply_overrides({"emulation": {}}, {"emulation.queue_weights.0": 3})
     assert sweep_mod.cell_id({}) == "base"
     assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
 

@@ -103,24 +103,35 @@ def test_weighted_queues_share_one_prio_by_weight_below_a_strict_control_queue()
         assert f"classid {queues.queue_classid(q)} " in c and c.endswith("prio 1") and "ceil 100mbit" in c
         rates.append(float(c.split(" rate ")[1].split("mbit")[0]))
         quanta.append(int(c.split(" quantum ")[1].split()[0]))
-    assert sum(rates) == pytest.approx(98)  # the link less control's guarantee
-    assert [r / rates[-1] for r in rates] == pytest.approx([8, 4, 2, 1, 1, 1, 1], rel=1e-5)
+    assert sum(rates) == pytest.approx(14)  # strict priority's guarantees in all (7 x 2%): a NIC's rate
+    assert [r / rates[-1] for r in rates] == pytest.approx([8, 4, 2, 1, 1, 1, 1], rel=1e-5)  # classes stay in it
     assert quanta == [8 * 9000, 4 * 9000, 2 * 9000, 9000, 9000, 9000, 9000]
     host = queues.host_base_cmds("tbl1-eth3", 100, weights)  # the sender NIC weighted alike
     assert [c for c in host if "parent 1:1 classid" in c] == classes
+    small = queues.switch_port_cmds("tbl1-eth3", 100, weights=queues.check_weights([16, 8, 4, 2, 2, 2, 2]), mtu=1500)
+    assert [int(c.split(" quantum ")[1].split()[0]) for c in small if " quantum " in c] == [
+        8 * 1500, 4 * 1500, 2 * 1500, 1500, 1500, 1500, 1500]  # the least weight's quantum: one frame
     assert cmds[len(classes) * 2 + 2:] == queues.switch_port_cmds("tbl1-eth3", 100)[len(classes) * 2 + 2:]  # filters
 
 
 @pytest.mark.parametrize("weights, says", [
     ([1] * 6, "must be a list of 7 weights, one per queue 1..7"),
     ("8,4", "must be a list of 7 weights"),
-    ([1, 1, 1, 0, 1, 1, 1], "every weight must be a number > 0"),
-    ([1, 1, 1, True, 1, 1, 1], "every weight must be a number > 0"),
+    ([1, 1, 1, 0, 1, 1, 1], "every weight must be a finite number > 0"),
+    ([1, 1, 1, True, 1, 1, 1], "every weight must be a finite number > 0"),
+    ([float("inf")] * 7, "every weight must be a finite number > 0"),
     ([101, 1, 1, 1, 1, 1, 1], "at most 100 times the least"),
 ])
 def test_queue_weights_are_seven_positive_numbers_within_a_ratio(weights, says):
     with pytest.raises(ValueError, match=says):
         queues.check_weights(weights)
+
+
+def test_huge_weights_are_their_ratios():
+    cmds = queues.switch_port_cmds("x", 100, weights=queues.check_weights([1e308, 5e307, 1e307, 1e307, 1e307,
+                                                                            1e307, 1e307]))
+    assert [int(c.split(" quantum ")[1].split()[0]) for c in cmds if " quantum " in c] == [
+        90000, 45000, 9000, 9000, 9000, 9000, 9000]
 
 
 def test_host_nic_tree_is_the_switch_tree_with_a_nic_deep_queue():

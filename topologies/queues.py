@@ -10,9 +10,12 @@ has no ``prio`` qdisc)::
           leaf (with TSO one packet can be 64 KB, so the limit is in bytes)
 
 With queue weights (``emulation.queue_weights``: one per queue 1..7) the scheduler
-queues are weighted instead: one htb ``prio`` for all seven, each guaranteed its
-weight's share of the link and lent what an idle one leaves in proportion to its
-weight (its DRR quantum); queue 0 stays strictly above them.
+queues are weighted instead: one htb ``prio`` for all seven, below queue 0's. htb
+serves every class up to its guaranteed rate first, then lends the rest by prio and,
+within a prio, in proportion to each class's quantum. So the seven keep strict
+priority's guarantees in all (7 x 2% of the link, queue 0 its 2% and first call on
+what is lent), split by weight, and their quanta are in proportion to the weights:
+backlogged queues share the link by weight, guarantee and loan alike.
 
 u32 filters pick the class from the IP TOS byte; IP packets whose DSCP is in no
 queue's entry land in the lowest queue. Queue 0 is reserved for control traffic;
@@ -26,6 +29,7 @@ plus one filter.
 """
 from __future__ import annotations
 
+import math
 import re
 
 # Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
@@ -66,10 +70,11 @@ def tos_of_dscp(dscp: int) -> int:
 
 
 # Queue weights: one per scheduler queue, > 0, the largest at most MAX_WEIGHT_RATIO
-# times the least; the least weight's DRR quantum is one jumbo frame (htb's own
-# quantum, rate / 10 clamped to 200 KB, would make every fast class's the same).
+# times the least; the least weight's DRR quantum is one frame of the fabric's MTU
+# (htb's own quantum, rate / 10 clamped to 200 KB, would make every fast class's the
+# same). At the ratio's limit the largest quantum is 100 frames: its queue sends that
+# much a turn (measured: 1 : 1 to 100 : 1, measurements/weighted-queues-2026-11-29).
 MAX_WEIGHT_RATIO = 100
-WEIGHT_QUANTUM_BYTES = MAX_MTU
 
 
 def check_weights(weights) -> tuple[float, ...]:
@@ -77,19 +82,22 @@ def check_weights(weights) -> tuple[float, ...]:
     if not (isinstance(weights, (list, tuple)) and len(weights) == len(SCHEDULER_QUEUES)):
         raise ValueError(f"must be a list of {len(SCHEDULER_QUEUES)} weights, one per queue "
                          f"{SCHEDULER_QUEUES[0]}..{SCHEDULER_QUEUES[-1]}, got {weights!r}")
-    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0 for w in weights):
-        raise ValueError(f"every weight must be a number > 0, got {list(weights)}")
+    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
+               for w in weights):
+        raise ValueError(f"every weight must be a finite number > 0, got {list(weights)}")
     if max(weights) > MAX_WEIGHT_RATIO * min(weights):
         raise ValueError(f"the largest weight may be at most {MAX_WEIGHT_RATIO} times the least, got {list(weights)}")
     return tuple(float(w) for w in weights)
 
 
 def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_BYTES,
-                     weights: tuple[float, ...] | None = None) -> list[str]:
+                     weights: tuple[float, ...] | None = None, mtu: int = MAX_MTU) -> list[str]:
     """tc commands that turn ``intf`` into an 8-queue port: strict priority, or with
-    ``weights`` (``check_weights``) the scheduler queues weighted below queue 0."""
+    ``weights`` (``check_weights``) the scheduler queues weighted below queue 0 (the
+    least weight's quantum one ``mtu`` frame)."""
     rate = f"{mbps:g}mbit"
     small_mbps = max(mbps * GUARANTEED_SHARE, 0.01)
+    relative = [w / min(weights) for w in weights] if weights is not None else []  # 1..MAX_WEIGHT_RATIO
     cmds = [
         f"tc qdisc replace dev {intf} root handle 1: htb default {0x10 + CONTROL_QUEUE:x}",
         f"tc class replace dev {intf} parent 1: classid 1:1 htb rate {rate} ceil {rate} "
@@ -98,10 +106,10 @@ def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_
     for q in range(N_QUEUES):
         cls = queue_classid(q)
         guaranteed, lend = f"{small_mbps:g}mbit", f"prio {q}"
-        if weights is not None and q != CONTROL_QUEUE:  # the link less control's, split by weight
-            w = weights[q - SCHEDULER_QUEUES[0]]
-            guaranteed = f"{(mbps - small_mbps) * w / sum(weights):.6g}mbit"
-            lend = f"quantum {round(WEIGHT_QUANTUM_BYTES * w / min(weights))} prio {SCHEDULER_QUEUES[0]}"
+        if weights is not None and q != CONTROL_QUEUE:  # strict's guarantees in all, split by weight
+            w = relative[q - SCHEDULER_QUEUES[0]]
+            guaranteed = f"{small_mbps * len(SCHEDULER_QUEUES) * w / sum(relative):.6g}mbit"
+            lend = f"quantum {round(mtu * w)} prio {SCHEDULER_QUEUES[0]}"
         cmds.append(f"tc class replace dev {intf} parent 1:1 classid {cls} htb rate {guaranteed} ceil {rate} "
                     f"burst {BURST_BYTES} cburst {BURST_BYTES} {lend}")
         cmds.append(f"tc qdisc replace dev {intf} parent {cls} handle {0x10 + q:x}: bfifo limit {leaf_limit_bytes}")
@@ -137,15 +145,15 @@ def switch_receive_buffer_bytes(mbps: float) -> int:
     return int((BURST_BYTES + mbps * 1e6 / 8 * SWITCH_CPU_WAIT_S) * SKB_OVERHEAD)
 
 
-def host_base_cmds(intf: str, mbps: float, weights: tuple[float, ...] | None = None) -> list[str]:
+def host_base_cmds(intf: str, mbps: float, weights: tuple[float, ...] | None = None, mtu: int = MAX_MTU) -> list[str]:
     """The sender NIC: the same eight queues as a switch port (strict priority, or
     weighted), as deep as a NIC's queue (a host marks nothing, so its traffic sits in
     the lowest queue unless a policy's per-flow filter picks a queue or a rate class)."""
-    return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES, weights)
+    return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES, weights, mtu)
 
 
 def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[str]:
-    """Send flow ``slot`` through the sender's strict-priority queue ``queue``."""
+    """Send flow ``slot`` through the sender's queue ``queue`` (strict priority or weighted)."""
     return [f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
             f"{match} flowid {queue_classid(queue)}"]
 

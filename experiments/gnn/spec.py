@@ -174,6 +174,10 @@ def validate(raw) -> dict:
     """Check a gnn spec and return it resolved (defaults filled, every task placed)."""
     spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "workload", "scheduler"))
     common = emulation_spec.validate_common(spec)
+    if common["emulation"]["queue_weights"]:
+        raise SpecError("emulation.queue_weights", "a gnn job's flows share one queue (its schedulers set rates, "
+                                                   "not queues): weights would change only that queue's guarantee, "
+                                                   "which the job's model takes as strict priority's")
     hosts = [h.name for h in emulation_spec.fabric_of(common).hosts]
     workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind", "graph"))
     choice("workload.kind", workload["kind"], ("gnn",))

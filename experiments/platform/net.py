@@ -247,7 +247,7 @@ class Emulation:
             subprocess.run(["ip", "-batch", "-"], input=batch, text=True, check=True, capture_output=True)
         run_tc_batch([c for _sw, intf, mbps in ports
                       for c in queues.switch_port_cmds(intf, mbps, self.options.switch_buffer_bytes,
-                                                       self.options.queue_weights)],
+                                                       self.options.queue_weights, self.options.mtu)],
                      where="switch ports")
         for link in self.fabric.host_links():
             pid, intf = self.host(link.a).pid, link.intf(link.a)
@@ -255,7 +255,7 @@ class Emulation:
                         + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms,
                                                  self.options.tcp_congestion)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
-            run_tc_batch(queues.host_base_cmds(intf, link.mbps, self.options.queue_weights), pid,
+            run_tc_batch(queues.host_base_cmds(intf, link.mbps, self.options.queue_weights, self.options.mtu), pid,
                          where=f"host {link.a}")
 
     def size_socket_buffers(self, timeout_s: float = 5.0) -> None:

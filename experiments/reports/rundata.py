@@ -292,7 +292,11 @@ HEADLINES: dict[str, Callable[[RunData], list[Row]]] = {
 
 
 def headline(data: RunData) -> list[Row]:
-    return HEADLINES.get(data.kind, _generic)(data)
+    rows = HEADLINES.get(data.kind, _generic)(data)
+    weights = ((data.spec or {}).get("emulation") or {}).get("queue_weights")
+    if weights:  # a run's queue choices read otherwise than under the default strict priority
+        rows.append(("queues 1..7", f"weighted {', '.join(f'{w:g}' for w in weights)}, not strict priority"))
+    return rows
 
 
 def tables(data: RunData) -> list[tuple[str, list[str], list[list[str]]]]:
