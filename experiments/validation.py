@@ -379,16 +379,36 @@ def importable_beside(path: str, name, here: Path) -> None:
         sys.path.append(str(here))
 
 
+KEPT_PACKAGE_MAX_BYTES = 5_000_000  # a package of your own larger than this is a library, not a scheduler
+
+
 def keep_beside(name, directory: Path) -> None:
-    """Copies the module file of a ``module:function`` (a single-file module; a package
-    is left where it is) into ``directory``, beside the run's ``spec.yaml``, so that the
-    run keeps the code it ran and its spec runs again from there."""
+    """Copies the module of a ``module:function`` into ``directory``, beside the run's
+    ``spec.yaml``, so that the run keeps the code it ran and its spec runs again from
+    there: a single-file module, or the top package of a dotted one unless it lies in
+    the checkout (the run's commit names it) or an installed environment, or is larger
+    than ``KEPT_PACKAGE_MAX_BYTES`` (said on stderr)."""
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         return
-    module = name.partition(":")[0]
-    loaded = getattr(sys.modules.get(module), "__file__", None)
-    if "." not in module and loaded and Path(loaded).name == f"{module}.py":
-        shutil.copy2(loaded, directory / f"{module}.py")
+    top = name.partition(":")[0].split(".")[0]
+    loaded = getattr(sys.modules.get(top), "__file__", None)
+    if not loaded:
+        return
+    loaded = Path(loaded).resolve()
+    if loaded.name == f"{top}.py":
+        shutil.copy2(loaded, directory / f"{top}.py")
+        return
+    package = loaded.parent
+    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, REPO_ROOT)}
+    if loaded.name != "__init__.py" or any(package.is_relative_to(root) for root in installed):
+        return
+    files = [f for f in package.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
+    size = sum(f.stat().st_size for f in files)
+    if size > KEPT_PACKAGE_MAX_BYTES:
+        print(f"run: {name}'s package {package} ({size / 1e6:.1f} MB) is not copied into the run directory "
+              f"(over {KEPT_PACKAGE_MAX_BYTES / 1e6:.0f} MB)", file=sys.stderr, flush=True)
+        return
+    shutil.copytree(package, directory / top, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
 
 
 def _parameters(function) -> str:

@@ -150,6 +150,37 @@ def test_the_trainbed_command_finds_a_scheduler_where_it_runs_and_the_run_keeps_
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+def test_a_run_keeps_a_copy_of_its_schedulers_package_and_validates_again_from_it(tmp_path, monkeypatch):
+    """A package of your own (mypkg.sched:f) beside its spec: the run directory keeps the
+    package, its caches left out, and the run's spec.yaml finds it there."""
+    from experiments.kinds import read_spec as read_spec_file
+    from experiments.runner import simulate_any_spec
+    package = tmp_path / "kept" / "ownpkg_sched"
+    (package / "orders").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "orders" / "__init__.py").write_text(
+        "from ownpkg_sched.orders.rule import first\n")
+    (package / "orders" / "rule.py").write_text("def first(every, running):\n    return []\n")
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "stale.pyc").write_bytes(b"x")
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = "ownpkg_sched.orders:first"
+    (tmp_path / "kept" / "own.yaml").write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr(sys, "path", list(sys.path))  # what the read adds goes with the test
+    run = simulate_any_spec(simulated.validate(read_spec_file(tmp_path / "kept" / "own.yaml")), str(tmp_path / "run"))
+    assert json.loads((run / "summary.json").read_text())["completed"]
+    kept = sorted(str(f.relative_to(run / "ownpkg_sched")) for f in (run / "ownpkg_sched").rglob("*") if f.is_file())
+    assert kept == ["__init__.py", "orders/__init__.py", "orders/rule.py"]
+    assert simulated.validate(read_spec_file(run / "spec.yaml"))["scheduler"]["name"] == "ownpkg_sched.orders:first"
+
+
+def test_a_package_in_the_checkout_is_not_copied_into_a_run(tmp_path):
+    from experiments.validation import keep_beside
+    import tests.cojob_schedulers  # noqa: F401 - the checkout's own: the run's commit names it
+    keep_beside("tests.cojob_schedulers:largest_first", tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_scheduler_module_kept_beside_its_spec_or_sweep_is_found_there(tmp_path, monkeypatch):
     """As a spec's profile or trace beside it: wherever the command runs."""
     (tmp_path / "kept").mkdir()
