@@ -18,7 +18,6 @@ import csv
 import io
 from pathlib import Path
 
-from experiments import store
 from experiments.errors import one_line
 from experiments.kinds import kind_of
 from experiments.reports.rundata import headline, load, verdict
@@ -62,26 +61,30 @@ def _run(path: Path) -> dict:
 
 
 def _sweep(path: Path) -> dict:
-    record = read_yaml(path / "sweep.yaml", "sweep.yaml", "sweep record") if (path / "sweep.yaml").exists() else {}
-    if not isinstance(record, dict):
-        raise ValueError("sweep.yaml is not a sweep record (a mapping)")
-    rows = store.read_csv(path / RESULTS) if (path / RESULTS).exists() else []  # none before its first cell lands
+    if (path / RESULTS).exists():
+        data = SweepData(path)  # results.csv read once, for the counts and the compared metric
+        record, rows = data.record, data.rows
+    else:  # none before its first cell lands
+        data, rows = None, []
+        record = read_yaml(path / "sweep.yaml", "sweep.yaml", "sweep record")
+        if not isinstance(record, dict):
+            raise ValueError("sweep.yaml is not a sweep record (a mapping)")
     cells = record.get("cells")
     base = record.get("base_spec")
-    kind = _spec_kind(base) if isinstance(base, dict) else rows and SweepData(path).kind() or "unknown"
+    kind = _spec_kind(base) if isinstance(base, dict) else rows and data.kind() or "unknown"
     return {"kind": kind,
             "backend": record.get("backend", "emulated"),
             "cells": str(len(cells) if isinstance(cells, list) else len(rows)),
             "completed": str(sum(row.get("completed") == "true" for row in rows)),
             "trustworthy": str(sum(row.get("trustworthy") == "true" for row in rows)),
-            "headline": _compared(path, rows) or str(record.get("name") or path.name)}
+            "headline": rows and _compared(data) or str(record.get("name") or path.name)}
 
 
-def _compared(path: Path, rows: list[dict]) -> str:
+def _compared(data: SweepData) -> str:
     """The compared metric per scheduler, as the sweep's console summary leads with it
     (none before a cell completes)."""
     try:
-        compared = SweepData(path).compared() if rows else None
+        compared = data.compared()
     except Exception:  # noqa: BLE001 - a garbled results.csv: the sweep's name, its counts kept
         return ""
     if not compared:

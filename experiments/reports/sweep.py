@@ -4,6 +4,7 @@ for the reasons behind an untrustworthy cell, and any figures already written th
 (``trainbed figures``)."""
 from __future__ import annotations
 
+import functools
 from html import escape
 from pathlib import Path
 
@@ -32,7 +33,12 @@ class SweepData:
         if not isinstance(self.record, dict):
             raise SpecError("sweep.yaml", f"{record} is not a sweep record (a mapping)")
         self.name = self.record.get("name") or self.path.name
-        self.problems = {row["cell"]: self._reasons(row) for row in self.rows if self._flagged(row)}
+
+    @functools.cached_property
+    def problems(self) -> dict[str, list[str]]:
+        """Per flagged cell (not completed, or untrustworthy), why: read from its run
+        when asked (a listing of the store never asks)."""
+        return {row["cell"]: self._reasons(row) for row in self.rows if self._flagged(row)}
 
     @staticmethod
     def _flagged(row: dict) -> bool:
