@@ -198,7 +198,8 @@ def _sweep(args) -> int:
     if args.dry_run:
         invalid = dry_run(sweep, args.out, args.only, args.force)
         if invalid:
-            print(f"{len(invalid)} cells have an invalid spec: {', '.join(invalid)}")
+            print(f"{len(invalid)} cell{'s have' if len(invalid) != 1 else ' has'} an invalid spec: "
+                  f"{', '.join(invalid)}")
         return 1 if invalid else 0
     executor = contextlib.nullcontext()  # None: the cells run here, one after another
     if args.cluster or args.local is not None:  # the cells checked before a cluster is reached or started

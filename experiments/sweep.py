@@ -295,7 +295,8 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
             raise error(at(where, "name"), f"repeats {part.name!r}")
         for cell in _cells(base, part.schedulers, part.seeds, part.grid, where, repeats):
             if cell.id in owner:
-                raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r}")
+                raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r} (parts "
+                                   f"on two backends too: give one a grid field of its own to tell their ids apart)")
             owner[cell.id] = part.name
             cells.append(replace(cell, part=part.name, backend=part.backend or backend))
         parts.append(part)
@@ -321,7 +322,9 @@ def groups(cells) -> list[list[Cell]]:
     in their scheduler (one part, seed and grid point), a comparison of schedulers."""
     by_key: dict[tuple, list[Cell]] = {}
     for cell in cells:
-        key = (cell.part, tuple((k, v) for k, v in cell.overrides.items() if k != SCHEDULER_FIELD))
+        # csv_value: a grid's list value (queue weights) as text, so the key hashes
+        key = (cell.part, tuple((k, csv_value(v), v is None) for k, v in cell.overrides.items()
+                                if k != SCHEDULER_FIELD))
         by_key.setdefault(key, []).append(cell)
     return list(by_key.values())
 
@@ -440,7 +443,7 @@ def apply_overrides(spec: Mapping, overrides: Mapping, sources: Mapping[str, str
                     break  # unsetting a field under a section the spec does not have: nothing to unset
                 if part not in node and parts[depth + 1].isdigit():
                     raise error(where, f"cannot set {key}: digits index a list, and the base spec has no "
-                                       f"{'.'.join(parts[:depth + 1])}")
+                                       f"{'.'.join(parts[:depth + 1])}: give it the list to index")
                 node = node.setdefault(part, {})
             else:
                 node = node[part]

@@ -74,7 +74,7 @@ def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
     with pytest.raises(SpecError, match=r"cannot set flows.low.queue: .* index it 0..1$"):
         sweep_mod.apply_overrides(base, {"flows.low.queue": 3})
     with pytest.raises(SpecError, match=r"cannot set emulation.queue_weights.0: digits index a list, and the base "
-                                        r"spec has no emulation.queue_weights$"):
+                                        r"spec has no emulation.queue_weights: give it the list to index$"):
         sweep_mod.apply_overrides({"emulation": {}}, {"emulation.queue_weights.0": 3})
     assert sweep_mod.cell_id({}) == "base"
     assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
@@ -113,6 +113,12 @@ def test_a_grid_value_may_be_a_list_of_scalars_spelled_in_its_cell_id():
     assert [sweep_mod.check_cell(c)["emulation"]["queue_weights"] for c in sweep.cells] == [
         None, [64, 32, 16, 8, 4, 2, 1], [2, 1, 1, 1, 1, 1, 1.5]]
     assert "emulation.queue_weights=[64, 32, 16, 8, 4, 2, 1]" in sweep_mod.list_lines(sweep.cells)[1]
+    shuffled = sweep_mod.parse({"name": "queues", "spec": demo, "order": {"shuffle": 7}, "schedulers": ["fs", "x"],
+                                "grid": {"emulation.queue_weights": [None, [64, 32, 16, 8, 4, 2, 1], [2, 1, 1, 1, 1,
+                                                                                                     1, 1.5]]}})
+    assert sorted(c.id for c in shuffled.cells) == sorted(c.id for c in sweep_mod.parse(
+        {"name": "q", "spec": demo, "schedulers": ["fs", "x"], "grid": shuffled.grid}).cells)
+    assert [len(g) for g in sweep_mod.groups(shuffled.cells)] == [2, 2, 2]  # a grid point's schedulers together
     for bad, says in (([[1, [2]]], r"grid\['emulation.queue_weights'\]\[0\]: must be .* a list of them or null, "
                                    r"got a list"),
                       ([[]], r"\[0\]: must be .* got an empty list"),

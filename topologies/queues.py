@@ -82,9 +82,10 @@ def check_weights(weights) -> tuple[float, ...]:
     if not (isinstance(weights, (list, tuple)) and len(weights) == len(SCHEDULER_QUEUES)):
         raise ValueError(f"must be a list of {len(SCHEDULER_QUEUES)} weights, one per queue "
                          f"{SCHEDULER_QUEUES[0]}..{SCHEDULER_QUEUES[-1]}, got {weights!r}")
-    if not all(isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0
-               for w in weights):
-        raise ValueError(f"every weight must be a finite number > 0, got {list(weights)}")
+    for k, w in enumerate(weights):
+        if not (isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0):
+            raise ValueError(f"every weight must be a finite number > 0; item {k} (queue {SCHEDULER_QUEUES[k]}) is "
+                             f"{w!r}" + (" (YAML reads 1e3 as text: write 1.0e3)" if isinstance(w, str) else ""))
     if max(weights) > MAX_WEIGHT_RATIO * min(weights):
         raise ValueError(f"the largest weight may be at most {MAX_WEIGHT_RATIO} times the least, got {list(weights)}")
     return tuple(float(w) for w in weights)

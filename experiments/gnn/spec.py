@@ -177,7 +177,7 @@ def validate(raw) -> dict:
     if common["emulation"]["queue_weights"]:
         raise SpecError("emulation.queue_weights", "a gnn job's flows share one queue (its schedulers set rates, "
                                                    "not queues): weights would change only that queue's guarantee, "
-                                                   "which the job's model takes as strict priority's")
+                                                   "which the job's model takes as strict priority's: remove it")
     hosts = [h.name for h in emulation_spec.fabric_of(common).hosts]
     workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind", "graph"))
     choice("workload.kind", workload["kind"], ("gnn",))
