@@ -244,6 +244,27 @@ def test_a_sweep_report_has_its_table_its_doubtful_cells_and_its_figures(tmp_pat
     assert lines[-2:] == [f"report: {sweep / 'report.html'}", f"results: {sweep / 'results.csv'}"]
 
 
+def test_a_sweep_compares_its_schedulers_at_each_grid_point_and_pools_a_large_grid(tmp_path):
+    measured = MEASURED / "grouper-queues-2026-11-29" / "sweep"  # 2 schedulers x 3 queue weightings x 7 seeds
+    lines = sweep_summary(measured).splitlines()
+    assert lines[1:4] == ["  avg SCT by scheduler:", "    fs (emulation.queue_weights=default) 8.65 s (7 cells)",
+                          "    grouper (emulation.queue_weights=default) 7.75 s (7 cells)"]
+    assert "    grouper (emulation.queue_weights=[64, 32, 16, 8, 4, 2, 1]) 8.27 s (7 cells)" in lines
+    sweep = tmp_path / "sweep"
+    shutil.copytree(measured, sweep)
+    with open(sweep / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for k, row in enumerate(rows):  # every cell a grid point of its own: 42 groups, more than are compared one by one
+        row["emulation.queue_weights"] = f"[{k // 2}]"
+    with open(sweep / "results.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    assert sweep_summary(sweep).splitlines()[1] == ("  avg SCT by scheduler: fs 8.51 s (21 cells, pooled over "
+                                                    "emulation.queue_weights), grouper 8.04 s (21 cells, pooled over "
+                                                    "emulation.queue_weights)")
+
+
 def test_reports_of_existing_directories_can_be_rewritten(tmp_path, capsys):
     from experiments.reports.__main__ import main as reports
     run, sweep = copy(RECORDED / "timetable-priority", tmp_path), make_sweep(tmp_path / "sweep")

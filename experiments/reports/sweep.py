@@ -22,6 +22,7 @@ RESULTS = "results.csv"
 # What a sweep compares its schedulers by, per kind of its cells (column, label, unit);
 # the kinds without a scheduler compare in their results table only.
 COMPARED = {"cojob": ("avg_sct_s", "avg SCT", "s"), "gnn": ("iteration_s_median", "median iteration time", "s")}
+SPLIT_MAX_GROUPS = 12  # schedulers x grid points compared one by one; more: each scheduler pooled over the grid
 
 
 class SweepData:
@@ -85,18 +86,29 @@ class SweepData:
 
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
         """Per scheduler (per part and scheduler in a sweep of parts: they differ in more
-        than the scheduler), the mean of the kind's compared metric over its completed
-        cells, and the grid fields whose values those cells pool (besides the seed)."""
+        than the scheduler) and per grid point where the grid's points make at most
+        ``SPLIT_MAX_GROUPS`` groups, the mean of the kind's compared metric over its
+        completed cells (their seeds), and the grid fields whose values those cells
+        pool (a larger grid: every point of a scheduler pooled)."""
         metric = COMPARED.get(self.kind() or "")
         if metric is None or not any(row.get("scheduler") for row in self.rows):
             return None
         column, _, unit = metric
         grid = list(self.record.get("grid") or {}) if isinstance(self.record.get("grid"), dict) else []
+        done = [row for row in self.rows if row.get("completed") == "true" and row.get(column)]
+        # the grid fields that vary among a part's cells: those a group is split by
+        varied = {part: [f for f in grid if len({r.get(f) for r in done if r.get("part", "") == part}) > 1]
+                  for part in {row.get("part", "") for row in done}}
+
+        def group(row: dict, split: bool) -> str:
+            name = f"{row['part']} / {row['scheduler']}" if row.get("part") else row["scheduler"]
+            point = ", ".join(f"{f}={row.get(f) or 'default'}" for f in varied[row.get("part", "")]) if split else ""
+            return f"{name} ({point})" if point else name
+
+        split = len({group(row, True) for row in done}) <= SPLIT_MAX_GROUPS
         by: dict[str, list[dict]] = {}
-        for row in self.rows:
-            if row.get("completed") == "true" and row.get(column):
-                group = f"{row['part']} / {row['scheduler']}" if row.get("part") else row["scheduler"]
-                by.setdefault(group, []).append(row)
+        for row in done:
+            by.setdefault(group(row, split), []).append(row)
         if not by:
             return None
         rows = []
@@ -175,9 +187,12 @@ def sweep_summary(sweep_dir: str | Path) -> str:
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
-        lines.append(f"  {label} by scheduler: " + ", ".join(
-            f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''}{f', pooled over {r[4]}' if r[4] else ''})"
-            for r in rows))
+        shown = [f"{r[0]} {r[1]} ({r[2]} cell{'s' if r[2] != '1' else ''}{f', pooled over {r[4]}' if r[4] else ''})"
+                 for r in rows]
+        if len(shown) <= 3:
+            lines.append(f"  {label} by scheduler: " + ", ".join(shown))
+        else:  # a group a line: grid points make long labels
+            lines += [f"  {label} by scheduler:", *(f"    {line}" for line in shown)]
     boxes = sweep.boxes()
     if boxes:
         lines.append(f"  {boxes}")
