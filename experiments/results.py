@@ -4,12 +4,14 @@
 cells ran: ``cell``, ``part`` (None in a sweep without parts), every field any
 cell overrides under its dotted spec name (``scheduler.name``, ``seed``,
 ``topology.host_mbps``: the cell's own value, the base spec's where the cell does
-not set it), ``scheduler`` (the cell spec's ``scheduler.name``, as ``results.csv`` names it;
+not set it; where neither gives one, a grid's null among them, the value the cell ran
+with, from its ``spec.yaml``), ``scheduler`` (the cell spec's ``scheduler.name``, as ``results.csv`` names it;
 absent where the spec has none), then the cell's ``summary.json`` with nested fields flattened with dots
 (``fidelity.trustworthy``, ``per_model_avg_sct_s.vgg19``); lists stay lists. A
 summary field whose name is already a column (``seed``) is left out. A cell not run
 yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
-``as_frame=True`` returns the same rows as a pandas DataFrame. ``load_summary(RUN)``
+``as_frame=True`` returns the same rows as a pandas DataFrame, a list an override
+gives (``emulation.queue_weights``) as a tuple, so that it can be grouped by. ``load_summary(RUN)``
 is one run directory's summary.
 """
 from __future__ import annotations
@@ -129,6 +131,11 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
         row = {"cell": cell.get("id"), "part": cell.get("part")}
         row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
                     for key in fields})
+        unset = [key for key in fields if row[key] is None]
+        ran = directory / "cells" / str(cell.get("id")) / "spec.yaml"
+        if unset and ran.is_file():  # the kind's default it ran with, as resolved in its spec
+            resolved = read_yaml(ran, "DIR", "cell spec")
+            row.update({key: lookup(resolved, key) for key in unset})
         scheduler = cell["overrides"].get("scheduler.name", lookup(record.get("base_spec"), "scheduler.name"))
         if scheduler is not None:  # as results.csv names it, from the cell's spec
             row["scheduler"] = scheduler
@@ -145,4 +152,5 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
     except ImportError as err:
         raise ImportError(f"as_frame: needs pandas, which is not importable here ({err}); "
                           "without as_frame the rows are a list of dicts") from None
-    return pandas.DataFrame(rows)
+    return pandas.DataFrame([{key: tuple(value) if key in fields and isinstance(value, list) else value
+                               for key, value in row.items()} for row in rows])

@@ -52,6 +52,22 @@ def test_a_simulated_sweep_loads_as_a_frame(tmp_path):
     assert by.loc["grouper", "avg_sct_s"] < by.loc["fs", "avg_sct_s"]
 
 
+def test_a_grid_null_loads_as_the_value_the_cell_ran_with(tmp_path):
+    smoke = yaml.safe_load(Path("experiments/specs/grouper-smoke.yaml").read_text())  # scheduler.period_s 1.0
+    path = write(tmp_path, {"backend": "simulated", "schedulers": ["grouper"], "seeds": [1],
+                            "grid": {"scheduler.period_s": [None, 0.5]}}, smoke)
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"))
+    assert [row["scheduler.period_s"] for row in load_sweep(tmp_path / "out")] == [2.0, 0.5]  # the kind's 2 s
+
+
+def test_a_list_an_override_gives_is_a_tuple_in_a_frame_to_group_by():
+    pytest.importorskip("pandas")
+    frame = load_sweep(Path("measurements/grouper-queues-2026-11-29/sweep"), as_frame=True)
+    means = frame.groupby(["emulation.queue_weights", "scheduler"], dropna=False)["avg_sct_s"].mean()
+    assert round(means[((64, 32, 16, 8, 4, 2, 1), "grouper")], 2) == 8.27
+    assert frame["emulation.queue_weights"].isna().sum() == 14  # strict priority: no weights, as the cells ran
+
+
 def test_without_pandas_as_frame_is_one_line(tmp_path, monkeypatch):
     sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(tmp_path / "out"), run_cell=FakeRunner())
     monkeypatch.setitem(sys.modules, "pandas", None)
