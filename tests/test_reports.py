@@ -229,7 +229,8 @@ def test_a_sweep_report_has_its_table_its_doubtful_cells_and_its_figures(tmp_pat
     sweep = make_sweep(tmp_path)
     page = check_page(write_sweep_report(sweep))
     text = " ".join(page.text)
-    assert [image["alt"] for image in page.images] == ["figure-11.png"]
+    assert [image["alt"] for image in page.images] == [
+        "avg SCT by scheduler: the mean (bar) and each completed cell (dot)", "figure-11.png"]
     assert "sched-baraat_seed-1" in text and "CPU idle share 0.03 < 0.05" in text
     assert "RunError: run did not complete (Timeout)" in text
     assert "cells/sched-fs_seed-1/report.html" in page.links and "results.csv" in page.links

@@ -150,6 +150,23 @@ def cojob_sct(data: RunData) -> list[Figure]:
              _png(fig))]
 
 
+def compared_metric(metric: tuple[str, str, str], groups: list[tuple[str, list[float], list[str]]]) -> Figure:
+    """A sweep's compared metric per group (scheduler, grid point): the mean over its
+    cells as a bar, each cell (seed) as a dot."""
+    _, label, unit = metric
+    fig, ax = plt.subplots(figsize=(8, min(1.2 + 0.45 * len(groups), MAX_INCHES)))
+    colours: dict[str, str] = {}  # one a scheduler (a group's name before its grid point)
+    for y, (name, values, _) in enumerate(groups):
+        colour = colours.setdefault(name.split(" (")[0], f"C{len(colours) % 10}")
+        ax.barh(y, sum(values) / len(values), color=colour, alpha=0.35)
+        ax.plot(values, [y] * len(values), "o", color=colour, markersize=4)
+    ax.set_yticks(range(len(groups)), [name for name, _, _ in groups], fontsize=8)
+    ax.invert_yaxis()  # the table's order, top down
+    ax.set(xlabel=f"{label} [{unit}]")
+    ax.grid(alpha=0.3, axis="x")
+    return f"{label} by scheduler: the mean (bar) and each completed cell (dot)", _png(fig)
+
+
 # -- gnn -----------------------------------------------------------------------------
 
 def _gnn_t0(events: list[dict], fallback: float) -> float:

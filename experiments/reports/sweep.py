@@ -85,11 +85,24 @@ class SweepData:
         return None
 
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
+        """``compared_values`` as text: per group its label, mean, cells, standard
+        deviation and the grid fields it pools."""
+        compared = self.compared_values()
+        if compared is None:
+            return None
+        metric, groups = compared
+        rows = []
+        for label, values, pooled in groups:
+            average, sd = mean_sd(values)  # num prints a single value's undefined sd as "n/a"
+            rows.append([label, num(average, metric[2]), str(len(values)), num(sd, metric[2]), ", ".join(pooled)])
+        return metric, rows
+
+    def compared_values(self) -> tuple[tuple[str, str, str], list[tuple[str, list[float], list[str]]]] | None:
         """Per scheduler (per part and scheduler in a sweep of parts: they differ in more
         than the scheduler) and per grid point where the grid's points make at most
-        ``SPLIT_MAX_GROUPS`` groups, the mean of the kind's compared metric over its
-        completed cells (their seeds), and the grid fields whose values those cells
-        pool (a larger grid: every point of a scheduler pooled)."""
+        ``SPLIT_MAX_GROUPS`` groups, the kind's compared metric of its completed cells
+        (their seeds), and the grid fields whose values those cells pool (a larger
+        grid: every point of a scheduler pooled)."""
         metric = COMPARED.get(self.kind() or "")
         if metric is None or not any(row.get("scheduler") for row in self.rows):
             return None
@@ -111,13 +124,9 @@ class SweepData:
             by.setdefault(group(row, split), []).append(row)
         if not by:
             return None
-        rows = []
-        for group, cells in by.items():
-            values = [float(row[column]) for row in cells]
-            pooled = [field for field in grid if len({row.get(field) for row in cells}) > 1]
-            average, sd = mean_sd(values)  # num prints a single value's undefined sd as "n/a"
-            rows.append([group, num(average, unit), str(len(values)), num(sd, unit), ", ".join(pooled)])
-        return metric, rows
+        return metric, [(group, [float(row[column]) for row in cells],
+                         [field for field in grid if len({row.get(field) for row in cells}) > 1])
+                        for group, cells in by.items()]
 
 
 def _figures(sweep: SweepData) -> list[Path]:
@@ -138,9 +147,11 @@ def render_sweep(sweep: SweepData) -> str:
         parts.append(html.section("Boxes", html.paragraph(f"{boxes} (the box column of the results).")))
     compared = sweep.compared()
     if compared:
+        from experiments.reports.figures import compared_metric  # matplotlib: not for a listing of the store
         (_, label, _), rows = compared
         parts.append(html.section(f"{label} by scheduler (completed cells)", html.table(
-            ["scheduler", f"mean {label}", "cells", "standard deviation", "pooled over"], rows)))
+            ["scheduler", f"mean {label}", "cells", "standard deviation", "pooled over"], rows),
+            html.figure(*compared_metric(*sweep.compared_values()))))
     if sweep.problems:
         parts.append(html.section("Untrustworthy or failed cells", html.table(
             ["cell", "reasons"], [[cell, "; ".join(reasons)] for cell, reasons in sweep.problems.items()],
