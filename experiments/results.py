@@ -134,7 +134,10 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
         unset = [key for key in fields if row[key] is None]
         ran = directory / "cells" / str(cell.get("id")) / "spec.yaml"
         if unset and ran.is_file():  # the kind's default it ran with, as resolved in its spec
-            resolved = read_yaml(ran, "DIR", "cell spec")
+            try:
+                resolved = read_yaml(ran, "DIR", "cell spec")
+            except SpecError:  # a garbled spec.yaml: the value stays unknown, as a garbled summary's
+                resolved = None
             row.update({key: lookup(resolved, key) for key in unset})
         scheduler = cell["overrides"].get("scheduler.name", lookup(record.get("base_spec"), "scheduler.name"))
         if scheduler is not None:  # as results.csv names it, from the cell's spec

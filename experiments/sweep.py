@@ -304,7 +304,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     for part in parts:
         for key, values in part.grid.items():
             known = grid.setdefault(key, [])
-            known += [value for value in values if value not in known]
+            known += [value for value in values if not any(type(value) is type(k) and value == k for k in known)]
     return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, _ordered(cells, shuffle),
                  backend, tuple(parts), shuffle, repeats)
 
@@ -319,12 +319,12 @@ def _shuffle(raw) -> int | None:
 
 def groups(cells) -> list[list[Cell]]:
     """``cells`` in groups, in first-seen order: a group is the cells that differ only
-    in their scheduler (one part, seed and grid point), a comparison of schedulers."""
+    in their scheduler (one part, repeat, seed and grid point), a comparison of schedulers."""
     by_key: dict[tuple, list[Cell]] = {}
     for cell in cells:
         # csv_value: a grid's list value (queue weights) as text, so the key hashes
-        key = (cell.part, tuple((k, csv_value(v), v is None) for k, v in cell.overrides.items()
-                                if k != SCHEDULER_FIELD))
+        key = (cell.part, cell.repeat, tuple((k, csv_value(v)) for k, v in cell.overrides.items()
+                                             if k != SCHEDULER_FIELD))
         by_key.setdefault(key, []).append(cell)
     return list(by_key.values())
 
@@ -625,7 +625,15 @@ def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, run
                                                    "git_note": "not recorded by the sweep's first run"}),
                   **({"resumes": resumes} if resumes else {})}
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "sweep.yaml").write_text(yaml.safe_dump(record, sort_keys=False))
+    (directory / "sweep.yaml").write_text(yaml.dump(record, Dumper=_SpelledOut, sort_keys=False))
+
+
+class _SpelledOut(yaml.SafeDumper):
+    """Every value written where it stands: a grid's list shared by its cells is no
+    ``&id001`` / ``*id001`` alias, so the record reads (and greps) as it ran."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
 
 
 # A cell that ran: (the cell, the error its run raised or None, seconds it took or

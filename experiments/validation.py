@@ -26,8 +26,10 @@ import contextvars
 import importlib
 import inspect
 import math
+import os
 import re
 import shutil
+import site
 import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -385,30 +387,40 @@ KEPT_PACKAGE_MAX_BYTES = 5_000_000  # a package of your own larger than this is 
 def keep_beside(name, directory: Path) -> None:
     """Copies the module of a ``module:function`` into ``directory``, beside the run's
     ``spec.yaml``, so that the run keeps the code it ran and its spec runs again from
-    there: a single-file module, or the top package of a dotted one unless it lies in
-    the checkout (the run's commit names it) or an installed environment, or is larger
-    than ``KEPT_PACKAGE_MAX_BYTES`` (said on stderr)."""
+    there: a single-file module, or the top package of a dotted one (links kept as
+    links), unless it lies in the checkout (the run's commit names it) or an installed
+    environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or would land on a file of
+    the run. What is not copied, or cannot be, is a warning line: the run goes on."""
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         return
     top = name.partition(":")[0].split(".")[0]
     loaded = getattr(sys.modules.get(top), "__file__", None)
-    if not loaded:
+    if not loaded:  # a namespace package or a built-in module: no file of its own
         return
     loaded = Path(loaded).resolve()
-    if loaded.name == f"{top}.py":
-        shutil.copy2(loaded, directory / f"{top}.py")
+    source = loaded if loaded.name == f"{top}.py" else loaded.parent if loaded.name == "__init__.py" else None
+    if source is None or _installed_or_checkout(source):
         return
-    package = loaded.parent
-    installed = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, REPO_ROOT)}
-    if loaded.name != "__init__.py" or any(package.is_relative_to(root) for root in installed):
-        return
-    files = [f for f in package.rglob("*") if f.is_file() and "__pycache__" not in f.parts]
-    size = sum(f.stat().st_size for f in files)
-    if size > KEPT_PACKAGE_MAX_BYTES:
-        print(f"run: {name}'s package {package} ({size / 1e6:.1f} MB) is not copied into the run directory "
-              f"(over {KEPT_PACKAGE_MAX_BYTES / 1e6:.0f} MB)", file=sys.stderr, flush=True)
-        return
-    shutil.copytree(package, directory / top, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    target = directory / source.name
+    try:
+        if target.exists():
+            raise FileExistsError(f"the run directory has a {target.name} of its own")
+        if source.is_file():
+            shutil.copy2(source, target)
+            return
+        size = sum((Path(root) / f).lstat().st_size for root, dirs, files in os.walk(source)
+                   if "__pycache__" not in Path(root).parts for f in files)
+        if size > KEPT_PACKAGE_MAX_BYTES:
+            raise ValueError(f"{size / 1e6:.1f} MB, over {KEPT_PACKAGE_MAX_BYTES / 1e6:.0f} MB")
+        shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    except (OSError, ValueError) as err:
+        print(f"run: warning: {name}'s module {source} is not copied into the run directory ({one_line(err)})",
+              file=sys.stderr, flush=True)
+
+
+def _installed_or_checkout(path: Path) -> bool:
+    roots = [sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages(), REPO_ROOT]
+    return any(path.is_relative_to(Path(root).resolve()) for root in roots)
 
 
 def _parameters(function) -> str:

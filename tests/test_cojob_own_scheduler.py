@@ -174,11 +174,43 @@ def test_a_run_keeps_a_copy_of_its_schedulers_package_and_validates_again_from_i
     assert simulated.validate(read_spec_file(run / "spec.yaml"))["scheduler"]["name"] == "ownpkg_sched.orders:first"
 
 
-def test_a_package_in_the_checkout_is_not_copied_into_a_run(tmp_path):
-    from experiments.validation import keep_beside
-    import tests.cojob_schedulers  # noqa: F401 - the checkout's own: the run's commit names it
-    keep_beside("tests.cojob_schedulers:largest_first", tmp_path)
-    assert list(tmp_path.iterdir()) == []
+def _own_package(root: Path, name: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("def first(every, running):\n    return []\n")
+    importlib.invalidate_caches()
+    importlib.import_module(name)
+
+
+def test_a_package_in_the_checkout_or_installed_is_not_copied_into_a_run(tmp_path, monkeypatch):
+    from experiments import validation
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "checkout"), *sys.path])
+    _own_package(tmp_path / "checkout", "inside_pkg")
+    monkeypatch.setattr(validation, "REPO_ROOT", tmp_path / "checkout")  # the run's commit names it
+    (tmp_path / "run").mkdir()
+    validation.keep_beside("inside_pkg:first", tmp_path / "run")
+    assert list((tmp_path / "run").iterdir()) == []
+    monkeypatch.setattr(validation, "REPO_ROOT", tmp_path / "elsewhere")
+    validation.keep_beside("inside_pkg:first", tmp_path / "run")
+    assert (tmp_path / "run" / "inside_pkg" / "__init__.py").is_file()
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # an installed environment
+    validation.keep_beside("inside_pkg:first", tmp_path / "run2")
+    assert not (tmp_path / "run2").exists()
+
+
+def test_a_package_that_cannot_be_copied_is_a_warning_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
+    from experiments import validation
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "own"), *sys.path])
+    _own_package(tmp_path / "own", "linked_pkg")
+    (tmp_path / "own" / "linked_pkg" / ".#lock").symlink_to(tmp_path / "nowhere")  # an editor's dangling lock
+    (tmp_path / "own" / "linked_pkg" / "data").symlink_to(tmp_path)  # a link back up: kept as a link, not walked
+    (tmp_path / "run").mkdir()
+    validation.keep_beside("linked_pkg:first", tmp_path / "run")
+    kept = tmp_path / "run" / "linked_pkg"
+    assert (kept / "__init__.py").is_file() and (kept / "data").is_symlink() and (kept / ".#lock").is_symlink()
+    validation.keep_beside("linked_pkg:first", tmp_path / "run")  # a second time: the run has one already
+    assert capsys.readouterr().err == (f"run: warning: linked_pkg:first's module {tmp_path / 'own' / 'linked_pkg'} "
+                                       "is not copied into the run directory (FileExistsError: the run directory "
+                                       "has a linked_pkg of its own)\n")
 
 
 def test_a_scheduler_module_kept_beside_its_spec_or_sweep_is_found_there(tmp_path, monkeypatch):

@@ -255,12 +255,15 @@ def test_a_sweep_compares_its_schedulers_at_each_grid_point_and_pools_a_large_gr
     shutil.copytree(measured, sweep)
     with open(sweep / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    for k, row in enumerate(rows):  # every cell a grid point of its own: 42 groups, more than are compared one by one
-        row["emulation.queue_weights"] = f"[{k // 2}]"
-    with open(sweep / "results.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_rows = lambda rows: (sweep / "results.csv").write_text(  # noqa: E731
+        ",".join(rows[0]) + "\n" + "".join(",".join(f'"{v}"' for v in row.values()) + "\n" for row in rows))
+    write_rows([dict(row, completed="false") if row["seed"] != "1" else row for row in rows])
+    assert sweep_summary(sweep).splitlines()[2] == "    fs (emulation.queue_weights=default) 8.64 s (1 cell)"  # mid-sweep
+    record = yaml.safe_load((sweep / "sweep.yaml").read_text())
+    for k, (cell, row) in enumerate(zip(record["cells"], rows)):  # 42 grid points: more than compared one by one
+        cell["overrides"]["emulation.queue_weights"] = row["emulation.queue_weights"] = [k // 2]
+    (sweep / "sweep.yaml").write_text(yaml.safe_dump(record))
+    write_rows(rows)
     assert sweep_summary(sweep).splitlines()[1] == ("  avg SCT by scheduler: fs 8.51 s (21 cells, pooled over "
                                                     "emulation.queue_weights), grouper 8.04 s (21 cells, pooled over "
                                                     "emulation.queue_weights)")

@@ -80,7 +80,7 @@ def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
     assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
 
 
-def test_a_grid_null_unsets_the_field_so_the_kind_default_holds(tmp_path):
+def test_a_grid_null_unsets_the_field_so_the_kind_default_holds():
     """Default against a value: tcp_rto_min_ms null (the kernel's 200 ms) and 40; strict
     priority against weighted queues when the base spec weighs them."""
     base = {"a": {"b": 1, "c": 2}, "flows": [{"name": "low", "queue": 7}]}
@@ -102,7 +102,7 @@ def test_a_grid_null_unsets_the_field_so_the_kind_default_holds(tmp_path):
     assert "emulation.queue_weights=null" in sweep_mod.list_lines(sweep.cells)[2]
 
 
-def test_a_grid_value_may_be_a_list_of_scalars_spelled_in_its_cell_id():
+def test_a_grid_value_may_be_a_list_of_scalars_spelled_in_its_cell_id(tmp_path):
     """Strict priority against two sets of queue weights, in one grid."""
     demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/priority-demo.yaml").read_text())
     sweep = sweep_mod.parse({"name": "queues", "spec": demo, "grid": {
@@ -119,6 +119,11 @@ def test_a_grid_value_may_be_a_list_of_scalars_spelled_in_its_cell_id():
     assert sorted(c.id for c in shuffled.cells) == sorted(c.id for c in sweep_mod.parse(
         {"name": "q", "spec": demo, "schedulers": ["fs", "x"], "grid": shuffled.grid}).cells)
     assert [len(g) for g in sweep_mod.groups(shuffled.cells)] == [2, 2, 2]  # a grid point's schedulers together
+    repeated = sweep_mod.parse({"name": "q", "spec": demo, "repeats": 2, "schedulers": ["fs", "x"],
+                                "grid": {"emulation.queue_weights": [None, [3, 1, 1, 1, 1, 1, 1]]}})
+    assert [len(g) for g in sweep_mod.groups(repeated.cells)] == [2, 2, 2, 2]  # a repeat is a comparison of its own
+    sweep_mod.run_sweep(repeated, str(tmp_path / "out"), run_cell=lambda spec, out: None, only=("*default_rep-1",))
+    assert "&id" not in (tmp_path / "out" / "sweep.yaml").read_text()  # the record spells every list out
     for bad, says in (([[1, [2]]], r"grid\['emulation.queue_weights'\]\[0\]: must be .* a list of them or null, "
                                    r"got a list"),
                       ([[]], r"\[0\]: must be .* got an empty list"),

@@ -121,6 +121,7 @@ def test_weighted_queues_share_one_prio_by_weight_below_a_strict_control_queue()
     ([1, 1, 1, True, 1, 1, 1], r"item 3 \(queue 4\) is True$"),
     ([float("inf")] * 7, r"item 0 \(queue 1\) is inf$"),
     (["1e3"] + [1] * 6, r"item 0 \(queue 1\) is '1e3' \(YAML reads 1e3 as text: write 1.0e3\)$"),
+    (["high"] + [1] * 6, r"item 0 \(queue 1\) is 'high'$"),
     ([101, 1, 1, 1, 1, 1, 1], "at most 100 times the least"),
 ])
 def test_queue_weights_are_seven_positive_numbers_within_a_ratio(weights, says):

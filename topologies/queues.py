@@ -85,10 +85,18 @@ def check_weights(weights) -> tuple[float, ...]:
     for k, w in enumerate(weights):
         if not (isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0):
             raise ValueError(f"every weight must be a finite number > 0; item {k} (queue {SCHEDULER_QUEUES[k]}) is "
-                             f"{w!r}" + (" (YAML reads 1e3 as text: write 1.0e3)" if isinstance(w, str) else ""))
+                             f"{w!r}" + (" (YAML reads 1e3 as text: write 1.0e3)" if _number_text(w) else ""))
     if max(weights) > MAX_WEIGHT_RATIO * min(weights):
         raise ValueError(f"the largest weight may be at most {MAX_WEIGHT_RATIO} times the least, got {list(weights)}")
     return tuple(float(w) for w in weights)
+
+
+def _number_text(value) -> bool:
+    """A string that spells a number (YAML 1.1 reads ``1e3``, without a dot, as text)."""
+    try:
+        return isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        return False
 
 
 def switch_port_cmds(intf: str, mbps: float, leaf_limit_bytes: int = LEAF_LIMIT_BYTES,

@@ -155,7 +155,7 @@ def compared_metric(metric: tuple[str, str, str], groups: list[tuple[str, list[f
     cells as a bar, each cell (seed) as a dot."""
     _, label, unit = metric
     fig, ax = plt.subplots(figsize=(8, min(1.2 + 0.45 * len(groups), MAX_INCHES)))
-    colours: dict[str, str] = {}  # one a scheduler (a group's name before its grid point)
+    colours: dict[str, str] = {}  # one a (part and) scheduler: a group's name before its grid point
     for y, (name, values, _) in enumerate(groups):
         colour = colours.setdefault(name.split(" (")[0], f"C{len(colours) % 10}")
         ax.barh(y, sum(values) / len(values), color=colour, alpha=0.35)

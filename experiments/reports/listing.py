@@ -85,7 +85,7 @@ def _compared(data: SweepData) -> str:
     (none before a cell completes)."""
     try:
         compared = data.compared()
-    except Exception:  # noqa: BLE001 - a garbled results.csv: the sweep's name, its counts kept
+    except Exception:  # noqa: BLE001 - rows a garbled results.csv gave: the sweep's name, its counts kept
         return ""
     if not compared:
         return ""

@@ -15,6 +15,7 @@ from experiments.errors import SpecError, one_line
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
 from experiments.reports.rundata import load, num, verdict
+from experiments.results import csv_value, lookup
 from experiments.stats import mean_sd
 from experiments.validation import read_yaml
 
@@ -109,16 +110,18 @@ class SweepData:
         column, _, unit = metric
         grid = list(self.record.get("grid") or {}) if isinstance(self.record.get("grid"), dict) else []
         done = [row for row in self.rows if row.get("completed") == "true" and row.get(column)]
-        # the grid fields that vary among a part's cells: those a group is split by
-        varied = {part: [f for f in grid if len({r.get(f) for r in done if r.get("part", "") == part}) > 1]
-                  for part in {row.get("part", "") for row in done}}
+        # Every cell the sweep plans, as results.csv spells it: the groups and the fields
+        # that split them do not change as cells complete.
+        planned = self._planned(grid) or self.rows
+        varied = {part: [f for f in grid if len({r.get(f) for r in planned if r.get("part", "") == part}) > 1]
+                  for part in {row.get("part", "") for row in planned + done}}
 
         def group(row: dict, split: bool) -> str:
             name = f"{row['part']} / {row['scheduler']}" if row.get("part") else row["scheduler"]
             point = ", ".join(f"{f}={row.get(f) or 'default'}" for f in varied[row.get("part", "")]) if split else ""
             return f"{name} ({point})" if point else name
 
-        split = len({group(row, True) for row in done}) <= SPLIT_MAX_GROUPS
+        split = len({group(row, True) for row in planned}) <= SPLIT_MAX_GROUPS
         by: dict[str, list[dict]] = {}
         for row in done:
             by.setdefault(group(row, split), []).append(row)
@@ -127,6 +130,19 @@ class SweepData:
         return metric, [(group, [float(row[column]) for row in cells],
                          [field for field in grid if len({row.get(field) for row in cells}) > 1])
                         for group, cells in by.items()]
+
+
+    def _planned(self, grid: list[str]) -> list[dict]:
+        """The record's cells as results.csv rows of their part, scheduler and grid fields
+        ([] for a record without cells)."""
+        cells = self.record.get("cells")
+        if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("overrides"), dict)
+                                                  for c in cells):
+            return []
+        base = self.record.get("base_spec")
+        return [{"part": cell.get("part") or "",
+                 "scheduler": csv_value(cell["overrides"].get("scheduler.name", lookup(base, "scheduler.name"))),
+                 **{f: csv_value(cell["overrides"][f]) for f in grid if f in cell["overrides"]}} for cell in cells]
 
 
 def _figures(sweep: SweepData) -> list[Path]:
