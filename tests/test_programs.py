@@ -109,6 +109,9 @@ def test_ranks_may_share_a_host_as_a_servers_gpus_do():
      r"^workload.policies\[0\].flows: names the flows one by one; leave out"),
     (lambda w: w["policies"].append({"flows": [{"src": "tbh3", "dst": "tbh3"}], "queue": 2}),
      r"^workload.policies\[1\].flows\[0\].dst: must differ from src"),
+    (lambda w: w.update(policy_changes=[{"at_s": 2, "policy": "push-q3", "rate_mbps": 500}]),  # links at 50
+     r"^workload.policy_changes\[0\].rate_mbps: 500 Mbit/s is above tbh\d's link \(50 Mbit/s\): the limit could "
+     r"never bind$"),
 ])
 def test_bad_programs_specs_are_one_line_naming_the_field(change, message):
     raw = _raw()

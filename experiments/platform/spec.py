@@ -79,6 +79,15 @@ def validate_common(spec: dict) -> dict:
             "fidelity": fidelity, "emulation": emulation_options(spec.get("emulation")), **capture}
 
 
+def check_rate_binds(where: str, rate_mbps, src: str, fab: fabric_mod.Fabric) -> None:
+    """A flow's rate limit above its sender's link could never bind (the NIC is slower):
+    a one-line SpecError at ``where``.rate_mbps, which is likely a slip of a digit."""
+    link = fab.host_mbps()[src]
+    if isinstance(rate_mbps, (int, float)) and rate_mbps > link:
+        raise SpecError(at(where, "rate_mbps"), f"{rate_mbps:g} Mbit/s is above {src}'s link ({link:g} Mbit/s): "
+                                                f"the limit could never bind")
+
+
 def options_of(spec: dict) -> EmulationOptions:
     """How to realise the fabric: the ``emulation:`` section, and the spec's TCP
     congestion control for every host's route."""

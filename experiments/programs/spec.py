@@ -45,7 +45,7 @@ import shlex
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
-from experiments.platform.spec import COMMON_FIELDS, fabric_of, validate_common
+from experiments.platform.spec import COMMON_FIELDS, check_rate_binds, fabric_of, validate_common
 from experiments.validation import (
     ROOT,
     at,
@@ -192,6 +192,7 @@ def _fields(where: str, entry: dict, matches: list[dict], fab: fabric_mod.Fabric
             validate_policy(FlowPolicy(**match, **fields), fab)
         except (PolicyError, TypeError) as err:
             raise relocate(err, "policy", where) from None
+        check_rate_binds(where, fields.get("rate_mbps"), match["src"], fab)
     return fields
 
 

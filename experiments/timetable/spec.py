@@ -15,7 +15,7 @@ from pathlib import Path
 from controller.policy import FlowPolicy, PolicyError
 from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
-from experiments.platform.spec import COMMON_FIELDS, fabric_of, validate_common
+from experiments.platform.spec import COMMON_FIELDS, check_rate_binds, fabric_of, validate_common
 from experiments.validation import (
     ROOT,
     at,
@@ -64,6 +64,7 @@ def _policy(where: str, entry: dict, flow: dict, fab: fabric_mod.Fabric) -> dict
             raise relocate(err, "policy", where) from None
         if "rate_mbps" in fields:
             fields["rate_mbps"] = float(fields["rate_mbps"])
+            check_rate_binds(where, fields["rate_mbps"], flow["src"], fab)
     return fields
 
 
