@@ -613,6 +613,14 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
     return now, previous
 
 
+class _SpelledOut(yaml.SafeDumper):
+    """Every value written where it stands: a grid's list shared by its cells is no
+    ``&id001`` / ``*id001`` alias, so the record reads (and greps) as it ran."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, runs_cells: bool) -> None:
     """Write ``sweep.yaml``: the sweep and the code it was started under; a resume
     keeps the first run's code and, when it runs cells, adds its own under ``resumes``."""
@@ -626,14 +634,6 @@ def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, run
                   **({"resumes": resumes} if resumes else {})}
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "sweep.yaml").write_text(yaml.dump(record, Dumper=_SpelledOut, sort_keys=False))
-
-
-class _SpelledOut(yaml.SafeDumper):
-    """Every value written where it stands: a grid's list shared by its cells is no
-    ``&id001`` / ``*id001`` alias, so the record reads (and greps) as it ran."""
-
-    def ignore_aliases(self, data) -> bool:
-        return True
 
 
 # A cell that ran: (the cell, the error its run raised or None, seconds it took or

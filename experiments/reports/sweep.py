@@ -88,7 +88,7 @@ class SweepData:
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
         """``compared_values`` as text: per group its label, mean, cells, standard
         deviation and the grid fields it pools."""
-        compared = self.compared_values()
+        compared = self.compared_values
         if compared is None:
             return None
         metric, groups = compared
@@ -98,6 +98,7 @@ class SweepData:
             rows.append([label, num(average, metric[2]), str(len(values)), num(sd, metric[2]), ", ".join(pooled)])
         return metric, rows
 
+    @functools.cached_property
     def compared_values(self) -> tuple[tuple[str, str, str], list[tuple[str, list[float], list[str]]]] | None:
         """Per scheduler (per part and scheduler in a sweep of parts: they differ in more
         than the scheduler) and per grid point where the grid's points make at most
@@ -130,7 +131,6 @@ class SweepData:
         return metric, [(group, [float(row[column]) for row in cells],
                          [field for field in grid if len({row.get(field) for row in cells}) > 1])
                         for group, cells in by.items()]
-
 
     def _planned(self, grid: list[str]) -> list[dict]:
         """The record's cells as results.csv rows of their part, scheduler and grid fields
@@ -167,7 +167,7 @@ def render_sweep(sweep: SweepData) -> str:
         (_, label, _), rows = compared
         parts.append(html.section(f"{label} by scheduler (completed cells)", html.table(
             ["scheduler", f"mean {label}", "cells", "standard deviation", "pooled over"], rows),
-            html.figure(*compared_metric(*sweep.compared_values()))))
+            html.figure(*compared_metric(*sweep.compared_values))))
     if sweep.problems:
         parts.append(html.section("Untrustworthy or failed cells", html.table(
             ["cell", "reasons"], [[cell, "; ".join(reasons)] for cell, reasons in sweep.problems.items()],
