@@ -112,8 +112,7 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
     if (run / "raw" / SAMPLE_ERRORS).exists():
         check["sample_capture_errors"] = json.loads((run / "raw" / SAMPLE_ERRORS).read_text())
     tcp = tcp_summary(json.loads((run / "raw" / TCP_FILE).read_text()))
-    # The model's queues are strict priority: under weighted queues it would model another fabric.
-    model_sct = None if spec["emulation"].get("queue_weights") else simulated.model_avg_sct_s(resolved)
+    model_sct = simulated.model_avg_sct_s(resolved)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
             "model_avg_sct_s": model_sct,

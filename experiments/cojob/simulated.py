@@ -19,8 +19,9 @@ same-host transfer crosses nothing and takes no time. Where a flow's NIC queue (
 rank) and its DSCP (its receiver's) put two flows in opposite orders on two ports,
 the network breaks the cycle by the DSCP (``experiments.sim.network``). Strict priority across queues
 and max-min within a queue on every port; the emulation's 2% guarantee per class is
-not modelled, so a starved flow gets nothing here. Fair share (FS) leaves every flow
-in the lowest queue.
+not modelled, so a starved flow gets nothing here. Under ``emulation.queue_weights``
+queues 1..7 share every port by weight instead (``experiments.sim.weighted``). Fair
+share (FS) leaves every flow in the lowest queue.
 
 Variants separate the workload's structure from the scheduling (``VARIANTS``):
 ``iterations+compute`` is the testbed workload; ``iterations`` drops the compute
@@ -58,7 +59,7 @@ from experiments.sim.network import FluidNetwork
 from experiments.sim.paths import Paths
 from experiments.stats import mean, percentile
 from topologies.fabric import Fabric, simulated_rates
-from topologies.queues import LOWEST_QUEUE
+from topologies.queues import LOWEST_QUEUE, SCHEDULER_QUEUES
 
 TABLE_SCHEDULERS = ("fs", "baraat", "sincronia", "sincronia-stage", "grouper")
 # A delivered share of a job's bytes within this of a whole iteration counts as it.
@@ -103,13 +104,15 @@ class Result:
 
 class CojobSimulation:
     def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str, period_s: float,
-                 fabric: Fabric, variant: Variant = VARIANTS["iterations+compute"]):
+                 fabric: Fabric, variant: Variant = VARIANTS["iterations+compute"],
+                 queue_weights: Sequence[float] | None = None):
         cojob_spec.scheduler_name(scheduler)  # a SpecError naming the field for an unknown one
         self.coordinator = CojobCoordinator(workload, scaling, scheduler, period_s,
                                             progress=None if variant.iterations else self.bulk_progress)
         self.period_s, self.variant = period_s, variant
         self.paths = Paths(fabric)
-        self.net = FluidNetwork(self.paths.capacity)
+        self.net = FluidNetwork(self.paths.capacity, weights=None if queue_weights is None else dict(
+            zip(SCHEDULER_QUEUES, queue_weights, strict=True)))
         self.now = 0.0
         self.queue: list[tuple[float, int, bool, Callable, tuple]] = []  # (t, sequence, tick?, action, args)
         self.sequence = 0
@@ -296,7 +299,8 @@ def build_simulation(spec_or_run: dict | cojob_spec.CojobRun, variant: Variant) 
     """A validated spec's (or a resolved run's) simulation, ready to ``run()``."""
     run = spec_or_run if isinstance(spec_or_run, cojob_spec.CojobRun) else resolve(spec_or_run)
     return CojobSimulation(run.workload, run.scaling, run.spec["scheduler"]["name"],
-                           run.spec["scheduler"]["period_s"], run.fabric, variant)
+                           run.spec["scheduler"]["period_s"], run.fabric, variant,
+                           run.spec["emulation"].get("queue_weights"))
 
 
 def model_avg_sct_s(run: cojob_spec.CojobRun) -> float:

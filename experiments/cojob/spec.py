@@ -82,9 +82,6 @@ def validate(raw, simulated: bool = False) -> dict:
     the simulator, which alone places jobs as they are admitted (``gpu_slots``)."""
     spec = mapping(ROOT, raw, allowed=TOP_FIELDS, required=("name", "topology", "workload", "scheduler"))
     common = emulation_spec.validate_common(spec)
-    if simulated and common["emulation"]["queue_weights"]:
-        raise SpecError("emulation.queue_weights", "the simulator's queues are strict priority: weighted queues "
-                                                   "run on the emulated backend only")
     workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind",))
     choice("workload.kind", workload["kind"], ("cojob",))
     resolved_workload = {"kind": "cojob",

@@ -15,7 +15,9 @@ between the two flows is a fixed point). Such a component is filled again with e
 flow in the queue of its last hop (its DSCP, where it meets flows to the same
 receiver) on every port: one class per flow, so no cycle is left. A flow
 is delivered once its bytes left are <= 1e-9 of its size; flows due at one instant
-are delivered together (one recompute after), in add order.
+are delivered together (one recompute after), in add order. A network made with
+``weights`` serves its queues by weight instead of by priority (``experiments.sim.weighted``:
+the same groups, components and clock; only a component's filling differs).
 
 Why grouping is exact: flows with identical hops are interchangeable in the filling
 (same ports, same queues), so at every round they are eligible together and freeze
@@ -76,6 +78,8 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 from numba import njit
 
+from experiments.sim.weighted import MAX_SWEEPS, weighted_filling
+
 # A port counts as full, and a flow as delivered, within this share of the port's
 # capacity or of the flow's size (as itersim): float residue must not leave a
 # 1e-17 s event behind.
@@ -95,7 +99,11 @@ Hops = tuple[tuple[str, int], ...]
 class FluidNetwork:
     """Flows in flight over ports of given capacities (bytes/s); see the module doc."""
 
-    def __init__(self, capacity: Mapping[str, float], default_capacity: float | None = None):
+    def __init__(self, capacity: Mapping[str, float], default_capacity: float | None = None,
+                 weights: Mapping[int, float] | None = None):
+        """``weights``: queue -> weight (queues >= 1) on every port, which then share by
+        weight (``experiments.sim.weighted``); every hop's queue must have one. None:
+        strict priority."""
         for port, c in capacity.items():
             if not c > 0 or math.isinf(c):
                 raise ValueError(f"port {port!r}: capacity must be finite and > 0, got {c!r}")
@@ -103,6 +111,13 @@ class FluidNetwork:
             raise ValueError(f"default_capacity must be finite and > 0, got {default_capacity!r}")
         self._capacity = dict(capacity)
         self._default = default_capacity
+        self._qweight = None
+        if weights is not None:
+            if any(not q >= 1 or not w > 0 or math.isinf(w) for q, w in weights.items()):
+                raise ValueError(f"weights must map queues >= 1 to finite weights > 0, got {dict(weights)!r}")
+            self._qweight = np.zeros(max(weights) + 1)
+            for q, w in weights.items():
+                self._qweight[q] = w
         self.now = 0.0
         # ports, by index
         self._pid: dict[str, int] = {}
@@ -346,6 +361,10 @@ class FluidNetwork:
             raise ValueError(f"hops cross a port twice: {hops!r}")
         if not all(-2 ** 63 <= int(q) < 2 ** 63 for _, q in hops):  # _gqueue holds them
             raise ValueError(f"hops' queues must fit in 64 bits: {hops!r}")
+        qweight = self._qweight
+        if qweight is not None and not all(0 < q < len(qweight) and qweight[q] for _, q in hops):
+            raise ValueError(f"hops' queues must be weighted ({', '.join(map(str, np.flatnonzero(qweight)))}): "
+                             f"{hops!r}")
         ghops = tuple((self._port(p), int(q)) for p, q in hops)
         if self._free:
             g = self._free.pop()
@@ -634,9 +653,17 @@ class FluidNetwork:
         args = (comp_of, self._counted, self._gport, self._gqueue, self._pcap)
         for c in cs:
             tol = TOLERANCE * comps[c][1]
+            if self._qweight is not None:
+                self._fill_weighted(c, args, tol)
+                continue
             # a priority cycle: filled again by each flow's last hop, which cannot cycle
             if _filling(c, *args, tol, False, self._rate):
                 _filling(c, *args, tol, True, self._rate)
+
+    def _fill_weighted(self, c: int, args: tuple, tol: float) -> None:
+        if weighted_filling(c, *args, self._qweight, tol, self._rate) < 0:
+            raise RuntimeError(f"weighted rates did not settle within {TOLERANCE:g} of a port's capacity "
+                               f"in {MAX_SWEEPS} sweeps")
 
 
 @njit(cache=True)

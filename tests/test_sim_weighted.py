@@ -1,0 +1,122 @@
+"""The fluid network on weighted queues (experiments/sim/weighted.py): queues by weight,
+max-min within a queue; checked by the bottleneck conditions that define hierarchical
+max-min fairness, written here independently of the solver."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from experiments.sim.network import FluidNetwork
+
+REL = 1e-6
+
+
+def test_one_port_shares_by_weight():
+    for w, expected in ((1, 0.5), (3, 0.75), (100, 100 / 101)):
+        net = FluidNetwork({"p": 1000.0}, weights={1: w, 2: 1})
+        net.add("hi", (("p", 1),), 1e9)
+        net.add("lo", (("p", 2),), 1e9)
+        assert net.rate("hi") == pytest.approx(1000 * expected, rel=REL)
+        assert net.rate("lo") == pytest.approx(1000 * (1 - expected), rel=REL)
+
+
+def test_a_queue_splits_its_share_among_its_flows_and_gives_up_what_they_cannot_use():
+    net = FluidNetwork({"a": 100.0, "c": 30.0}, weights={1: 3, 2: 1})
+    net.add("x", (("a", 1),), 1e9)
+    net.add("y", (("a", 2),), 1e9)
+    net.add("z", (("a", 2), ("c", 1)), 1e9)
+    assert [net.rate(f) for f in "xyz"] == pytest.approx([75, 12.5, 12.5], rel=REL)
+    net.add("w", (("c", 1),), 1e9)
+    assert [net.rate(f) for f in "xyzw"] == pytest.approx([75, 12.5, 12.5, 17.5], rel=REL)
+    # z held to 5 at c: queue 2's share at a goes to y first, nothing to queue 1
+    net.remove("w")
+    net.add("w", (("c", 1),), 1e9)
+    net.set_capacity("c", 22.5)
+    assert [net.rate(f) for f in "xyzw"] == pytest.approx([75, 13.75, 11.25, 11.25], rel=REL)
+
+
+def test_deliveries_follow_the_weighted_rates():
+    net = FluidNetwork({"p": 100.0}, weights={1: 3, 2: 1})
+    net.add("x", (("p", 1),), 300.0)
+    net.add("y", (("p", 2),), 200.0)
+    assert net.advance(net.next_end()) == ["x"]
+    assert net.now == pytest.approx(4.0)
+    assert net.advance(net.next_end()) == ["y"]
+    assert net.now == pytest.approx(5.0)
+
+
+def test_a_queue_without_a_weight_is_refused():
+    net = FluidNetwork({"p": 1.0}, weights={1: 1.0, 2: 2.0})
+    for queue in (3, 0):
+        with pytest.raises(ValueError, match="weighted"):
+            net.add("f", (("p", queue),), 1.0)
+    with pytest.raises(ValueError, match="weights"):
+        FluidNetwork({"p": 1.0}, weights={0: 1.0})
+
+
+def _random_fabric(rng: random.Random, queues: list[int], ports: int = 8, groups: int = 30):
+    caps = {f"p{i}": rng.choice([10.0, 25.0, 40.0, 100.0]) for i in range(ports)}
+    flows = []
+    for n in range(groups):
+        hops = tuple((p, rng.choice(queues)) for p in rng.sample(sorted(caps), rng.randint(1, 4)))
+        flows += [((n, k), hops) for k in range(rng.randint(1, 3))]
+    return caps, flows
+
+
+def _bottlenecked(caps, flows, rates, weights) -> None:
+    """Hierarchical max-min fairness: every flow has a full hop where no flow of its
+    queue is faster and no queue takes more per unit of weight."""
+    at = {p: [] for p in caps}
+    for flow, hops in flows:
+        for p, q in hops:
+            at[p].append((q, rates[flow]))
+    tol = REL * max(caps.values())
+    for p, cap in caps.items():
+        assert sum(r for _, r in at[p]) <= cap + tol, p
+    for flow, hops in flows:
+        r = rates[flow]
+        ok = False
+        for p, q in hops:
+            here = at[p]
+            if sum(x for _, x in here) < caps[p] - tol or any(x > r + tol for qq, x in here if qq == q):
+                continue
+            per_weight = {}
+            for qq, x in here:
+                per_weight[qq] = per_weight.get(qq, 0.0) + x / weights[qq]
+            if all(v <= per_weight[q] + tol for v in per_weight.values()):
+                ok = True
+                break
+        assert ok, (flow, hops, r)
+
+
+@pytest.mark.parametrize("seed", [*range(16), 268])  # 268: swings for good without the damping
+def test_random_fabrics_are_hierarchical_max_min_fair(seed):
+    rng = random.Random(seed)
+    weights = {1: 1.0, 2: 2.0, 3: 7.0, 4: 0.5, 5: 100.0}
+    caps, flows = _random_fabric(rng, [1, 2, 3, 4, 5], ports=rng.randint(4, 20), groups=rng.randint(5, 120))
+    net = FluidNetwork(caps, weights=weights)
+    for flow, hops in flows:
+        net.add(flow, hops, 1e12)
+    rates = dict(zip((f for f, _ in flows), net.rates([f for f, _ in flows])))
+    _bottlenecked(caps, flows, rates, weights)
+    # and still after churn (a group's count and a component changing)
+    for flow, _ in rng.sample(flows, 10):
+        net.remove(flow)
+    flows = [(f, h) for f, h in flows if f in net]
+    rates = dict(zip((f for f, _ in flows), net.rates([f for f, _ in flows])))
+    _bottlenecked(caps, flows, rates, weights)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_queue_everywhere_is_the_strict_filling(seed):
+    """All flows in one queue: no weight matters, the rates are plain max-min (the
+    strict-priority filling's)."""
+    rng = random.Random(100 + seed)
+    caps, flows = _random_fabric(rng, [2], groups=40)
+    weighted, strict = FluidNetwork(caps, weights={2: 5.0}), FluidNetwork(caps)
+    for flow, hops in flows:
+        weighted.add(flow, hops, 1e12)
+        strict.add(flow, hops, 1e12)
+    ids = [f for f, _ in flows]
+    assert list(weighted.rates(ids)) == pytest.approx(list(strict.rates(ids)), rel=1e-7)
