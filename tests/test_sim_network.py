@@ -521,9 +521,9 @@ def test_event_sequence_equals_the_reference_network(seed, idle, monkeypatch):
 
 # --- sanity ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("queues", [1, 3])
-def test_bench_runs(queues):
-    per = bench_network(flows=60, ports=6, transfers=300, seed=3, queues=queues)
+@pytest.mark.parametrize("queues, weights", [(1, None), (3, None), (3, {1: 2.0, 2: 1.0, 3: 1.0})])
+def test_bench_runs(queues, weights):
+    per = bench_network(flows=60, ports=6, transfers=300, seed=3, queues=queues, weights=weights)
     assert 0 < per < 1.0
 
 

@@ -119,4 +119,28 @@ def test_one_queue_everywhere_is_the_strict_filling(seed):
         weighted.add(flow, hops, 1e12)
         strict.add(flow, hops, 1e12)
     ids = [f for f, _ in flows]
-    assert list(weighted.rates(ids)) == pytest.approx(list(strict.rates(ids)), rel=1e-7)
+    assert list(weighted.rates(ids)) == pytest.approx(list(strict.rates(ids)), rel=REL)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rates_stay_fair_through_deliveries_and_arrivals(seed):
+    """Each filling starts from the last one's offers and visits only the ports that
+    changed and those their moves reach: the rates must stay fair as flows end and
+    others start."""
+    rng = random.Random(200 + seed)
+    weights = {1: 4.0, 2: 1.0, 3: 2.0}
+    caps, flows = _random_fabric(rng, [1, 2, 3], ports=10, groups=40)
+    live = dict(flows)
+    net = FluidNetwork(caps, weights=weights)
+    for flow, hops in flows:
+        net.add(flow, hops, rng.uniform(1, 50))
+    for step in range(40):
+        ids = list(live)
+        _bottlenecked(caps, list(live.items()), dict(zip(ids, net.rates(ids))), weights)
+        for flow in net.advance(net.next_end()):
+            del live[flow]
+        if step % 2:
+            flow = ("new", step)
+            live[flow] = tuple((p, rng.choice([1, 2, 3])) for p in rng.sample(sorted(caps), rng.randint(1, 3)))
+            net.add(flow, live[flow], rng.uniform(1, 50))
+    assert len(live) < len(flows)

@@ -47,16 +47,23 @@ def pda_timings() -> list[dict]:
 
 
 SIM_TARGET_S = 60.0
+WEIGHTS = [2, 1, 1, 1, 1, 1, 1]  # queue_weights of the weighted trace run
+CHURN_WEIGHTS = {1: 2.0, 2: 1.0, 3: 1.0}
 TRACE_FULL = "experiments/specs/grouper-trace-full.yaml"
 SIM_60 = "experiments/specs/grouper-sim-60.yaml"
 
 
-def _simulated_s(path: str, scheduler: str, seed: int | None = None) -> tuple[float, dict]:
-    """(wall seconds, the run's Grouper metrics and flow count) of one simulation."""
+def _simulated_s(path: str, scheduler: str, seed: int | None = None,
+                 queue_weights: list[float] | None = None) -> tuple[float, dict]:
+    """(wall seconds, the run's Grouper metrics and flow count) of one simulation,
+    on queues of ``queue_weights`` where given."""
     from experiments.cojob import metrics as grouper_metrics
     from experiments.cojob import simulated
     from experiments.validation import read_yaml
-    spec = simulated.validate(read_yaml(path))
+    raw = read_yaml(path)
+    if queue_weights:
+        raw.setdefault("emulation", {})["queue_weights"] = queue_weights
+    spec = simulated.validate(raw)
     spec["scheduler"]["name"] = scheduler
     if seed is not None:
         spec["seed"] = seed
@@ -76,21 +83,35 @@ def simulator_timings() -> list[dict]:
     under FS and Grouper, 12 cojobs on a 60-host 6x6 fabric at 10 Gbit/s, and its fluid
     network alone (``bench_network``)."""
     from experiments.sim.network import bench_network
-    bench_network(flows=60, ports=6, transfers=10, queues=3)  # loads the compiled filling (a cold cache compiles it) untimed
+    # load the compiled fillings (a cold cache compiles them) untimed
+    bench_network(flows=60, ports=6, transfers=10, queues=3)
+    bench_network(flows=60, ports=6, transfers=10, queues=3, weights=CHURN_WEIGHTS)
     rows = []
+    walls = {}
     for scheduler in ("fs", "grouper"):
         wall, summary = _simulated_s(TRACE_FULL, scheduler)
+        walls[scheduler] = wall
         rows += [row(f"sim_trace40_{scheduler}_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
                  row(f"sim_trace40_{scheduler}_flows", summary["flows"], "flows"),
                  row(f"sim_trace40_{scheduler}_avg_sct_s", summary["avg_sct_s"], "s")]
+    # Weighted queues (2 : 1 from Grouper's first queue to the rest): the filling iterates
+    # where strict priority's is one pass (experiments/sim/weighted.py)
+    wall, summary = _simulated_s(TRACE_FULL, "grouper", queue_weights=WEIGHTS)
+    rows += [row("sim_trace40_grouper_weighted_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
+             row("sim_trace40_grouper_weighted_over_strict", wall / walls["grouper"], "x"),
+             row("sim_trace40_grouper_weighted_avg_sct_s", summary["avg_sct_s"], "s")]
     wall, summary = _simulated_s(SIM_60, "grouper")
     rows += [row("sim_60hosts_12cojobs_grouper_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
              row("sim_60hosts_12cojobs_grouper_flows", summary["flows"], "flows")]
     # The fluid network alone, a synthetic churn at the trace's size (2,400 flows, 20 ports):
-    # microseconds per delivered transfer, one queue and three strict-priority queues.
+    # microseconds per delivered transfer, one queue, three strict-priority queues and
+    # three weighted ones.
     for queues in (1, 3):
-        rows.append(row(f"sim_network_churn_{queues}q_us", 1e6 * bench_network(transfers=CHURN_TRANSFERS,
-                                                                                 queues=queues), "us"))
+        walls[queues] = 1e6 * bench_network(transfers=CHURN_TRANSFERS, queues=queues)
+        rows.append(row(f"sim_network_churn_{queues}q_us", walls[queues], "us"))
+    weighted = 1e6 * bench_network(transfers=CHURN_TRANSFERS, queues=3, weights=CHURN_WEIGHTS)
+    rows += [row("sim_network_churn_3q_weighted_us", weighted, "us"),
+             row("sim_network_churn_3q_weighted_over_strict", weighted / walls[3], "x")]
     return rows
 
 

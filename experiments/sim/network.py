@@ -159,6 +159,9 @@ class FluidNetwork:
         self._gport = np.zeros((2, 0), dtype=np.intp)
         self._counted = np.zeros(0, dtype=np.int64)  # member count at the last filling
         self._gqueue = np.zeros((2, 0), dtype=np.int64)  # _gqueue[j, g]: the queue of that hop
+        # _offers[j, g]: on weighted queues, the last filling's offer to group g at its
+        # j-th hop, where the next filling of its component starts (inf: none yet)
+        self._offers = np.zeros((2, 0))
         self._next = _INF
         self._dirty_groups: set[int] = set()
         self._dirty_ports: set[int] = set()
@@ -384,7 +387,11 @@ class FluidNetwork:
             wide = np.zeros(wide.shape, dtype=np.int64)
             wide[:len(self._gqueue)] = self._gqueue
             self._gqueue = wide
+            wide = np.full(wide.shape, _INF)
+            wide[:len(self._offers)] = self._offers
+            self._offers = wide
         gport, gqueue = self._gport, self._gqueue
+        self._offers[:, g] = _INF
         for j in range(1, len(ghops)):
             gport[j, g] = ghops[j][0]
         for j, (_, q) in enumerate(ghops):
@@ -487,6 +494,9 @@ class FluidNetwork:
         gqueue = np.zeros(gport.shape, dtype=np.int64)
         gqueue[:, :old] = self._gqueue
         self._gqueue = gqueue
+        offers = np.full(gport.shape, _INF)
+        offers[:, :old] = self._offers
+        self._offers = offers
 
     # --- deliveries ------------------------------------------------------------------
     def _deliver(self, tau: float) -> list:
@@ -537,8 +547,9 @@ class FluidNetwork:
             if d:
                 recount(g, d)
                 # a starved group (rate 0, there before and after) moves nothing: its
-                # multiplicity cannot change any rate, so it needs no refill
-                if not (counted[g] and rate[g] == 0.0):
+                # multiplicity cannot change any rate, so it needs no refill (strict
+                # priority; on weighted queues its demand elsewhere still counts)
+                if not (counted[g] and rate[g] == 0.0) or self._qweight is not None:
                     for p, _ in ghops[g]:
                         seeds.add(p)
                 counted[g] = c
@@ -661,7 +672,7 @@ class FluidNetwork:
                 _filling(c, *args, tol, True, self._rate)
 
     def _fill_weighted(self, c: int, args: tuple, tol: float) -> None:
-        if weighted_filling(c, *args, self._qweight, tol, self._rate) < 0:
+        if weighted_filling(c, *args, self._qweight, tol, self._offers, self._rate) < 0:
             raise RuntimeError(f"weighted rates did not settle within {TOLERANCE:g} of a port's capacity "
                                f"in {MAX_SWEEPS} sweeps")
 
@@ -923,21 +934,23 @@ def _pop(hv, hp, size):
 
 
 def bench_network(flows: int = 2400, ports: int = 20, transfers: int = 50000, seed: int = 1,
-                  queues: int = 1) -> float:
+                  queues: int = 1, weights: Mapping[int, float] | None = None) -> float:
     """Seconds per delivered transfer for a synthetic churn: ``flows`` concurrent flows,
     each over a random pair of distinct ports out of ``ports`` (10 Gb/s each) with a
     log-uniform size of 100 kB..10 MB; each delivered flow is replaced at once by a
     new one. ``queues`` > 1 gives each flow a random rank 0..queues-1 used as its queue
-    on both ports (one order, as decisions give)."""
+    on both ports (one order, as decisions give); ``weights``: the queues (then 1..queues)
+    share by weight."""
     rng = random.Random(seed)
     names = [f"p{i}" for i in range(ports)]
-    net = FluidNetwork({}, default_capacity=1.25e9)
+    net = FluidNetwork({}, default_capacity=1.25e9, weights=weights)
+    first = 1 if weights else 0
     next_id = 0
 
     def new_flow():
         nonlocal next_id
         a, b = rng.sample(names, 2)
-        q = rng.randrange(queues)
+        q = first + rng.randrange(queues)
         net.add(next_id, ((a, q), (b, q)), 10 ** rng.uniform(5, 7))
         next_id += 1
 

@@ -1,7 +1,7 @@
 """The weighted filling on random fabrics: ``python fabrics.py`` from the checkout's root.
 Each fabric (tests/test_sim_weighted.py's generator; five queues weighted 0.5 to 100)
 is filled and checked by the bottleneck conditions; prints the failures, then how many
-sweeps the fillings took."""
+port visits the fillings took."""
 import random, sys, time
 sys.path.insert(0, "tests")
 import numpy as np
@@ -25,4 +25,4 @@ for seed in range(0, 6000, 2):
         _bottlenecked(caps, flows, rates, weights)
     except Exception as e:
         bad+=1; print(seed, type(e).__name__, str(e)[:100])
-print("bad", bad, "time", time.time()-t0, "sweeps max", max(sweeps), "median", np.median(sweeps), "p99", np.percentile(sweeps, 99))
+print("bad", bad, "time", time.time()-t0, "sweeps per filling: max", max(sweeps), "median", np.median(sweeps), "p99", np.percentile(sweeps, 99))
