@@ -374,11 +374,27 @@ def importable_beside(path: str, name, here: Path) -> None:
         return
     loaded = getattr(sys.modules.get(top), "__file__", None)
     if loaded is not None and Path(loaded).resolve() != beside.resolve() and \
-            Path(loaded).read_bytes() != beside.read_bytes():  # a run keeps a copy of the one it ran: the same
+            not _same_code(Path(loaded), beside):  # a run keeps a copy of the one it ran: the same
         raise error(path, f"{name}: another module {top} is loaded already, from {loaded}, not this one "
                           f"from {beside}: give one of them another name")
     if str(here) not in sys.path:
         sys.path.append(str(here))
+
+
+def _same_code(a: Path, b: Path) -> bool:
+    """Whether two modules' files (a module's ``.py``, or a package's ``__init__.py``)
+    are the same code: the same bytes, and for a package every file of it the same
+    (compiled caches aside)."""
+    if a.name != b.name or a.read_bytes() != b.read_bytes():
+        return False
+    if a.name != "__init__.py":
+        return True
+
+    def files(package: Path) -> dict[Path, Path]:
+        return {f.relative_to(package): f for f in package.rglob("*")
+                if f.is_file() and "__pycache__" not in f.relative_to(package).parts}
+    ours, theirs = files(a.parent), files(b.parent)
+    return ours.keys() == theirs.keys() and all(ours[f].read_bytes() == theirs[f].read_bytes() for f in ours)
 
 
 KEPT_PACKAGE_MAX_BYTES = 5_000_000  # a package of your own larger than this is a library, not a scheduler

@@ -251,6 +251,24 @@ def test_two_modules_of_one_name_beside_two_specs_are_refused_not_confused(tmp_p
         read_spec_file(tmp_path / "b" / "own.yaml")
 
 
+def test_two_packages_of_one_name_that_differ_past_their_init_are_refused(tmp_path, monkeypatch):
+    """The same __init__.py, another submodule: other code all the same."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    raw = read_spec(SMOKE)
+    raw["scheduler"]["name"] = "twin_pkg.rank:first"
+    from experiments.kinds import read_spec as read_spec_file
+    for folder, answer in (("a", "[]"), ("b", "[running[0].stage_id]"), ("c", "[]")):
+        (tmp_path / folder / "twin_pkg").mkdir(parents=True)
+        (tmp_path / folder / "twin_pkg" / "__init__.py").write_text("")
+        (tmp_path / folder / "twin_pkg" / "rank.py").write_text(f"def first(every, running):\n    return {answer}\n")
+        (tmp_path / folder / "own.yaml").write_text(yaml.safe_dump(raw))
+    cojob_spec.validate(read_spec_file(tmp_path / "a" / "own.yaml"))
+    read_spec_file(tmp_path / "c" / "own.yaml")  # a copy of the same package (a run's): the same code
+    with pytest.raises(SpecError, match=r"another module twin_pkg is loaded already, from .*/a/twin_pkg/__init__.py"):
+        read_spec_file(tmp_path / "b" / "own.yaml")
+
+
 @pytest.mark.parametrize("name, says", [
     ("a" * 300 + ":f", "cannot import it (ModuleNotFoundError"),  # a file name too long to look for beside it
     ("exits_sched:f", "cannot import it (SystemExit: 2)"),

@@ -1,6 +1,7 @@
 """The cojob kind on the simulator backend, on cases checkable by hand, and against
 the values the iteration-level model it replaced (itersim) gave the shipped specs."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +217,27 @@ def test_a_simulation_has_a_run_directory_of_its_own_name_without_raw(tmp_path, 
     run = simulate_any_spec(read_spec("experiments/specs/grouper-smoke.yaml"))
     assert run.parent == tmp_path and re.fullmatch(r"\d{8}-\d{6}-simulate-grouper-smoke", run.name)
     assert not (run / "raw").exists() and json.loads((run / "summary.json").read_text())["wall_s"] > 0
+
+
+def test_a_model_that_fails_costs_an_emulated_run_its_model_only(tmp_path, monkeypatch):
+    """A recorded weighted run analysed again while the model raises: every measured
+    field is there, the model's null with the reason."""
+    import shutil
+
+    import yaml
+
+    from experiments.cojob import runner
+    from experiments.platform.cpu import CpuMonitor
+    cell = "sched-grouper_seed-1_emulation.queue_weights-4-3-2-1-1-1-1"
+    run = Path(shutil.copytree(f"measurements/grouper-queues-2026-11-29/sweep/cells/{cell}", tmp_path / "run"))
+    resolved = cojob_spec.resolve(cojob_spec.validate(yaml.safe_load((run / "spec.yaml").read_text())))
+    assert runner.analyse(resolved, run, CpuMonitor(0.0), [])["model_avg_sct_s"] > 0
+
+    def fails(_):
+        raise RuntimeError("weighted rates did not settle")
+    monkeypatch.setattr(simulated, "model_avg_sct_s", fails)
+    summary = runner.analyse(resolved, run, CpuMonitor(0.0), [])
+    recorded = json.loads((run / "summary.json").read_text())
+    assert summary["model_avg_sct_s"] is None
+    assert summary["model_error"] == "RuntimeError: weighted rates did not settle"
+    assert summary["avg_sct_s"] == recorded["avg_sct_s"] and summary["conformance"]

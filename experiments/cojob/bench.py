@@ -47,7 +47,7 @@ def pda_timings() -> list[dict]:
 
 
 SIM_TARGET_S = 60.0
-WEIGHTS = [2, 1, 1, 1, 1, 1, 1]  # queue_weights of the weighted trace run
+TRACE_WEIGHTS = [2, 1, 1, 1, 1, 1, 1]  # queue_weights of the weighted trace run
 CHURN_WEIGHTS = {1: 2.0, 2: 1.0, 3: 1.0}
 TRACE_FULL = "experiments/specs/grouper-trace-full.yaml"
 SIM_60 = "experiments/specs/grouper-sim-60.yaml"
@@ -87,18 +87,19 @@ def simulator_timings() -> list[dict]:
     bench_network(flows=60, ports=6, transfers=10, queues=3)
     bench_network(flows=60, ports=6, transfers=10, queues=3, weights=CHURN_WEIGHTS)
     rows = []
-    walls = {}
+    trace_s = {}
     for scheduler in ("fs", "grouper"):
         wall, summary = _simulated_s(TRACE_FULL, scheduler)
-        walls[scheduler] = wall
+        trace_s[scheduler] = wall
         rows += [row(f"sim_trace40_{scheduler}_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
                  row(f"sim_trace40_{scheduler}_flows", summary["flows"], "flows"),
                  row(f"sim_trace40_{scheduler}_avg_sct_s", summary["avg_sct_s"], "s")]
     # Weighted queues (2 : 1 from Grouper's first queue to the rest): the filling iterates
-    # where strict priority's is one pass (experiments/sim/weighted.py)
-    wall, summary = _simulated_s(TRACE_FULL, "grouper", queue_weights=WEIGHTS)
-    rows += [row("sim_trace40_grouper_weighted_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
-             row("sim_trace40_grouper_weighted_over_strict", wall / walls["grouper"], "x"),
+    # where strict priority's is one pass (experiments/sim/weighted.py), so no target of
+    # its own: the ratio is what to watch
+    wall, summary = _simulated_s(TRACE_FULL, "grouper", queue_weights=TRACE_WEIGHTS)
+    rows += [row("sim_trace40_grouper_weighted_s", wall, "s"),
+             row("sim_trace40_grouper_weighted_over_strict", wall / trace_s["grouper"], "x"),
              row("sim_trace40_grouper_weighted_avg_sct_s", summary["avg_sct_s"], "s")]
     wall, summary = _simulated_s(SIM_60, "grouper")
     rows += [row("sim_60hosts_12cojobs_grouper_s", wall, "s", SIM_TARGET_S, lower_is_better=True),
@@ -106,12 +107,13 @@ def simulator_timings() -> list[dict]:
     # The fluid network alone, a synthetic churn at the trace's size (2,400 flows, 20 ports):
     # microseconds per delivered transfer, one queue, three strict-priority queues and
     # three weighted ones.
+    churn_us = {}
     for queues in (1, 3):
-        walls[queues] = 1e6 * bench_network(transfers=CHURN_TRANSFERS, queues=queues)
-        rows.append(row(f"sim_network_churn_{queues}q_us", walls[queues], "us"))
+        churn_us[queues] = 1e6 * bench_network(transfers=CHURN_TRANSFERS, queues=queues)
+        rows.append(row(f"sim_network_churn_{queues}q_us", churn_us[queues], "us"))
     weighted = 1e6 * bench_network(transfers=CHURN_TRANSFERS, queues=3, weights=CHURN_WEIGHTS)
     rows += [row("sim_network_churn_3q_weighted_us", weighted, "us"),
-             row("sim_network_churn_3q_weighted_over_strict", weighted / walls[3], "x")]
+             row("sim_network_churn_3q_weighted_over_strict", weighted / churn_us[3], "x")]
     return rows
 
 

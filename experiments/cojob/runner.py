@@ -22,6 +22,7 @@ from experiments.cojob import conformance, simulated
 from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import spec as cojob_spec
 from experiments.cojob.driver import CojobDriver
+from experiments.errors import one_line
 from experiments.platform.capture import start_packet_captures, stop_packet_captures
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.fidelity import (
@@ -112,10 +113,13 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
     if (run / "raw" / SAMPLE_ERRORS).exists():
         check["sample_capture_errors"] = json.loads((run / "raw" / SAMPLE_ERRORS).read_text())
     tcp = tcp_summary(json.loads((run / "raw" / TCP_FILE).read_text()))
-    model_sct = simulated.model_avg_sct_s(resolved)
+    try:
+        model_sct, model_error = simulated.model_avg_sct_s(resolved), None
+    except RuntimeError as err:  # the model failing must not cost the run its analysis
+        model_sct, model_error = None, one_line(err)
     measured = metrics.get("avg_sct_s")
     return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
-            "model_avg_sct_s": model_sct,
+            "model_avg_sct_s": model_sct, **({"model_error": model_error} if model_error else {}),
             # the model simulates the whole workload: a run cut short is compared on no stage
             "sct_over_model": (measured / model_sct if measured and model_sct
                                and metrics["stages_completed"] == metrics["stages_planned"] else None),

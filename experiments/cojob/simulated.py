@@ -16,9 +16,9 @@ Network (``experiments.sim.paths.Paths``): a flow crosses its sender's host link
 by a stable hash of the flow), and the receiver's host link; every switch hop serves
 the flow in its switch queue (its DSCP, the receiver's local priority, Fig. 8); a
 same-host transfer crosses nothing and takes no time. Where a flow's NIC queue (its sender's
-rank) and its DSCP (its receiver's) put two flows in opposite orders on two ports,
-the network breaks the cycle by the DSCP (``experiments.sim.network``). Strict priority across queues
-and max-min within a queue on every port; the emulation's 2% guarantee per class is
+rank) and its DSCP (its receiver's) put two flows in opposite orders on two ports under
+strict priority, the network breaks the cycle by the DSCP (``experiments.sim.network``).
+Strict priority across queues and max-min within a queue on every port; the emulation's 2% guarantee per class is
 not modelled, so a starved flow gets nothing here. Under ``emulation.queue_weights``
 queues 1..7 share every port by weight instead (``experiments.sim.weighted``). Fair
 share (FS) leaves every flow in the lowest queue.

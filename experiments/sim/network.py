@@ -79,6 +79,7 @@ import numpy as np
 from numba import njit
 
 from experiments.sim.weighted import MAX_SWEEPS, weighted_filling
+from experiments.sim.weighted import TOLERANCE as WEIGHTED_TOLERANCE
 
 # A port counts as full, and a flow as delivered, within this share of the port's
 # capacity or of the flow's size (as itersim): float residue must not leave a
@@ -113,7 +114,8 @@ class FluidNetwork:
         self._default = default_capacity
         self._qweight = None
         if weights is not None:
-            if any(not q >= 1 or not w > 0 or math.isinf(w) for q, w in weights.items()):
+            if not weights or any(not isinstance(q, int) or q < 1 or not w > 0 or math.isinf(w)
+                                  for q, w in weights.items()):
                 raise ValueError(f"weights must map queues >= 1 to finite weights > 0, got {dict(weights)!r}")
             self._qweight = np.zeros(max(weights) + 1)
             for q, w in weights.items():
@@ -159,9 +161,7 @@ class FluidNetwork:
         self._gport = np.zeros((2, 0), dtype=np.intp)
         self._counted = np.zeros(0, dtype=np.int64)  # member count at the last filling
         self._gqueue = np.zeros((2, 0), dtype=np.int64)  # _gqueue[j, g]: the queue of that hop
-        # _offers[j, g]: on weighted queues, the last filling's offer to group g at its
-        # j-th hop, where the next filling of its component starts (inf: none yet)
-        self._offers = np.zeros((2, 0))
+        self._by_name = None  # on weighted queues: the port indices in the order of their names
         self._next = _INF
         self._dirty_groups: set[int] = set()
         self._dirty_ports: set[int] = set()
@@ -354,6 +354,7 @@ class FluidNetwork:
             self._pair.append({})
             self._multi.append(set())
             self._comps = None
+            self._by_name = None
         return pid
 
     def _new_group(self, hops: Hops) -> int:
@@ -387,11 +388,7 @@ class FluidNetwork:
             wide = np.zeros(wide.shape, dtype=np.int64)
             wide[:len(self._gqueue)] = self._gqueue
             self._gqueue = wide
-            wide = np.full(wide.shape, _INF)
-            wide[:len(self._offers)] = self._offers
-            self._offers = wide
         gport, gqueue = self._gport, self._gqueue
-        self._offers[:, g] = _INF
         for j in range(1, len(ghops)):
             gport[j, g] = ghops[j][0]
         for j, (_, q) in enumerate(ghops):
@@ -494,9 +491,6 @@ class FluidNetwork:
         gqueue = np.zeros(gport.shape, dtype=np.int64)
         gqueue[:, :old] = self._gqueue
         self._gqueue = gqueue
-        offers = np.full(gport.shape, _INF)
-        offers[:, :old] = self._offers
-        self._offers = offers
 
     # --- deliveries ------------------------------------------------------------------
     def _deliver(self, tau: float) -> list:
@@ -548,8 +542,8 @@ class FluidNetwork:
                 recount(g, d)
                 # a starved group (rate 0, there before and after) moves nothing: its
                 # multiplicity cannot change any rate, so it needs no refill (strict
-                # priority; on weighted queues its demand elsewhere still counts)
-                if not (counted[g] and rate[g] == 0.0) or self._qweight is not None:
+                # priority only: on weighted queues no group starves)
+                if not (counted[g] and rate[g] == 0.0):
                     for p, _ in ghops[g]:
                         seeds.add(p)
                 counted[g] = c
@@ -665,16 +659,21 @@ class FluidNetwork:
         for c in cs:
             tol = TOLERANCE * comps[c][1]
             if self._qweight is not None:
-                self._fill_weighted(c, args, tol)
+                self._fill_weighted(c, args, WEIGHTED_TOLERANCE * comps[c][1])
                 continue
             # a priority cycle: filled again by each flow's last hop, which cannot cycle
             if _filling(c, *args, tol, False, self._rate):
                 _filling(c, *args, tol, True, self._rate)
 
     def _fill_weighted(self, c: int, args: tuple, tol: float) -> None:
-        if weighted_filling(c, *args, self._qweight, tol, self._offers, self._rate) < 0:
-            raise RuntimeError(f"weighted rates did not settle within {TOLERANCE:g} of a port's capacity "
-                               f"in {MAX_SWEEPS} sweeps")
+        # ports swept in the order of their names, so that where several rate sets are
+        # fair the one chosen depends on the flows alone (experiments/sim/weighted.py)
+        if self._by_name is None:
+            names = sorted(self._pid, key=self._pid.get)
+            self._by_name = np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+        if weighted_filling(c, *args, self._qweight, tol, self._by_name, self._rate) < 0:
+            raise RuntimeError(f"weighted rates did not settle within {WEIGHTED_TOLERANCE:g} of the component's "
+                               f"largest port capacity in {MAX_SWEEPS} sweeps")
 
 
 @njit(cache=True)
@@ -944,7 +943,7 @@ def bench_network(flows: int = 2400, ports: int = 20, transfers: int = 50000, se
     rng = random.Random(seed)
     names = [f"p{i}" for i in range(ports)]
     net = FluidNetwork({}, default_capacity=1.25e9, weights=weights)
-    first = 1 if weights else 0
+    first = 0 if weights is None else 1
     next_id = 0
 
     def new_flow():

@@ -10,35 +10,37 @@ guarantees (2% of the link per queue, split by weight) are left out, as the
 strict-priority model leaves them out, and so is queue 0 (above the weighted queues
 on the fabric: control traffic, which no simulated flow is).
 
-That is hierarchical max-min fairness: every flow has a bottleneck hop, a full port
+Fair here means hierarchical max-min: every flow has a bottleneck hop, a full port
 where no flow of its queue is faster and no queue takes more per unit of weight than
-its own. Unlike strict priority it is not one progressive filling (a flow's share of a
-common level differs from port to port: its queue's weight over that port's members
-of the queue), so it is found by iteration, as ABR switches find max-min rates: each
-port offers each of its queues a level (what a member with more demand would get),
-from demands that are the least offers of the members' other hops. Ports are visited
-in turn (Gauss-Seidel sweeps over the component) until a sweep moves no offer by more
-than ``tol`` (1e-9 of the largest port, as strict priority's "full"); after
-``UNDAMPED`` sweeps each offer moves only halfway to the port's new one. A filling
-starts from the last filling's offers of its groups (a change moves the fixed point a
-little), and a flow's rate is its least share on its hops from the settled offers, so
-no port is ever over its capacity.
+its own. Unlike strict priority that is not one progressive filling (a flow's share of
+a common level differs from port to port: its queue's weight over that port's members
+of the queue), and it need not be one rate set: two flows sharing a queue at one port
+and in queues of weights 2 and 1 at the next are fair at any split from 1 : 1 to 2 : 1
+(tests/test_sim_weighted.py). The model picks one by rule: each port offers each of
+its queues a level (what a member with more demand would get), from demands that are
+the least offers of the members' other hops, as ABR switches find max-min rates;
+from no offers, ports are visited in the order of their names (Gauss-Seidel sweeps
+over the component) until a sweep moves no offer by more than ``tol`` (``TOLERANCE``
+of the component's largest port), offers moving only halfway to a port's new ones
+after ``UNDAMPED`` sweeps. So the rates are a function of the flows in
+flight (to float rounding), not of their history; the fabric's TCP may settle at
+another fair split. A flow's rate is its least share on its hops from the settled
+offers, so no port is ever over its capacity.
 
-Checked (tests/test_sim_weighted.py): the bottleneck conditions on random fabrics,
-also through deliveries and arrivals; one queue everywhere gives the strict filling's
-rates. Measured (measurements/weighted-model-2026-11-29): 3,000 random fabrics all
-settled and fair, in 9 sweeps at the median and 469 at most; without the damping 5 of
-them, and the 60-host simulation, swung for good. A worklist of changed ports instead
-of sweeps, and a step shrinking with the visits, were tried: on the paper's trace both
-circled for good at 1e-6 of a port. Queue 0 (above the weighted queues on the fabric:
-control traffic, which no simulated flow is) is not modelled; a weighted network
-refuses it.
+Checked: tests/test_sim_weighted.py (the bottleneck conditions on random fabrics and
+through deliveries and arrivals, one queue everywhere as the strict filling, the rule's
+choice independent of history); measurements/weighted-model-2026-11-29 (3,000 random
+fabrics, the iterations tried and dropped on the way).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
+# Offers settle within this share of the component's largest port (strict priority's
+# fillings are exact to float rounding): on the paper's trace some fillings circle
+# for good within about 1e-7 of it.
+TOLERANCE = 1e-6
 # Sweeps before the filling gives up (the caller raises): random fabrics settle in
 # tens, a few hundred at most.
 MAX_SWEEPS = 5000
@@ -132,14 +134,26 @@ def _offer(s, e, ent_q, m, d, cap, qweight, out, order, starts, qd, qw, qorder):
 
 
 @njit(cache=True)
-def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, tol, offers, rate):
+def _demands(s, e, ent_i, nh, at, offer, d):
+    """Port entries s..e's demands into ``d``: each the least offer on its group's other hops."""
+    for k in range(s, e):
+        i = ent_i[k]
+        v = np.inf
+        for j in range(nh[i]):
+            kk = at[j, i]
+            if kk != k and offer[kk] < v:
+                v = offer[kk]
+        d[k] = v
+
+
+@njit(cache=True)
+def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, tol, by_name, rate):
     """The rates of component ``c``'s groups (the slots whose first port ``comp_of``
     puts in it; ``count`` members each, hops ``gport``/``gqueue`` as
     ``network._filling`` reads them) on weighted ports (``qweight[q]`` of queue q,
-    every queue of a hop weighted), into ``rate``. ``offers[j, g]``: each group's offer
-    at its j-th hop, where the iteration starts (the last filling's, inf for none) and
-    where it leaves its own. Returns the sweeps it took, or -1 when no offer settled
-    within ``tol`` in ``MAX_SWEEPS``."""
+    every queue of a hop weighted), into ``rate``; the ports swept in the order of
+    ``by_name`` (every port index, ordered by name). Returns the sweeps it took, or -1
+    when no offer settled within ``tol`` in ``MAX_SWEEPS``."""
     H, N = gport.shape[0], len(pcap)
     G = 0
     groups = np.empty(gport.shape[1], np.int64)
@@ -178,25 +192,16 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, tol, offer
             ent_q[k] = q
             ent_i[k] = i
             fill[p] += 1
-    # where each group's entries are: at[j, i] = the entry of its j-th hop
-    at = np.full((H, G), -1, np.int64)
-    p_of = np.empty(E, np.int64)
-    for p in range(N):
-        for k in range(off[p], off[p + 1]):
-            p_of[k] = p
-    for k in range(E):
-        g = groups[ent_i[k]]
-        for j in range(H):
-            if gport[j, g] == p_of[k]:
-                at[j, ent_i[k]] = k
-                break
+    # each group's entries: at[:nh[i], i]
+    at = np.empty((H, G), np.int64)
+    seen = np.zeros(G, np.int64)
     m = np.empty(E)
-    offer = np.empty(E)
     for k in range(E):
-        m[k] = count[groups[ent_i[k]]]
-    for i in range(G):
-        for j in range(nh[i]):
-            offer[at[j, i]] = offers[j, groups[i]]
+        i = ent_i[k]
+        at[seen[i], i] = k
+        seen[i] += 1
+        m[k] = count[groups[i]]
+    offer = np.full(E, np.inf)
     d = np.empty(E)
     out = np.empty(E)
     order = np.empty(E, np.int64)
@@ -205,7 +210,7 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, tol, offer
     qd, qw = np.empty(Q), np.empty(Q)
     ports = np.empty(N, np.int64)
     P = 0
-    for p in range(N):
+    for p in by_name:
         if off[p + 1] > off[p]:
             ports[P] = p
             P += 1
@@ -219,43 +224,27 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, tol, offer
         for x in range(P):
             p = ports[x]
             s, e = off[p], off[p + 1]
-            for k in range(s, e):  # a demand here: the least offer on the group's other hops
-                i = ent_i[k]
-                v = np.inf
-                for j in range(nh[i]):
-                    kk = at[j, i]
-                    if kk != k and offer[kk] < v:
-                        v = offer[kk]
-                d[k] = v
+            _demands(s, e, ent_i, nh, at, offer, d)
             _offer(s, e, ent_q, m, d, pcap[p], qweight, out, order, starts, qd, qw, qorder)
             for k in range(s, e):
                 old, new = offer[k], out[k]
                 if old == new:
                     continue
-                if not abs(new - old) <= tol:  # inf -> finite too
+                if not abs(new - old) <= tol:  # inf (no offer yet) -> finite too
                     settled = False
                 # after UNDAMPED sweeps, halfway: the offers of two ports can swing each
                 # other forever (see the module doc); an average settles, at the same
                 # fixed point
-                damped = sweeps > UNDAMPED and old != np.inf and new != np.inf
-                offer[k] = 0.5 * (old + new) if damped else new
+                offer[k] = 0.5 * (old + new) if sweeps > UNDAMPED and old != np.inf else new
     # the rates: each group's least share (its offer, or its demand where less) on its
     # hops, from the settled offers, so that every port's sum is within its capacity
-    # (the least offers could pass it by tol a member)
+    # (the least offers alone could pass it by up to tol a member)
     for i in range(G):
         rate[groups[i]] = np.inf
-        for j in range(nh[i]):
-            offers[j, groups[i]] = offer[at[j, i]]
-    for p in range(N):
+    for x in range(P):
+        p = ports[x]
         s, e = off[p], off[p + 1]
-        for k in range(s, e):
-            i = ent_i[k]
-            v = np.inf
-            for j in range(nh[i]):
-                kk = at[j, i]
-                if kk != k and offer[kk] < v:
-                    v = offer[kk]
-            d[k] = v
+        _demands(s, e, ent_i, nh, at, offer, d)
         _offer(s, e, ent_q, m, d, pcap[p], qweight, out, order, starts, qd, qw, qorder)
         for k in range(s, e):
             g = groups[ent_i[k]]
