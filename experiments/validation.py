@@ -384,17 +384,25 @@ def importable_beside(path: str, name, here: Path) -> None:
 def _same_code(a: Path, b: Path) -> bool:
     """Whether two modules' files (a module's ``.py``, or a package's ``__init__.py``)
     are the same code: the same bytes, and for a package every file of it the same
-    (compiled caches aside)."""
-    if a.name != b.name or a.read_bytes() != b.read_bytes():
+    (compiled caches aside; a link compared by where it points, as a run keeps it).
+    What cannot be read is not the same."""
+    def contents(package: Path) -> dict[str, bytes]:
+        found = {}
+        for root, dirs, files in os.walk(package):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in [*dirs, *files]:
+                path = Path(root) / name
+                if path.is_symlink():
+                    found[str(path.relative_to(package))] = os.readlink(path).encode()
+                elif name in files:
+                    found[str(path.relative_to(package))] = path.read_bytes()
+        return found
+    try:
+        if a.name != b.name or a.read_bytes() != b.read_bytes():
+            return False
+        return a.name != "__init__.py" or contents(a.parent) == contents(b.parent)
+    except OSError:
         return False
-    if a.name != "__init__.py":
-        return True
-
-    def files(package: Path) -> dict[Path, Path]:
-        return {f.relative_to(package): f for f in package.rglob("*")
-                if f.is_file() and "__pycache__" not in f.relative_to(package).parts}
-    ours, theirs = files(a.parent), files(b.parent)
-    return ours.keys() == theirs.keys() and all(ours[f].read_bytes() == theirs[f].read_bytes() for f in ours)
 
 
 KEPT_PACKAGE_MAX_BYTES = 5_000_000  # a package of your own larger than this is a library, not a scheduler

@@ -80,8 +80,9 @@ CHURN_TRANSFERS = 20_000
 
 def simulator_timings() -> list[dict]:
     """The simulator backend at the paper's scale: the authors' full trace (40 cojobs)
-    under FS and Grouper, 12 cojobs on a 60-host 6x6 fabric at 10 Gbit/s, and its fluid
-    network alone (``bench_network``)."""
+    under FS and Grouper, and under Grouper on weighted queues, 12 cojobs on a 60-host
+    6x6 fabric at 10 Gbit/s, and its fluid network alone (``bench_network``, strict
+    and weighted)."""
     from experiments.sim.network import bench_network
     # load the compiled fillings (a cold cache compiles them) untimed
     bench_network(flows=60, ports=6, transfers=10, queues=3)

@@ -331,9 +331,12 @@ def _simulate_into(spec: dict, run: Path) -> dict:
             key: placement.to_dict() for key, placement in simulation.coordinator.placements.items()}})
     store.write_jsonl(run / "events.jsonl", result.events)
     store.write_jsonl(run / "decisions.jsonl", result.decisions)
+    net = simulation.net
+    unsettled = ({"weighted_unsettled_fillings": net.unsettled_fillings, "weighted_unsettled_max": net.unsettled_max}
+                 if spec["emulation"].get("queue_weights") else {})
     return {**grouper_metrics.summarise(result.events, workload.to_dict()), "scheduler": spec["scheduler"]["name"],
             "seed": spec["seed"], "decisions": len(result.decisions), "simulated_s": result.end_s,
-            "flows": len(result.flow_s), **flow_quantiles(result.flow_s), "trustworthy": True}
+            "flows": len(result.flow_s), **flow_quantiles(result.flow_s), **unsettled, "trustworthy": True}
 
 
 def flow_quantiles(durations) -> dict:

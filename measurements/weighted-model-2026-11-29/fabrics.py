@@ -1,7 +1,7 @@
 """The weighted filling on random fabrics: ``python fabrics.py`` from the checkout's root.
 Each fabric (tests/test_sim_weighted.py's generator; five queues weighted 0.5 to 100)
 is filled and checked by the bottleneck conditions; prints the failures, then how many
-port visits the fillings took."""
+sweeps the fillings took."""
 import random, sys, time
 sys.path.insert(0, "tests")
 import numpy as np
