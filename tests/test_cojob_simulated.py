@@ -196,7 +196,7 @@ def test_a_simulated_fabric_may_be_faster_than_this_box_can_emulate():
     assert simulated.validate(raw)["topology"]["host_mbps"] == 10000
 
 
-def test_a_simulated_spec_takes_weighted_queues_and_its_run_models_them():
+def test_a_simulated_spec_takes_weighted_queues_and_its_run_models_them(tmp_path):
     raw = read_spec(SMOKE)
     raw["emulation"] = {"queue_weights": [4, 2, 1, 1, 1, 1, 1]}
     spec = simulated.validate(dict(raw, scheduler={"name": "grouper"}))
@@ -205,6 +205,10 @@ def test_a_simulated_spec_takes_weighted_queues_and_its_run_models_them():
     strict = simulated.model_avg_sct_s(simulated.resolve(simulated.validate(dict(read_spec(SMOKE),
                                                                                  scheduler={"name": "grouper"}))))
     assert weighted > strict  # Grouper's order only partly kept (measured on the fabric too)
+    # a weighted run's summary says how its fillings settled (the strict run's has nothing to say)
+    run = json.loads((simulated.simulate_spec(spec, str(tmp_path / "run")) / "summary.json").read_text())
+    assert run["weighted_unsettled_fillings"] == 0 and run["weighted_unsettled_max"] == 0.0
+    assert run["avg_sct_s"] == pytest.approx(weighted)
 
 
 def test_a_simulation_has_a_run_directory_of_its_own_name_without_raw(tmp_path, monkeypatch):

@@ -667,7 +667,9 @@ class FluidNetwork:
         cs = {int(comp_of[p]) for p in seeds} if len(comps) > 1 else (0,)
         args = (comp_of, self._counted, self._gport, self._gqueue, self._pcap)
         for c in cs:
-            if self._qweight is not None:
+            # weighted queues, unless the component has one queue: then the weights change
+            # nothing and the strict filling is max-min exactly, as a strict network's
+            if self._qweight is not None and not _one_queue(c, comp_of, self._gport, self._gqueue):
                 self._fill_weighted(c, args)
                 continue
             tol = TOLERANCE * comps[c][1]
@@ -690,6 +692,24 @@ class FluidNetwork:
                                    f"port after {MAX_SWEEPS} sweeps")
             self.unsettled_fillings += 1
             self.unsettled_max = max(self.unsettled_max, share)
+
+
+@njit(cache=True)
+def _one_queue(c, comp_of, gport, gqueue):
+    """Whether every hop of component ``c``'s groups is in one queue."""
+    first = -1
+    for g in range(gport.shape[1]):
+        p = gport[0, g]
+        if p < 0 or comp_of[p] != c:
+            continue
+        for j in range(gport.shape[0]):
+            if j and gport[j, g] < 0:
+                break
+            if first < 0:
+                first = gqueue[j, g]
+            elif gqueue[j, g] != first:
+                return False
+    return True
 
 
 @njit(cache=True)
