@@ -78,6 +78,7 @@ from collections.abc import Hashable, Mapping
 import numpy as np
 from numba import njit
 
+from experiments.sim.entries import component_entries
 from experiments.sim.weighted import ACCEPTED as WEIGHTED_ACCEPTED
 from experiments.sim.weighted import MAX_SWEEPS, weighted_filling
 from experiments.sim.weighted import TOLERANCE as WEIGHTED_TOLERANCE
@@ -726,46 +727,9 @@ def _filling(c, comp_of, count, gport, gqueue, pcap, tol, last_hop, rate):
     Compiled (numba, cached on disk): in plain Python this filling was most of a
     simulation's time (measurements/simulator-2026-11-25); the rates are the Python
     filling's to rounding (the same sums in another order)."""
-    H, N = gport.shape[0], len(pcap)
-    G = 0
-    groups = np.empty(gport.shape[1], np.int64)
-    for g in range(gport.shape[1]):
-        p = gport[0, g]
-        if p >= 0 and comp_of[p] == c:
-            groups[G] = g
-            G += 1
-    groups = groups[:G]
-    # each port's groups as (queue, group index) entries, sorted: port p's are
-    # ent_q/ent_i[off[p]:off[p + 1]], a queue's groups a run of them
-    nh = np.zeros(G, np.int64)
-    deg = np.zeros(N + 1, np.int64)
-    for i in range(G):
-        g = groups[i]
-        for j in range(H):
-            p = gport[j, g]
-            if p < 0:
-                break
-            deg[p + 1] += 1
-            nh[i] += 1
-    off = np.cumsum(deg)
-    fill = off[:N].copy()
-    ent_q = np.empty(off[N], np.int64)
-    ent_i = np.empty(off[N], np.int64)
-    for i in range(G):
-        g = groups[i]
-        lq = gqueue[nh[i] - 1, g]
-        for j in range(nh[i]):
-            p = gport[j, g]
-            k = fill[p]
-            q = lq if last_hop else gqueue[j, g]
-            # insertion by (queue, index): indices come ascending, so only the queue moves it
-            while k > off[p] and ent_q[k - 1] > q:
-                ent_q[k] = ent_q[k - 1]
-                ent_i[k] = ent_i[k - 1]
-                k -= 1
-            ent_q[k] = q
-            ent_i[k] = i
-            fill[p] += 1
+    N = len(pcap)
+    groups, nh, off, ent_q, ent_i = component_entries(c, comp_of, gport, gqueue, last_hop)
+    G = len(groups)
     rising = np.ones(G, np.bool_)
     left = G
     ok = np.zeros(G, np.int64)  # ports where the group's queue is the best

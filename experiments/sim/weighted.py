@@ -41,6 +41,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from experiments.sim.entries import component_entries
+
 # Offers settle within this share of the component's largest port (strict priority's
 # fillings are exact to float rounding): on the paper's trace some fillings circle
 # for good within about 1e-7 of it.
@@ -176,43 +178,8 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, rel_tol, b
     the part's largest port (<= ``rel_tol``: settled).
     """
     H, N = gport.shape[0], len(pcap)
-    G = 0
-    groups = np.empty(gport.shape[1], np.int64)
-    for g in range(gport.shape[1]):
-        p = gport[0, g]
-        if p >= 0 and comp_of[p] == c:
-            groups[G] = g
-            G += 1
-    groups = groups[:G]
-    # each port's entries (one per group crossing it) sorted by queue: ent_*[off[p]:off[p + 1]]
-    nh = np.zeros(G, np.int64)
-    deg = np.zeros(N + 1, np.int64)
-    for i in range(G):
-        g = groups[i]
-        for j in range(H):
-            p = gport[j, g]
-            if p < 0:
-                break
-            deg[p + 1] += 1
-            nh[i] += 1
-    off = np.cumsum(deg)
-    fill = off[:N].copy()
-    E = off[N]
-    ent_q = np.empty(E, np.int64)
-    ent_i = np.empty(E, np.int64)
-    for i in range(G):
-        g = groups[i]
-        for j in range(nh[i]):
-            p = gport[j, g]
-            k = fill[p]
-            q = gqueue[j, g]
-            while k > off[p] and ent_q[k - 1] > q:
-                ent_q[k] = ent_q[k - 1]
-                ent_i[k] = ent_i[k - 1]
-                k -= 1
-            ent_q[k] = q
-            ent_i[k] = i
-            fill[p] += 1
+    groups, nh, off, ent_q, ent_i = component_entries(c, comp_of, gport, gqueue, False)
+    G, E = len(groups), off[N]
     # each group's entries: at[:nh[i], i]
     at = np.empty((H, G), np.int64)
     seen = np.zeros(G, np.int64)
