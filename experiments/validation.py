@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import site
+import subprocess
 import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -412,8 +413,8 @@ def keep_beside(name, directory: Path) -> None:
     """Copies the module of a ``module:function`` into ``directory``, beside the run's
     ``spec.yaml``, so that the run keeps the code it ran and its spec runs again from
     there: a single-file module, or the top package of a dotted one (links kept as
-    links), unless it lies in the checkout (the run's commit names it) or an installed
-    environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or would land on a file of
+    links), unless it lies in the checkout with git tracking it (the run's commit holds
+    it) or in an installed environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or would land on a file of
     the run. What is not copied, or cannot be, is a warning line: the run goes on."""
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         return
@@ -423,7 +424,7 @@ def keep_beside(name, directory: Path) -> None:
         return
     loaded = Path(loaded).resolve()
     source = loaded if loaded.name == f"{top}.py" else loaded.parent if loaded.name == "__init__.py" else None
-    if source is None or _installed_or_checkout(source):
+    if source is None or _installed_or_committed(source):
         return
     target = directory / source.name
     try:
@@ -442,9 +443,21 @@ def keep_beside(name, directory: Path) -> None:
               file=sys.stderr, flush=True)
 
 
-def _installed_or_checkout(path: Path) -> bool:
-    roots = [sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages(), REPO_ROOT]
-    return any(path.is_relative_to(Path(root).resolve()) for root in roots)
+def _installed_or_committed(path: Path) -> bool:
+    """Whether a module lies in an installed environment, or in the checkout with every
+    file of it tracked by git (the run's commit then holds it)."""
+    roots = [sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages()]
+    if any(path.is_relative_to(Path(root).resolve()) for root in roots):
+        return True
+    checkout = Path(REPO_ROOT).resolve()
+    if not path.is_relative_to(checkout):
+        return False
+    try:
+        untracked = subprocess.run(["git", "-C", str(checkout), "ls-files", "--others", "--", str(path)],
+                                   capture_output=True, text=True, timeout=30, check=True).stdout.split()
+    except (OSError, subprocess.SubprocessError):  # no git, or not a repository: nothing holds it
+        return False
+    return not [f for f in untracked if "__pycache__" not in Path(f).parts]
 
 
 def _parameters(function) -> str:

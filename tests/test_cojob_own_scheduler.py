@@ -182,13 +182,22 @@ def _own_package(root: Path, name: str) -> None:
 
 
 def test_a_package_in_the_checkout_or_installed_is_not_copied_into_a_run(tmp_path, monkeypatch):
+    import subprocess
+
     from experiments import validation
     monkeypatch.setattr(sys, "path", [str(tmp_path / "checkout"), *sys.path])
     _own_package(tmp_path / "checkout", "inside_pkg")
-    monkeypatch.setattr(validation, "REPO_ROOT", tmp_path / "checkout")  # the run's commit names it
+    _own_package(tmp_path / "checkout", "untracked_pkg")
+    git = ["git", "-C", str(tmp_path / "checkout"), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "inside_pkg/__init__.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    monkeypatch.setattr(validation, "REPO_ROOT", tmp_path / "checkout")  # the run's commit holds inside_pkg
     (tmp_path / "run").mkdir()
     validation.keep_beside("inside_pkg:first", tmp_path / "run")
     assert list((tmp_path / "run").iterdir()) == []
+    validation.keep_beside("untracked_pkg:first", tmp_path / "run")  # in the checkout, in no commit
+    assert (tmp_path / "run" / "untracked_pkg" / "__init__.py").is_file()
     monkeypatch.setattr(validation, "REPO_ROOT", tmp_path / "elsewhere")
     validation.keep_beside("inside_pkg:first", tmp_path / "run")
     assert (tmp_path / "run" / "inside_pkg" / "__init__.py").is_file()
