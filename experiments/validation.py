@@ -414,8 +414,8 @@ def keep_beside(name, directory: Path) -> None:
     ``spec.yaml``, so that the run keeps the code it ran and its spec runs again from
     there: a single-file module, or the top package of a dotted one (links kept as
     links), unless it lies in the checkout with git tracking it (the run's commit holds
-    it) or in an installed environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or would land on a file of
-    the run. What is not copied, or cannot be, is a warning line: the run goes on."""
+    it) or in an installed environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or
+    would land on a file of the run. What is not copied, or cannot be, is a warning line: the run goes on."""
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         return
     top = name.partition(":")[0].split(".")[0]

@@ -682,8 +682,7 @@ class FluidNetwork:
         # ports swept in the order of their names, so that where several rate sets are
         # fair the one chosen depends on the flows alone (experiments/sim/weighted.py)
         if self._by_name is None:
-            names = sorted(self._pid, key=self._pid.get)
-            self._by_name = np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+            self._by_name = np.array([self._pid[name] for name in sorted(self._pid)], dtype=np.int64)
         residual = self._residual
         weighted_filling(c, *args, self._qweight, WEIGHTED_TOLERANCE, self._by_name, self._rate, residual)
         share = residual[0]

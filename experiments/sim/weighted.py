@@ -43,12 +43,12 @@ from numba import njit
 
 from experiments.sim.entries import component_entries
 
-# Offers settle within this share of the component's largest port (strict priority's
-# fillings are exact to float rounding): on the paper's trace some fillings circle
-# for good within about 1e-7 of it.
+# Offers settle within this share of a connected part's largest port (strict
+# priority's fillings are exact to float rounding): on the paper's trace some fillings
+# circle for good within about 1e-7 of it.
 TOLERANCE = 1e-6
 # What the caller accepts of a filling that stopped at MAX_SWEEPS with offers still
-# moving (a share of the component's largest port): on the paper's cluster a few
+# moving (a share of a connected part's largest port): on the paper's cluster a few
 # fillings circle for good by about 5e-5 of it, whatever the step.
 ACCEPTED = 1e-3
 # Sweeps before the filling stops where it is (the caller judges what is left):
@@ -229,16 +229,16 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, rel_tol, b
     for t in range(nparts):
         a, b = pstart[t], pstart[t + 1]
         largest = 0.0
-        for x in range(a, b):
-            largest = max(largest, pcap[ports[x]])
+        for w in range(a, b):
+            largest = max(largest, pcap[ports[w]])
         tol = rel_tol * largest
         sweeps = 0
         moved = np.inf
         while moved > tol and sweeps < MAX_SWEEPS:
             sweeps += 1
             moved = 0.0
-            for x in range(a, b):
-                p = ports[x]
+            for w in range(a, b):
+                p = ports[w]
                 s, e = off[p], off[p + 1]
                 _demands(s, e, ent_i, nh, at, offer, d)
                 _offer(s, e, ent_q, m, d, pcap[p], qweight, out, order, starts, qd, qw, qorder)
@@ -248,8 +248,8 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, rel_tol, b
                         continue
                     moved = max(moved, abs(new - old))  # inf (no offer yet) -> finite: inf
                     # after UNDAMPED sweeps, halfway: the offers of two ports can swing each
-                    # other forever (see the module doc); an average settles, at the same
-                    # fixed point
+                    # other forever (see the module doc); an average settles, at a fixed
+                    # point of the same iteration
                     offer[k] = 0.5 * (old + new) if sweeps > UNDAMPED and old != np.inf else new
         most_sweeps = max(most_sweeps, sweeps)
         worst = max(worst, moved / largest)
@@ -258,8 +258,8 @@ def weighted_filling(c, comp_of, count, gport, gqueue, pcap, qweight, rel_tol, b
     # (the least offers alone could pass it by up to tol a member)
     for i in range(G):
         rate[groups[i]] = np.inf
-    for x in range(len(ports)):
-        p = ports[x]
+    for w in range(len(ports)):
+        p = ports[w]
         s, e = off[p], off[p + 1]
         _demands(s, e, ent_i, nh, at, offer, d)
         _offer(s, e, ent_q, m, d, pcap[p], qweight, out, order, starts, qd, qw, qorder)
