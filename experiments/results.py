@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from experiments import store
 from experiments.errors import SpecError
 from experiments.validation import read_yaml, shown_path
@@ -85,14 +87,18 @@ def read_environment(run_dir: str | Path) -> dict:
     return environment if isinstance(environment, dict) else {}
 
 
-def durations(directory: Path) -> dict[str, float]:
-    """Seconds per cell id from ``directory/results.csv`` ({} when it has none)."""
+def durations(directory: Path, completed_only: bool = False) -> dict[str, float]:
+    """Seconds per cell id from ``directory/results.csv`` ({} when it has none); only
+    the completed cells' with ``completed_only`` (a failed cell's says little of how
+    long the cell takes)."""
     try:
         rows = store.read_csv(directory / "results.csv")
     except (OSError, ValueError):  # none, or unreadable: the cells run in their own order
         return {}
     seconds = {}
     for row in rows:
+        if completed_only and row.get("completed") != "true":
+            continue
         for column in DURATION_COLUMNS:
             try:
                 seconds[row["cell"]] = float(row[column])
@@ -100,6 +106,45 @@ def durations(directory: Path) -> dict[str, float]:
             except (KeyError, TypeError, ValueError):
                 continue
     return seconds
+
+
+def _sweep_name(record: Path) -> str | None:
+    """The ``name:`` a ``sweep.yaml`` starts with (its first line, as ``run_sweep``
+    writes it), without parsing the rest: a store may hold many large records."""
+    try:
+        with open(record) as f:
+            first = f.readline()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not first.startswith("name:"):
+        return None
+    try:
+        name = yaml.safe_load(first)
+    except yaml.YAMLError:
+        return None
+    return name.get("name") if isinstance(name, dict) else None
+
+
+def earlier_sweep_run(name: str, roots, exclude: Path | None = None) -> tuple[dict[str, float], Path | None]:
+    """The completed cells' seconds (``durations``) of the newest earlier run of the
+    sweep ``name`` holding any, a directory ``DIR/sweep.yaml`` of which names it, one or
+    two levels under each of ``roots`` (the results store, the checkout's
+    measurements/), newest by its ``results.csv``'s time, and that directory; ``({},
+    None)`` where there is none. ``exclude``: a directory not to count (the sweep's own)."""
+    found = []
+    for root in roots:
+        for record in [*Path(root).glob("*/sweep.yaml"), *Path(root).glob("*/*/sweep.yaml")]:
+            directory = record.parent
+            table = store.kept(directory / "results.csv")
+            if table is None or (exclude is not None and directory.resolve() == Path(exclude).resolve()):
+                continue
+            if _sweep_name(record) == name:
+                found.append((table.stat().st_mtime, str(directory), directory))
+    for _, _, directory in sorted(found, reverse=True):
+        seconds = durations(directory, completed_only=True)
+        if seconds:
+            return seconds, directory
+    return {}, None
 
 
 def flatten(data: dict, prefix: str = "") -> dict:

@@ -26,7 +26,9 @@ placement's ETP steps are left to its run); one invalid cell refuses the whole
 sweep in one line, each invalid cell named above it. A cell that raises while it
 runs is recorded and the sweep goes on. ``DIR/results.csv`` and the
 report are rewritten after every cell, so a sweep stopped halfway still has its table; its
-``cell_s`` (seconds per cell) makes the ETA of the progress lines of a later resume.
+``cell_s`` (seconds per cell) makes the ETA of a later resume, or of a later sweep of the
+same name (``earlier_sweep_run``: the results store, measurements/). A ``report``
+field no cell's kind writes (``summary_fields``) is refused when the sweep is read.
 
 Cells run seeds outermost and schedulers innermost. ``order: {shuffle: SEED}`` runs
 them in a random order drawn from SEED, shuffling the groups of cells that differ
@@ -72,12 +74,12 @@ from typing import Protocol
 
 import yaml
 
-from experiments import store
+from experiments import store, summary_fields
 from experiments.errors import SpecError, one_line
 from experiments.kinds import kind_of, read_spec, resume_colocation
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
-from experiments.results import csv_value, durations, lookup, read_environment, read_summary
+from experiments.results import csv_value, durations, earlier_sweep_run, lookup, read_environment, read_summary
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.stats import is_number
 from experiments.validation import (
@@ -281,6 +283,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     if sweep.get("parts") is None:
         grid = _grid(sweep.get("grid"), base=base, sweep_path=sweep_path)
         cells = [replace(cell, backend=backend) for cell in _cells(base, schedulers, seeds, grid, repeats=repeats)]
+        _check_report(report, cells)
         return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report,
                      _ordered(cells, shuffle), backend, shuffle=shuffle, repeats=repeats)
     if sweep.get("grid") is not None:
@@ -305,8 +308,28 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
         for key, values in part.grid.items():
             known = grid.setdefault(key, [])
             known += [value for value in values if not any(type(value) is type(k) and value == k for k in known)]
+    _check_report(report, cells)
     return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, _ordered(cells, shuffle),
                  backend, tuple(parts), shuffle, repeats)
+
+
+def _check_report(report: list[str], cells: list[Cell]) -> None:
+    """A one-line error for a ``report`` field that no cell's summary can hold (a
+    typo), before anything runs: each is checked against what the cells' kinds write
+    on their backends (``summary_fields``); a cell whose kind its spec does not yet
+    tell is left to the cells' own checks."""
+    shapes = set()
+    for cell in cells:
+        try:
+            kind = kind_of(cell.spec).name
+        except SpecError:
+            continue
+        shapes.add((kind, None if kind == "colocation" else cell.backend))
+    for n, dotted in enumerate(report):
+        reasons = [summary_fields.unknown(dotted, kind, backend) for kind, backend in sorted(shapes, key=str)
+                   if (kind, backend) in summary_fields.KINDS]
+        if reasons and all(reasons):
+            raise error(f"report[{n}]", f"{reasons[0]}; every field: docs/summary-fields.md")
 
 
 def _shuffle(raw) -> int | None:
@@ -692,16 +715,31 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _estimate(cells_left: int, ran: list[float], earlier: dict[str, float], slots: int = 1) -> str | None:
-    """The time ``cells_left`` more cells take, ``slots`` at a time, at the mean of
-    the cells this sweep ran so far, or before any at the mean of an earlier run's
-    (``results.csv``)."""
-    seconds = ran or list(earlier.values())
-    return _duration(cells_left * sum(seconds) / len(seconds) / max(slots, 1)) if seconds else None
+def _estimate(cells: list[str], ran: list[float], earlier: dict[str, float], slots: int = 1) -> str | None:
+    """The time the cells of ids ``cells`` take, ``slots`` at a time: each at the mean
+    of the cells this sweep ran so far; before any, at its own seconds in an earlier
+    run (``earlier``), a cell that run lacks at the mean of those it has."""
+    if ran:
+        return _duration(len(cells) * sum(ran) / len(ran) / max(slots, 1))
+    if not earlier:
+        return None
+    mean = sum(earlier.values()) / len(earlier)
+    return _duration(sum(earlier.get(cell, mean) for cell in cells) / max(slots, 1))
 
 
-def _eta(cells_left: int, ran: list[float], earlier: dict[str, float], slots: int = 1) -> str:
-    return f"ETA {_estimate(cells_left, ran, earlier, slots) or 'unknown'}"
+def _eta(cells: list[str], ran: list[float], earlier: dict[str, float], slots: int = 1) -> str:
+    return f"ETA {_estimate(cells, ran, earlier, slots) or 'unknown'}"
+
+
+def _earlier_seconds(sweep: Sweep, directory: Path | None) -> tuple[dict[str, float], Path | None]:
+    """The completed cells' seconds an estimate starts from and the directory whose
+    ``results.csv`` holds them: ``directory``'s own (a resume), else the newest earlier
+    run of this sweep in the results store or the checkout's measurements/
+    (``earlier_sweep_run``); ``({}, None)`` where there is none."""
+    own = durations(directory, completed_only=True) if directory is not None else {}
+    if own:
+        return own, directory
+    return earlier_sweep_run(sweep.name, (store.results_root(), store.REPO_ROOT / "measurements"), exclude=directory)
 
 
 def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | None = None, only=(),
@@ -725,10 +763,13 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     _record(sweep, directory, now, previous, bool(pending))
     (directory / "cells").mkdir(exist_ok=True)
     earlier = durations(directory)
+    before, source = _earlier_seconds(sweep, directory)
+    by = f" by {shown_path(source)}, an earlier run" if before and source != directory else ""
     slots = executor.slots(sweep) if pending else 1
     picked = f", {len(chosen)} chosen by --only" if len(chosen) < len(sweep.cells) else ""
+    left_ids = [cell.id for cell in pending]
     print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {len(pending)} to run, "
-          f"{_eta(len(pending), [], earlier, slots)})", flush=True)
+          f"{_eta(left_ids, [], before, slots)}{by})", flush=True)
     rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
     chosen_ids = {cell.id for cell in chosen}
     for cell in sweep.cells:
@@ -736,7 +777,6 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         if cell.id not in chosen_ids and summary is not None:
             rows[cell.id] = _row(sweep, cell, cell_dir(directory, cell), summary, None, earlier.get(cell.id))
     ran: list[float] = []
-    to_run = len(pending)
     shown_fields = sweep.report or list(sweep.headline[:1])
     unchecked = list(sweep.report)  # report fields no completed cell's summary has shown yet
 
@@ -751,7 +791,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
             details.append(f"error: {row['error']}")
         took = "" if seconds is None else f" in {seconds:.0f} s"
         outcome = "already done" if kept else f"{'done' if row['completed'] else 'FAILED'}{took}"
-        left = f"; {to_run} to run, {_eta(to_run, ran, earlier, slots)}" if to_run else ""
+        left = f"; {len(left_ids)} to run, {_eta(left_ids, ran, before, slots)}" if left_ids else ""
         print(f"{where(cell)}: {outcome} ({', '.join(details)}){left}", flush=True)
         if row["completed"] and unchecked:  # a name the first completed cell's summary lacks is a typo's
             missing = [key for key in unchecked if lookup(summary, key, absent=_ABSENT) is _ABSENT]
@@ -761,7 +801,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
             unchecked.clear()
         rows[cell.id] = row
         write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
-        if to_run and not kept:  # the last cell's report is written by publish_sweep below
+        if left_ids and not kept:  # the last cell's report is written by publish_sweep below
             publish_sweep(directory, console=False)
 
     pending_ids = {cell.id for cell in pending}
@@ -776,7 +816,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         summary = read_summary(cell_dir(directory, cell))
         if error_text is None and summary is None:
             error_text = "the runner wrote no summary.json"
-        to_run -= 1
+        left_ids.remove(cell.id)
         if seconds is not None:
             ran.append(seconds)
         land(cell, summary, error_text, seconds, kept=False)
@@ -835,12 +875,14 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
         if cell.backend == "emulated":
             limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
         print(f"[{n}/{len(chosen)}] {cell.id}: would run ({cell.backend})", flush=True)
-    earlier = durations(directory) if directory else {}
-    estimate = _estimate(len(pending) - len(invalid), [], earlier)
+    before, source = _earlier_seconds(sweep, directory)
+    estimate = _estimate([cell.id for cell in chosen if cell.id in pending and cell.id not in invalid], [], before)
     if estimate:
-        estimate = f"estimated {estimate} (at the mean of {len(earlier)} cells in {directory / 'results.csv'})"
+        estimate = (f"estimated {estimate} (each cell as long as in {shown_path(source)}'s "
+                    f"results.csv, {len(before)} cells, a cell it lacks at their mean)")
     else:
-        estimate = "estimated time unknown (no earlier cell durations: --out DIR of an earlier run has them)"
+        estimate = ("estimated time unknown (no earlier run of this sweep has cell durations: neither --out DIR "
+                    "nor the results store nor measurements/)")
         if limits and all(is_number(limit) for limit in limits):
             estimate += f"; at most {_duration(sum(limits))} by the cells' time_limit_s, plus each bring-up"
     print(f"{len(pending) - len(invalid)} of {len(chosen)} cells would run"

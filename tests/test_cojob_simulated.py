@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments import summary_fields
 from experiments.cojob import metrics as grouper_metrics
 from experiments.cojob import simulated
 from experiments.cojob import spec as cojob_spec
@@ -179,6 +180,7 @@ def test_simulate_writes_a_run_directory_like_an_emulated_run(tmp_path):
     run = simulated.simulate_spec(spec, str(tmp_path / "run"))
     summary = json.loads((run / "summary.json").read_text())
     assert summary["backend"] == "simulated" and summary["completed"] is True
+    assert summary_fields.undeclared(summary, "cojob", "simulated") == []
     assert summary["stages_completed"] == 4 and summary["avg_sct_s"] > 0
     assert summary["scheduler"] == "grouper" and summary["decisions"] > 0
     for name in ("spec.yaml", "environment.json", "workload.json", "events.jsonl", "decisions.jsonl"):

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from experiments import summary_fields
 from experiments.cli import main
 from experiments.colocation.metrics import group_boundaries
 from experiments.reports.rundata import colocation_rows
@@ -52,6 +53,7 @@ def _write(tmp_path, spec):
 def test_every_method_runs_the_queue_and_reports_every_metric(tmp_path, spec):
     run = run_colocate_file(_write(tmp_path, spec), device="cpu", out=tmp_path / "run")
     summary = json.loads((run / "summary.json").read_text())
+    assert summary_fields.undeclared(summary, "colocation", None) == []
     methods = validate(dict(spec))["methods"]
     assert set(summary["methods"]) == set(methods)
     assert SUMMARY_KEYS <= set(summary)

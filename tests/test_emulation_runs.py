@@ -14,6 +14,7 @@ import pytest
 import yaml
 from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes, processes_mentioning
 
+from experiments import summary_fields
 from experiments.platform import spec as platform_spec
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.timetable import spec as spec_mod
@@ -48,6 +49,7 @@ def _judged_run(spec: dict, tmp_path: Path) -> tuple[Path, dict]:
     for attempt in range(2):
         run = run_spec(spec, out=str(tmp_path / f"run{attempt}"))
         summary = json.loads((run / "summary.json").read_text())
+        assert summary_fields.undeclared(summary, "timetable", "emulated") == []
         taken = cpu_was_taken(summary)
         if not taken:
             return run, summary

@@ -14,6 +14,7 @@ import pytest
 from emulation_checks import assert_nothing_left, netns_inodes, processes_mentioning
 
 from controller.schedulers import oes
+from experiments import summary_fields
 from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec, validate_any
 
@@ -57,6 +58,7 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["completed"] and summary["scheduler"] == "oes"
+    assert summary_fields.undeclared(summary, "gnn", "emulated") == []
     assert summary["iterations"] == spec["workload"]["iterations"]
     assert summary["train_loss_last"] < summary["train_loss_first"]  # the DGL tasks train
     # The transfers crossed the fabric: the switches received at least what the tasks reported.

@@ -19,6 +19,7 @@ import yaml
 
 from controller.schedulers import oes
 from experiments import store
+from experiments import summary_fields
 from experiments import sweep as sweep_mod
 from experiments.cli import main
 from experiments.errors import SpecError
@@ -363,6 +364,7 @@ def test_trainbed_simulate_runs_a_shipped_gnn_spec(tmp_path, capsys):
     assert main(["simulate", str(spec_path), "--out", str(tmp_path / "run")]) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["backend"] == "simulated" and summary["completed"] is True and summary["trustworthy"] is True
+    assert summary_fields.undeclared(summary, "gnn", "simulated") == []
     assert summary["iterations"] == 12 and summary["iteration_s_mean"] > 0 and summary["decisions"] > 0
     assert summary["profile"] == str((tmp_path / "profile.json").resolve()) and summary["profile_iterations"] == 5
     rows = (tmp_path / "run" / "flows.csv").read_text().splitlines()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from emulation_checks import CPU_LOST, assert_nothing_left, cpu_was_taken, netns_inodes
 
+from experiments import summary_fields
 from experiments.cojob import spec as cojob_spec
 from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec
@@ -32,6 +33,8 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
             (scheduler, seed) for scheduler in ("fs", "grouper") for seed in ("1", "2", "4")]
         cell_of = {(row["scheduler"], row["seed"]): out / "cells" / row["cell"] for row in table}
         summaries = {key: json.loads((cell / "summary.json").read_text()) for key, cell in cell_of.items()}
+        assert [summary_fields.undeclared(summary, "cojob", "emulated") for summary in summaries.values()] == [
+            []] * len(summaries)
         for row in table:
             assert row["completed"] == "true", row
             # trustworthy, or untrustworthy only because the box took CPU time away

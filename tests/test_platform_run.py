@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from experiments import summary_fields
 from experiments.errors import SpecError
 from experiments.platform.run import RunError, run_workload
 
@@ -21,6 +22,7 @@ def test_a_workload_that_fails_to_build_still_leaves_a_summary(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] is False and summary["trustworthy"] is False
     assert "workload.trace" in summary["error"]
+    assert summary_fields.undeclared(summary, "cojob", "emulated") == []
     assert (run / "spec.yaml").exists() and (run / "traceback.txt").exists()
 
 

@@ -13,6 +13,7 @@ from emulation_checks import assert_nothing_left, netns_inodes, processes_mentio
 from scapy.layers.inet import IP
 from scapy.utils import PcapReader
 
+from experiments import summary_fields
 from experiments.errors import SpecError
 from experiments.platform import spec as platform_spec
 from experiments.platform.run import RunError
@@ -130,6 +131,7 @@ def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_back
     run = run_programs_spec(spec, out=str(tmp_path / "run"))
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] and summary["failed_programs"] == []
+    assert summary_fields.undeclared(summary, "programs", "emulated") == []
     records = {(p["program"], p["rank"]): p for p in summary["programs"]}
     assert records[("push", 0)]["exit_code"] == 0 and records[("who", 1)]["exit_code"] == 0
     assert records[("who", 2)]["exit_code"] == 0 and records[("who", 2)]["host"] == "tbh3"

@@ -450,10 +450,34 @@ def test_repeats_run_each_cell_again_with_its_spec_unchanged(tmp_path):
             sweep_mod.load(write(tmp_path, {"repeats": bad}))
 
 
-def test_a_report_field_no_summary_has_is_warned_of_once(tmp_path, capsys):
+def test_a_report_field_below_a_name_no_summary_has_is_warned_of_once(tmp_path, capsys):
+    """Below a name the run gives (a model's) no field is checked before the run: the
+    first completed cell's summary tells."""
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1],
-                            "report": ["avg_sct_s", "avg_sct", "fidelity.trustworthy"]})
+                            "report": ["avg_sct_s", "per_model_avg_sct_s.vgg1", "fidelity.trustworthy"]})
     sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner())
     warnings = [line for line in capsys.readouterr().out.splitlines() if "warning" in line]
     assert len(warnings) == 1 and warnings[0].startswith(
-        "sweep: warning: report field(s) avg_sct not in sched-fs_seed-1's summary.json (its fields: avg_cojct_s,")
+        "sweep: warning: report field(s) per_model_avg_sct_s.vgg1 not in sched-fs_seed-1's summary.json (its fields: "
+        "avg_cojct_s,")
+
+
+@pytest.mark.parametrize("field, problem", [
+    ("avg_sct", "'avg_sct' is not among the fields of a cojob (emulated) summary (did you mean avg_sct_s?)"),
+    ("fidelity.trustworth", "'trustworth' is not among fidelity's fields (did you mean trustworthy?)"),
+    ("simulated_s", "'simulated_s' is not among the fields of a cojob (emulated) summary"),
+])
+def test_a_report_field_no_cell_writes_is_refused_before_anything_runs(tmp_path, field, problem):
+    path = write(tmp_path, {"schedulers": ["fs"], "seeds": [1], "report": ["avg_sct_s", field]})
+    with pytest.raises(SpecError) as caught:
+        sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner())
+    assert str(caught.value).startswith(f"report[1]: {problem}")
+    assert str(caught.value).endswith("; every field: docs/summary-fields.md")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_report_field_one_backend_writes_is_taken_where_a_part_runs_there(tmp_path):
+    """``simulated_s`` only a simulated cojob writes: a sweep with a simulated part may report it."""
+    sweep = sweep_mod.load(write(tmp_path, {"seeds": [1], "report": ["simulated_s", "fidelity.trustworthy"], "parts": [
+        {"name": "testbed", "schedulers": ["fs"]}, {"name": "model", "seeds": [2], "schedulers": ["fs"], "backend": "simulated"}]}))
+    assert sweep.report == ["simulated_s", "fidelity.trustworthy"]

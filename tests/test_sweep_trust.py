@@ -241,9 +241,12 @@ def test_durations_and_eta_text(tmp_path):
     (tmp_path / "results.csv").write_text("cell,wall_s,cell_s\na,5,30\nb,7,\nc,,\n")
     from experiments.results import durations
     assert durations(tmp_path) == {"a": 30.0, "b": 7.0} and durations(tmp_path / "none") == {}
-    assert sweep_mod._eta(3, [], {}) == "ETA unknown"
-    assert sweep_mod._eta(3, [20.0, 30.0], {"a": 1.0}) == "ETA 75 s"
-    assert sweep_mod._eta(4, [], {"a": 1800.0}) == "ETA 2.0 h"
+    assert sweep_mod._eta(["a", "b", "c"], [], {}) == "ETA unknown"
+    assert sweep_mod._eta(["a", "b", "c"], [20.0, 30.0], {"a": 1.0}) == "ETA 75 s"
+    assert sweep_mod._eta(["a", "b", "c", "d"], [], {"x": 1800.0}) == "ETA 2.0 h"
+    # before any cell ran, each cell at its own earlier seconds, one the earlier run lacks at their mean
+    assert sweep_mod._eta(["a", "b", "c"], [], {"a": 30.0, "b": 90.0}) == "ETA 3 min"
+    assert sweep_mod._eta(["a", "b"], [], {"a": 30.0, "b": 90.0}, slots=2) == "ETA 60 s"
 
 
 def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
@@ -254,8 +257,8 @@ def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "[1/4] sched-fs_seed-1_workload.jobs-2: would run (simulated)"
     assert out[2].startswith("[3/4] sched-fs_seed-1_workload.jobs-0: INVALID: SpecError: workload.jobs: ")
-    assert out[4] == ("2 of 4 cells would run, 2 invalid, 0 already done; estimated time unknown (no earlier cell "
-                      "durations: --out DIR of an earlier run has them)")
+    assert out[4] == ("2 of 4 cells would run, 2 invalid, 0 already done; estimated time unknown (no earlier run of "
+                      "this sweep has cell durations: neither --out DIR nor the results store nor measurements/)")
     assert out[5] == "2 cells have an invalid spec: sched-fs_seed-1_workload.jobs-0, sched-grouper_seed-1_workload.jobs-0"
     assert not (tmp_path / "out").exists() and not (tmp_path / "results").exists()
 
@@ -268,8 +271,8 @@ def test_dry_run_of_a_directory_keeps_its_done_cells_and_estimates_from_them(tmp
     assert sweep_mod.dry_run(sweep_mod.load(path), out, validate=lambda spec: spec) == []
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["[1/2] sched-fs_seed-1: already done", "[2/2] sched-grouper_seed-1: would run (emulated)"]
-    assert lines[2].startswith(f"1 of 2 cells would run, 1 already done; estimated 0 s (at the mean of 2 cells in "
-                               f"{out / 'results.csv'})")
+    assert lines[2] == (f"1 of 2 cells would run, 1 already done; estimated 0 s (each cell as long as in {out}'s "
+                        f"results.csv, 1 cells, a cell it lacks at their mean)")
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
 
 
