@@ -3,7 +3,9 @@ resume under other code refused without --force, a shuffled order that keeps the
 schedulers of a comparison together, --list, --only, --dry-run, progress with an ETA."""
 import csv
 import json
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -322,3 +324,30 @@ def test_each_cell_records_its_box_and_a_sweep_over_boxes_says_so(tmp_path, caps
             "compare cells across boxes with care\n") in printed
     assert "cells ran on more than one box" in (out / "report.html").read_text()
     assert store.box({"machine": "vm"}) is None
+
+
+def test_before_any_cell_the_estimate_comes_from_the_newest_earlier_run_of_the_same_sweep(tmp_path, capsys):
+    """Each cell at its seconds in the newest earlier run (in the results store) of a
+    sweep of this name holding completed cells; a failed cell's seconds, and runs of
+    other sweeps, are not counted; a cell the earlier run lacks at its cells' mean."""
+    path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2]})
+    store_root = tmp_path / "results"
+    for name, sweep_name, rows, age in (
+            ("old", "s", [("sched-fs_seed-1", "true", 6000)], 200),
+            ("other", "t", [("sched-fs_seed-1", "true", 9000)], 0),
+            ("new", "s", [("sched-fs_seed-1", "true", 60), ("sched-grouper_seed-1", "true", 180),
+                          ("sched-fs_seed-2", "false", 9000)], 100)):
+        run = store_root / name
+        run.mkdir(parents=True)
+        (run / "sweep.yaml").write_text(f"name: {sweep_name}\ncells: []\n")
+        (run / "results.csv").write_text("cell,completed,cell_s\n" + "".join(f"{c},{ok},{s}\n" for c, ok, s in rows))
+        os.utime(run / "results.csv", (time.time() - age, time.time() - age))
+    assert sweep_mod.dry_run(sweep_mod.load(path), None, validate=lambda spec: spec) == []
+    # fs 1: 60, grouper 1: 180, the two seed-2 cells at the mean of the completed cells (120): 480 s
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"4 of 4 cells would run, 0 already done; estimated 8 min (each cell as long as in {store_root / 'new'}'s "
+        f"results.csv, 2 cells, a cell it lacks at their mean)")
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner(), only=["*seed-1"])
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"sweep directory: {tmp_path / 'out'} (4 cells, 2 chosen by --only, 2 to run, ETA 4 min by "
+        f"{store_root / 'new'}, an earlier run)")
