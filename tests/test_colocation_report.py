@@ -2,7 +2,7 @@
 and the metrics of a run with failures."""
 from pathlib import Path
 
-from experiments.colocation.metrics import summarize
+from experiments.colocation.metrics import aggregate, summarize
 from experiments.colocation.report import table_v
 from hosts.colocation.executor import TaskRecord
 from hosts.colocation.workers import OUT_OF_MEMORY
@@ -49,3 +49,13 @@ def test_a_failed_request_violates_qos_and_is_no_latency():
     assert summary["avg_jct_s"] == 1.25 and summary["avg_jct_qt"] == 1.25  # a and b
     assert summary["median_latency_s"] == 1.25 and summary["p99_latency_qt"] == 0.5 + 1.5 * 0.99
     assert summary["makespan_s"] == 3.0
+
+
+def test_a_measure_no_repeat_took_has_an_unknown_spread_so_the_summary_can_name_it():
+    """A makespan null in every repeat (no task finished) still has its ``_sd`` (null):
+    the run's summary takes the primary's ``makespan_s_sd``, so a missing one cost the
+    run its summary.json."""
+    row = aggregate([{"makespan_s": None, "mps_daemon": "ran", "tasks": 3},
+                     {"makespan_s": None, "mps_daemon": "ran", "tasks": 5}])
+    assert row == {"repeats": 2, "makespan_s": None, "makespan_s_sd": None, "mps_daemon": "ran", "tasks": 4.0,
+                   "tasks_sd": row["tasks_sd"]} and row["tasks_sd"] > 0

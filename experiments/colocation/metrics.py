@@ -81,12 +81,15 @@ def group_boundaries(records: list[TaskRecord]) -> list[float]:
 def aggregate(runs: list[dict]) -> dict:
     """One method's repeated runs as one row: every numeric field is the mean over
     the runs that have it, with its sample standard deviation as ``<field>_sd``
-    (None for a single run); other fields are the first run's."""
+    (None for a single run, and for a measure no run took: null in every run, as a
+    makespan where no task finished); other fields are the first run's."""
     row: dict = {"repeats": len(runs)}
     for key in runs[0]:
         values = [run[key] for run in runs if is_number(run.get(key))]
         if not values:
             row[key] = runs[0][key]
+            if all(run.get(key) is None for run in runs):
+                row[f"{key}_sd"] = None
             continue
         row[key], row[f"{key}_sd"] = mean_sd(values, numpy=True)
     return row
