@@ -52,7 +52,9 @@ A part's ``schedulers``, ``seeds`` and ``backend`` default to the sweep's; its g
 its own (a sweep with parts has no top-level ``grid``). A part of another backend
 mixes emulated and simulated cells in one sweep (say, a testbed figure and the
 simulator's beside it); ``results.csv`` then has a ``backend`` column. Cells run part by part; every id must
-be unique over the whole sweep; ``results.csv`` gains a ``part`` column and a column
+be unique over the whole sweep, but one configuration may run on both backends (the
+testbed beside its model): the cell not on the sweep's ``backend`` then ends its id
+with ``_backend-<backend>``; ``results.csv`` gains a ``part`` column and a column
 for every field any part's grid sets (a cell's own value, the base spec's where its
 part does not set it).
 """
@@ -288,7 +290,7 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
                      _ordered(cells, shuffle), backend, shuffle=shuffle, repeats=repeats)
     if sweep.get("grid") is not None:
         raise error("grid", "a sweep with parts has none: give each part its own grid")
-    parts, cells, owner = [], [], {}
+    parts, made = [], []
     for where, raw_part in items("parts", sweep["parts"], non_empty=True):
         part = _part(where, raw_part, schedulers, seeds, base, sweep_path)
         if part.schedulers is not None and is_colocation(base):
@@ -296,13 +298,10 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
                                                  "within each cell")
         if any(part.name == other.name for other in parts):
             raise error(at(where, "name"), f"repeats {part.name!r}")
-        for cell in _cells(base, part.schedulers, part.seeds, part.grid, where, repeats):
-            if cell.id in owner:
-                raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r} (parts "
-                                   f"on two backends too: give one a grid field of its own to tell their ids apart)")
-            owner[cell.id] = part.name
-            cells.append(replace(cell, part=part.name, backend=part.backend or backend))
+        made += [(where, replace(cell, part=part.name, backend=part.backend or backend))
+                 for cell in _cells(base, part.schedulers, part.seeds, part.grid, where, repeats)]
         parts.append(part)
+    cells = _backend_ids(made, backend)
     grid: dict[str, list] = {}  # every value any part gives a field
     for part in parts:
         for key, values in part.grid.items():
@@ -311,6 +310,27 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     _check_report(report, cells)
     return Sweep(name, description, spec_path, base, grid, schedulers, seeds, report, _ordered(cells, shuffle),
                  backend, tuple(parts), shuffle, repeats)
+
+
+def _backend_ids(made: list[tuple[str, Cell]], backend: str) -> list[Cell]:
+    """The parts' cells (each with its part's path), ids unique over the sweep: a
+    configuration that parts of both backends run (the testbed beside its model) is
+    told apart by ``_backend-<backend>`` ending the id of the cell not on the sweep's
+    ``backend``; every other id is as the cell's overrides spell it, so a sweep's ids
+    stay those of its earlier runs. Any other shared id is refused."""
+    backends: dict[str, set] = {}
+    for _, cell in made:
+        backends.setdefault(cell.id, set()).add(cell.backend)
+    owner: dict[str, str] = {}
+    cells = []
+    for where, cell in made:
+        if len(backends[cell.id]) > 1 and cell.backend != backend:
+            cell = replace(cell, id=f"{cell.id}_backend-{cell.backend}")
+        if cell.id in owner:
+            raise error(where, f"its cell {cell.id!r} is also a cell of part {owner[cell.id]!r}")
+        owner[cell.id] = cell.part
+        cells.append(cell)
+    return cells
 
 
 def _check_report(report: list[str], cells: list[Cell]) -> None:

@@ -481,3 +481,23 @@ def test_a_report_field_one_backend_writes_is_taken_where_a_part_runs_there(tmp_
     sweep = sweep_mod.load(write(tmp_path, {"seeds": [1], "report": ["simulated_s", "fidelity.trustworthy"], "parts": [
         {"name": "testbed", "schedulers": ["fs"]}, {"name": "model", "seeds": [2], "schedulers": ["fs"], "backend": "simulated"}]}))
     assert sweep.report == ["simulated_s", "fidelity.trustworthy"]
+
+
+def test_one_configuration_runs_on_both_backends_the_off_backend_cell_named_so(tmp_path):
+    """The testbed beside its model: parts of the same schedulers and seeds on both
+    backends; the simulated cells' ids end with ``_backend-simulated``, the emulated
+    keep theirs (a sweep's earlier ids stay); parts of one backend still may not share."""
+    sweep = sweep_mod.load(write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1], "parts": [
+        {"name": "testbed"}, {"name": "model", "backend": "simulated"}, {"name": "more", "seeds": [2]}]}))
+    assert [(cell.id, cell.part, cell.backend) for cell in sweep.cells] == [
+        ("sched-fs_seed-1", "testbed", "emulated"), ("sched-grouper_seed-1", "testbed", "emulated"),
+        ("sched-fs_seed-1_backend-simulated", "model", "simulated"),
+        ("sched-grouper_seed-1_backend-simulated", "model", "simulated"),
+        ("sched-fs_seed-2", "more", "emulated"), ("sched-grouper_seed-2", "more", "emulated")]
+    simulated = sweep_mod.load(write(tmp_path, {"backend": "simulated", "schedulers": ["fs"], "seeds": [1], "parts": [
+        {"name": "model"}, {"name": "testbed", "backend": "emulated"}]}))
+    assert [cell.id for cell in simulated.cells] == ["sched-fs_seed-1", "sched-fs_seed-1_backend-emulated"]
+    with pytest.raises(SpecError, match=r"^parts\[2\]: its cell 'sched-fs_seed-1_backend-simulated' is also a cell "
+                                        r"of part 'model'$"):
+        sweep_mod.load(write(tmp_path, {"schedulers": ["fs"], "seeds": [1], "parts": [
+            {"name": "testbed"}, {"name": "model", "backend": "simulated"}, {"name": "again", "backend": "simulated"}]}))
