@@ -21,12 +21,11 @@ import difflib
 
 LIFECYCLE = {  # every run of a network kind (experiments.platform.run)
     "name": "the spec's name",
-    "backend": "\"emulated\" (run_workload) or \"simulated\" (simulate_workload)",
-    "completed": "true when the run raised no error (finish_run: error is None)",
+    "backend": "emulated (a fabric on this box) or simulated (the kind's fluid model)",
+    "completed": "true when the run ended without an error (its summary then has no error field)",
     "trustworthy": ("emulated: fidelity verdict (no untrustworthy reason); simulated: true; false on any "
                     "error/analysis_error"),
-    "wall_s": ("run's wall-clock s: emulated from fabric bring-up to after tear-down (1 dp; 0.0 if build failed); sim 3"
-               " dp"),
+    "wall_s": "s the run took on the wall clock (emulated: fabric bring-up to tear-down)",
     "error": "only after a fault: the run's first error as one line (its traceback in traceback.txt)",
     "analysis_error": ("only when the analysis raised: its one-line error (then trustworthy false); never on simulated "
                        "runs"),
@@ -46,7 +45,7 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
                           " missing"),
     "packet_losses": ("packets lost: {switch_queues, switch_internal, interfaces (kernel rx+tx), host_queues}; null: "
                       "file missing"),
-    "fidelity": "{cpu_*_share, [cpu_window_s], untrustworthy_reasons, trustworthy} + any capture fields + kind extras",
+    "fidelity": "the verdict: its fields in the fidelity table below",
     "collect_errors": ("only when some fabric counter/file could not be read: 'file: error' lines (run made "
                        "untrustworthy)"),
     "queue_samples": "only with capture.queue_interval_s: sampling rounds of every switch port's per-queue backlog",
@@ -92,12 +91,12 @@ _COJOB_EMULATED = {
                         "null if failed"),
     "sct_over_model": "avg_sct_s / model_avg_sct_s; null unless both set and stages_completed == stages_planned",
     "model_error": "only when the model simulation raised: its one-line error (model_avg_sct_s then null)",
-    "decisions": "scheduler decisions applied: rows of decisions.jsonl",
+    "decisions": "count of scheduler decisions applied (one a line in decisions.jsonl)",
     "max_apply_s": "longest s one decision's policy batch took to apply (decisions.jsonl apply_s); null if none",
     "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: (TcpRetransSegs - TCPRetransFail) / TcpOutSegs over "
                                 "hosts"),
     "tcp_timeouts": "tcp.timeouts: TCP retransmission timeouts (TcpExtTCPTimeouts) summed over hosts",
-    "tcp": "TCP counters summed over hosts: segments, retransmitted_on_wire(_share), timeouts, ... (sub-keys below)",
+    "tcp": "TCP counters summed over the hosts (its fields: the tcp table below)",
     "conformance": "{sampled_packets, dscp_match_share, sender_queue_match_share, per_host, [sample_capture_errors]}",
 }
 
@@ -108,10 +107,10 @@ _COJOB_SIMULATED = {  # simulated seconds from the simulation's start
     "flow_p50_s": "upper median flow duration, s (a real flow's, not interpolated); null with no flows",
     "flow_p90_s": "90th-percentile flow duration, s, at rank (n-1)*0.9 rounded down; null with no flows",
     "flow_max_s": "longest flow duration, s; null with no flows",
-    "weighted_unsettled_fillings": ("only with emulation.queue_weights: weighted fillings stopped at MAX_SWEEPS "
-                                    "unsettled"),
-    "weighted_unsettled_max": ("only with emulation.queue_weights: largest such residual, share of a port (accepted <= "
-                               "1e-3)"),
+    "weighted_unsettled_fillings": ("only with emulation.queue_weights: weighted fillings that stopped after 1,000 "
+                                    "sweeps still moving (rates within every port, fair to within the next field)"),
+    "weighted_unsettled_max": ("only with emulation.queue_weights: the most their offers still moved, a share of a port "
+                               "(the run fails past 0.01)"),
 }
 
 _TIMETABLE = {
@@ -147,13 +146,13 @@ _GNN_EMULATED = {
     "train_loss_last": "training loss at the last iteration with losses, mean over workers; 4 dp",
     "communication_share": "mean over workers' iterations > 0 of 1 - compute_s / (compute_s + wait_s + sync_s); 3 dp",
     "epochs": "iterations x workers x samplers_per_worker x batch_size / training nodes; null if 0 iterations or nodes",
-    "predicted_iteration_s": ("s; job model's (gnn.simulated.predict) mean iteration time, run's placement+scheduler; "
+    "predicted_iteration_s": ("s; the job model's mean iteration time, run's placement+scheduler; "
                               "null on error"),
     "prediction_note": ("(only when predicted_iteration_s is null) why the model refused the profile (spec's or run's "
                         "events)"),
     "scheduler": "rate policy name: oes, default, omcoflow, mrtf, fair, or an own module:function",
     "placement": "placement kind (workload.placement.kind): distdgl, etp, ifs, explicit, own module:function ...",
-    "sync": "workload.sync: gradient synchronisation, ps or ring",
+    "sync": "workload.sync: gradient synchronisation, ps or allreduce",
     "seed": "the spec's seed",
     "task_placement": ("per task id (worker0, sampler0, store0, ps0 ...): the machine it ran on; null if the driver "
                        "never started"),
@@ -167,11 +166,11 @@ _GNN_EMULATED = {
                              " unread"),
     "achieved_over_target_median": ("upper median of achieved/target Mbit/s over transfers >= 100 kB with a target; "
                                     "null if none"),
-    "rate_updates": "rate decisions (metrics.rate_updates; zeros/nulls under default): see GNN_RATE_UPDATES_FIELDS",
+    "rate_updates": "the rate decisions' counts and latencies (zeros and nulls under default): the table below",
     "oes_rate_max_rel_error": ("max |installed - target| / target over tc rate read-backs (1.0: class missing); null if"
                                " none"),
     "rate_readbacks": "count of per-policy rate read-backs (after decisions 1, 11, 21 ... and at close); 0 if none",
-    "tcp": "hosts' TCP counters summed (fidelity.tcp_summary): segments, retransmissions, timeouts ...; null if unread",
+    "tcp": "TCP counters summed over the hosts (the tcp table below); null if unread",
     "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: retransmissions that left the hosts / segments sent; "
                                 "null if no tcp"),
 }
@@ -188,7 +187,7 @@ _RATE_UPDATES = {  # the sub-fields of a gnn run's rate_updates
 }
 
 _GNN_SIMULATED = {  # seconds are simulated ones
-    "iterations": "worker0's iterations in the model (metrics.training over the simulated events)",
+    "iterations": "worker0's iterations in the model",
     "iteration_s_mean": "simulated s; mean of worker0's intervals between consecutive iteration ends; null if <2",
     "iteration_s_median": "simulated s; median of worker0's intervals between consecutive iteration ends; null if <2",
     "training_s": "simulated s; t=0 (every task starts together) to worker0's last iteration end",
@@ -196,7 +195,7 @@ _GNN_SIMULATED = {  # seconds are simulated ones
     "simulated_s": "simulated s; when the last task process finished (the model's end)",
     "scheduler": "rate policy name: oes, default, omcoflow, mrtf, fair, or an own module:function",
     "placement": "placement kind (workload.placement.kind)",
-    "sync": "workload.sync: ps or ring",
+    "sync": "workload.sync: ps or allreduce",
     "seed": "the spec's seed",
     "task_placement": "per task id: its machine, as the spec's resolved placement gives it",
     "profile": "the profile.json the model replays (spec's simulation.profile, path as shown)",
@@ -265,7 +264,7 @@ _COLOCATION = {  # no network platform: a co-location run writes every field its
     "pipeline_groups": "spec pipeline_groups: a grouped method's next group prepared while one runs (bool)",
     "allocator_overhead_bytes": ("per '<model> <size class>' (power-of-2 class of the estimate): largest allocator "
                                  "overhead, bytes"),
-    "methods": "per method: every run metric's mean over repeats and <metric>_sd; see COLOCATION_METHOD_FIELDS",
+    "methods": "per method (as the spec spells it: sqtf, mps-base ...): the methods table below, means over repeats",
 }
 
 _COLOCATION_METHOD = {  # under methods.<method>; a number also as <field>_sd
@@ -300,19 +299,54 @@ _COLOCATION_METHOD = {  # under methods.<method>; a number also as <field>_sd
     "wall_s": "s; wall time of the executor's run of the queue",
     "mps_daemon": "(MPS methods only; no _sd) 'ran' or 'not started: ...', plus any stop error",
 }
-_TCP = ("segments", "retransmissions_tried", "retransmissions_tried_share", "retransmitted_on_wire",
-        "retransmitted_on_wire_share", "timeouts", "loss_probes", "spurious_timeouts",
-        "retransmissions_held_in_sender_queue", "fast_retransmits", "sack_recoveries",
-        "retransmissions_refused_by_sender_queue", "dsacks_received", "reorderings_seen", "receiver_drops")
+_TCP = {
+    "segments": "segments the hosts sent (TcpOutSegs)",
+    "retransmissions_tried": "retransmissions TCP tried (TcpRetransSegs), those its own qdisc refused included",
+    "retransmissions_tried_share": "retransmissions_tried / segments",
+    "retransmitted_on_wire": "retransmissions that left the hosts (tried minus TCPRetransFail)",
+    "retransmitted_on_wire_share": "retransmitted_on_wire / segments (the top-level tcp_retransmitted_share)",
+    "timeouts": "retransmission timeouts (TCPTimeouts)",
+    "loss_probes": "tail loss probes sent (TCPLossProbes)",
+    "spurious_timeouts": "timeouts found needless (TCPSpuriousRTOs)",
+    "retransmissions_held_in_sender_queue": "retransmissions skipped, the original still queued (TCPSpuriousRtxHostQueues)",
+    "fast_retransmits": "fast retransmits (TCPFastRetrans)",
+    "sack_recoveries": "SACK recoveries (TCPSackRecovery)",
+    "retransmissions_refused_by_sender_queue": "retransmissions the sender's qdisc refused (TCPRetransFail)",
+    "dsacks_received": "DSACKs received: needless retransmissions the receivers reported",
+    "reorderings_seen": "reorderings detected (TCPSACKReorder + TCPTSReorder + TCPRenoReorder)",
+    "receiver_drops": "segments the receivers dropped (receive queue, backlog, out of order, zero window)",
+}
+_PACKET_LOSSES = {
+    "switch_queues": "packets the switch ports' queues dropped",
+    "switch_internal": "packets the switches lost besides their queues (switch_loss_share's count)",
+    "interfaces": "packets the kernel dropped on the fabric's interfaces (rx and tx)",
+    "host_queues": "packets a host's NIC queue plan refused its own stack",
+}
+_CONFORMANCE = {
+    "sampled_packets": "TCP packets the sampling captures read",
+    "dscp_match_share": "share of them whose DSCP matched the decision in force (null: none sampled)",
+    "sender_queue_match_share": "bytes each NIC queue sent against what the decisions asked, overlap 0-1",
+    "per_host": "per host: that overlap",
+    "sample_capture_errors": "only when a sampling capture failed: why",
+}
 _CAPTURE = ("queue_samples", "queue_sampler_cpu_s", "queue_sampler_cpu_share", "queue_sampler_error", "capture_errors")
+_FIDELITY = {
+    "cpu_idle_share": "as the top-level field (over cpu_window_s where given)",
+    "cpu_stolen_share": "as the top-level field",
+    "cpu_throttled_share": "as the top-level field",
+    "cpu_window_s": "as the top-level field",
+    "untrustworthy_reasons": "why the run is not trustworthy, one line each ([]: trustworthy)",
+    "trustworthy": "no reason",
+    **{name: "as the top-level field" for name in _CAPTURE},
+    "link_goodput_ratios": "(timetable) per host interface: median goodput / link rate",
+    "host_link_goodput": "(timetable) per host: {sent, received} median goodput / link rate",
+}
 _FIXED = {  # a field holding a mapping of fixed sub-fields
     "tcp": _TCP,
-    "packet_losses": ("switch_queues", "switch_internal", "interfaces", "host_queues"),
-    "conformance": ("sampled_packets", "dscp_match_share", "sender_queue_match_share", "per_host",
-                    "sample_capture_errors"),
-    "rate_updates": tuple(_RATE_UPDATES),
-    "fidelity": ("cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "cpu_window_s", "untrustworthy_reasons",
-                 "trustworthy", *_CAPTURE, "link_goodput_ratios", "host_link_goodput"),
+    "packet_losses": _PACKET_LOSSES,
+    "conformance": _CONFORMANCE,
+    "rate_updates": _RATE_UPDATES,
+    "fidelity": _FIDELITY,
 }
 _BY_NAME = {"methods": _COLOCATION_METHOD}  # a mapping by a name the spec gives, each of these fields
 
@@ -347,12 +381,16 @@ def _not_among(name: str, known, where: str) -> str:
 
 def unknown(dotted: str, kind: str, backend: str | None) -> str | None:
     """Why the dotted field (``avg_sct_s``, ``fidelity.trustworthy``,
-    ``methods.SQTF.p99_latency_s``) is not one a ``kind`` summary on ``backend``
+    ``methods.sqtf.p99_latency_s``) is not one a ``kind`` summary on ``backend``
     holds, naming the nearest where one is near; None where it is (below a name the
     run gives, a model's or a task's, nothing is checked)."""
     top = fields(kind, backend)
     head, *rest = dotted.split(".")
     if head not in top:
+        elsewhere = [other for (name, other) in KINDS if name == kind and other != backend
+                     and head in fields(name, other)]
+        if elsewhere:
+            return f"{head!r} is written only by {kind} runs on the {elsewhere[0]} backend"
         return _not_among(head, top, f"the fields of a {kind}{f' ({backend})' if backend else ''} summary")
     if head in _FIXED and rest and rest[0] not in _FIXED[head]:
         return _not_among(rest[0], _FIXED[head], f"{head}'s fields")
@@ -387,14 +425,17 @@ def markdown() -> str:
              "Generated from `experiments/summary_fields.py` (`python -m experiments.summary_fields >",
              "docs/summary-fields.md`); a test keeps the two the same, and checks every summary a",
              "real run of each kind writes against it. A sweep's `report:` names these fields",
-             "(dotted below a mapping: `fidelity.trustworthy`, `methods.SQTF.p99_latency_s`).", "",
+             "(dotted below a mapping: `fidelity.trustworthy`, `methods.sqtf.p99_latency_s`).", "",
              "## Every run of a network kind", "", *_table(LIFECYCLE), "",
              "## Every emulated run, beside those", "", *_table(EMULATED), ""]
     for (kind, backend), own in KINDS.items():
         lines += [f"## {kind}" + (f", {backend}" if backend else " (training and inference queues)"), "",
                   *_table(own), ""]
-    lines += ["### rate_updates (gnn, emulated)", "", *_table(_RATE_UPDATES), "",
-              "### methods.<method> (colocation)", "", *_table(_COLOCATION_METHOD), ""]
+    for name, entries in _FIXED.items():
+        lines += [f"### {name}", "", *_table(entries), ""]
+    lines += ["### methods.<method> (colocation)", "",
+              "Each number also as `<field>_sd`, its sample standard deviation over the repeats (null for one).", "",
+              *_table(_COLOCATION_METHOD), ""]
     return "\n".join(lines)
 
 

@@ -465,7 +465,7 @@ def test_a_report_field_below_a_name_no_summary_has_is_warned_of_once(tmp_path, 
 @pytest.mark.parametrize("field, problem", [
     ("avg_sct", "'avg_sct' is not among the fields of a cojob (emulated) summary (did you mean avg_sct_s?)"),
     ("fidelity.trustworth", "'trustworth' is not among fidelity's fields (did you mean trustworthy?)"),
-    ("simulated_s", "'simulated_s' is not among the fields of a cojob (emulated) summary"),
+    ("simulated_s", "'simulated_s' is written only by cojob runs on the simulated backend"),
 ])
 def test_a_report_field_no_cell_writes_is_refused_before_anything_runs(tmp_path, field, problem):
     path = write(tmp_path, {"schedulers": ["fs"], "seeds": [1], "report": ["avg_sct_s", field]})

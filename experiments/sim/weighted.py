@@ -27,8 +27,11 @@ flight (to float rounding), not of their history; the fabric's TCP may settle at
 another fair split. A flow's rate is its least share on its hops from the settled
 offers, so no port is ever over its capacity. A filling that has not settled after
 ``MAX_SWEEPS`` sweeps stops there: on the paper's cluster a few circle for good, their
-offers moving by about 5e-5 of a port whatever the step; the network accepts that up
-to ``ACCEPTED`` and counts it (a simulated cojob run's ``weighted_unsettled_fillings``
+offers moving by about 5e-5 of a port whatever the step, and on the 60-host spec (seed
+5, weights 4 : 3 : 2 : 1 : 1 : 1 : 1) one by 2.5e-3, seven ports' offers drifting round
+a long cycle that neither smaller steps (down to 1/64) nor 10,000 sweeps settle
+(tests/data/weighted-circling-sim60-seed5.npz); the network accepts that up to
+``ACCEPTED`` and counts it (a simulated cojob run's ``weighted_unsettled_fillings``
 and ``weighted_unsettled_max``), and raises beyond.
 
 Checked: tests/test_sim_weighted.py (the bottleneck conditions on random fabrics and
@@ -49,8 +52,9 @@ from experiments.sim.entries import component_entries
 TOLERANCE = 1e-6
 # What the caller accepts of a filling that stopped at MAX_SWEEPS with offers still
 # moving (a share of a connected part's largest port): on the paper's cluster a few
-# fillings circle for good by about 5e-5 of it, whatever the step.
-ACCEPTED = 1e-3
+# fillings circle for good by about 5e-5 of it, whatever the step; on the 60-host
+# spec one by 2.5e-3. The rates stay within every port's capacity either way.
+ACCEPTED = 1e-2
 # Sweeps before the filling stops where it is (the caller judges what is left):
 # random fabrics settle in tens, 121 at most.
 MAX_SWEEPS = 1000
