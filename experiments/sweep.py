@@ -627,7 +627,7 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
     """(the checkout's git state, the directory's sweep record or None). Refuses a
     directory holding a run's summary.json, one holding a sweep of another base spec, whose cells would be mixed with
     this one's under the same ids, one holding run cells this sweep lacks (they would leave its
-    tables), and one started under other code (another commit,
+    tables), one whose cell ran on another backend than this sweep's cell of that id, and one started under other code (another commit,
     or a clean tree that is dirty now) where cells would run, unless ``force``:
     then it warns on one line."""
     now = store.git_state()
@@ -651,6 +651,11 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
         raise SpecError("--out", f"{directory} holds cells this sweep does not have ({dropped[0]}{more}): a resume "
                                  "may add cells, not drop them; resume with the sweep that ran them, or choose a new "
                                  "directory")
+    for cell in sweep.cells:  # a cell run on the other backend is not this sweep's cell done
+        ran_on = (read_summary(directory / "cells" / cell.id) or {}).get("backend")
+        if ran_on is not None and ran_on != cell.backend:
+            raise SpecError("--out", f"{directory}'s cell {cell.id} ran on the {ran_on} backend, this sweep runs it "
+                                     f"{cell.backend}; choose a new directory")
     if runs_cells:
         store.check_same_code(str(directory), previous, now, force)
     return now, previous
@@ -735,20 +740,35 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _estimate(cells: list[str], ran: list[float], earlier: dict[str, float], slots: int = 1) -> str | None:
-    """The time the cells of ids ``cells`` take, ``slots`` at a time: each at the mean
-    of the cells this sweep ran so far; before any, at its own seconds in an earlier
-    run (``earlier``), a cell that run lacks at the mean of those it has."""
-    if ran:
-        return _duration(len(cells) * sum(ran) / len(ran) / max(slots, 1))
-    if not earlier:
-        return None
-    mean = sum(earlier.values()) / len(earlier)
-    return _duration(sum(earlier.get(cell, mean) for cell in cells) / max(slots, 1))
+def _estimate(cells: list[Cell], ran: list[tuple[str, float]], earlier: dict[str, float], slots: int = 1,
+              backend_of: Mapping[str, str] | None = None) -> str | None:
+    """The time ``cells`` take, ``slots`` at a time, each at the mean of the cells of
+    its backend this sweep ran so far (``ran``: backend, seconds); before any, at its
+    own seconds in an earlier run (``earlier``), else at the mean of that run's cells
+    of its backend (``backend_of``: an earlier cell's, by id; an id it lacks is the
+    cell's own backend in a sweep of one). None where a cell has neither: a simulated
+    cell's seconds say nothing of an emulated one's."""
+    backends = {cell.backend for cell in cells}
+    total = 0.0
+    for cell in cells:
+        this = [seconds for backend, seconds in ran if backend == cell.backend]
+        if this:
+            total += sum(this) / len(this)
+            continue
+        if cell.id in earlier:
+            total += earlier[cell.id]
+            continue
+        alike = [seconds for cid, seconds in earlier.items()
+                 if (backend_of or {}).get(cid, cell.backend if len(backends) == 1 else None) == cell.backend]
+        if not alike:
+            return None
+        total += sum(alike) / len(alike)
+    return _duration(total / max(slots, 1)) if cells else None
 
 
-def _eta(cells: list[str], ran: list[float], earlier: dict[str, float], slots: int = 1) -> str:
-    return f"ETA {_estimate(cells, ran, earlier, slots) or 'unknown'}"
+def _eta(cells: list[Cell], ran: list[tuple[str, float]], earlier: dict[str, float], slots: int = 1,
+         backend_of: Mapping[str, str] | None = None) -> str:
+    return f"ETA {_estimate(cells, ran, earlier, slots, backend_of) or 'unknown'}"
 
 
 def _earlier_seconds(sweep: Sweep, directory: Path | None) -> tuple[dict[str, float], Path | None]:
@@ -787,16 +807,17 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     by = f" by {shown_path(source)}, an earlier run" if before and source != directory else ""
     slots = executor.slots(sweep) if pending else 1
     picked = f", {len(chosen)} chosen by --only" if len(chosen) < len(sweep.cells) else ""
-    left_ids = [cell.id for cell in pending]
+    left = list(pending)
+    backend_of = {cell.id: cell.backend for cell in sweep.cells}
     print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {len(pending)} to run, "
-          f"{_eta(left_ids, [], before, slots)}{by})", flush=True)
+          f"{_eta(left, [], before, slots, backend_of)}{by})", flush=True)
     rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
     chosen_ids = {cell.id for cell in chosen}
     for cell in sweep.cells:
         summary = read_summary(cell_dir(directory, cell))
         if cell.id not in chosen_ids and summary is not None:
             rows[cell.id] = _row(sweep, cell, cell_dir(directory, cell), summary, None, earlier.get(cell.id))
-    ran: list[float] = []
+    ran: list[tuple[str, float]] = []
     shown_fields = sweep.report or list(sweep.headline[:1])
     unchecked = list(sweep.report)  # report fields no completed cell's summary has shown yet
 
@@ -811,8 +832,8 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
             details.append(f"error: {row['error']}")
         took = "" if seconds is None else f" in {seconds:.0f} s"
         outcome = "already done" if kept else f"{'done' if row['completed'] else 'FAILED'}{took}"
-        left = f"; {len(left_ids)} to run, {_eta(left_ids, ran, before, slots)}" if left_ids else ""
-        print(f"{where(cell)}: {outcome} ({', '.join(details)}){left}", flush=True)
+        to_go = f"; {len(left)} to run, {_eta(left, ran, before, slots, backend_of)}" if left else ""
+        print(f"{where(cell)}: {outcome} ({', '.join(details)}){to_go}", flush=True)
         if row["completed"] and unchecked:  # a name the first completed cell's summary lacks is a typo's
             missing = [key for key in unchecked if lookup(summary, key, absent=_ABSENT) is _ABSENT]
             if missing:
@@ -821,7 +842,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
             unchecked.clear()
         rows[cell.id] = row
         write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
-        if left_ids and not kept:  # the last cell's report is written by publish_sweep below
+        if left and not kept:  # the last cell's report is written by publish_sweep below
             publish_sweep(directory, console=False)
 
     pending_ids = {cell.id for cell in pending}
@@ -836,9 +857,9 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         summary = read_summary(cell_dir(directory, cell))
         if error_text is None and summary is None:
             error_text = "the runner wrote no summary.json"
-        left_ids.remove(cell.id)
+        left.remove(cell)
         if seconds is not None:
-            ran.append(seconds)
+            ran.append((cell.backend, seconds))
         land(cell, summary, error_text, seconds, kept=False)
     if rows:
         publish_sweep(directory)  # report.html and the console summary; never stops the sweep
@@ -896,7 +917,8 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
             limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
         print(f"[{n}/{len(chosen)}] {cell.id}: would run ({cell.backend})", flush=True)
     before, source = _earlier_seconds(sweep, directory)
-    estimate = _estimate([cell.id for cell in chosen if cell.id in pending and cell.id not in invalid], [], before)
+    estimate = _estimate([cell for cell in chosen if cell.id in pending and cell.id not in invalid], [], before,
+                         backend_of={cell.id: cell.backend for cell in sweep.cells})
     if estimate:
         estimate = (f"estimated {estimate} (each cell as long as in {shown_path(source)}'s "
                     f"results.csv, {len(before)} cells, a cell it lacks at their mean)")

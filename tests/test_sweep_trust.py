@@ -243,12 +243,25 @@ def test_durations_and_eta_text(tmp_path):
     (tmp_path / "results.csv").write_text("cell,wall_s,cell_s\na,5,30\nb,7,\nc,,\n")
     from experiments.results import durations
     assert durations(tmp_path) == {"a": 30.0, "b": 7.0} and durations(tmp_path / "none") == {}
-    assert sweep_mod._eta(["a", "b", "c"], [], {}) == "ETA unknown"
-    assert sweep_mod._eta(["a", "b", "c"], [20.0, 30.0], {"a": 1.0}) == "ETA 75 s"
-    assert sweep_mod._eta(["a", "b", "c", "d"], [], {"x": 1800.0}) == "ETA 2.0 h"
+    a, b, c, d = (sweep_mod.Cell(name, {}, {}) for name in "abcd")
+    assert sweep_mod._eta([a, b, c], [], {}) == "ETA unknown"
+    assert sweep_mod._eta([a, b, c], [("emulated", 20.0), ("emulated", 30.0)], {"a": 1.0}) == "ETA 75 s"
+    assert sweep_mod._eta([a, b, c, d], [], {"x": 1800.0}) == "ETA 2.0 h"
     # before any cell ran, each cell at its own earlier seconds, one the earlier run lacks at their mean
-    assert sweep_mod._eta(["a", "b", "c"], [], {"a": 30.0, "b": 90.0}) == "ETA 3 min"
-    assert sweep_mod._eta(["a", "b"], [], {"a": 30.0, "b": 90.0}, slots=2) == "ETA 60 s"
+    assert sweep_mod._eta([a, b, c], [], {"a": 30.0, "b": 90.0}) == "ETA 3 min"
+    assert sweep_mod._eta([a, b], [], {"a": 30.0, "b": 90.0}, slots=2) == "ETA 60 s"
+
+
+def test_a_mixed_sweep_estimates_each_backend_from_its_own_cells():
+    """A simulated cell's seconds say nothing of an emulated one's: a cell is estimated
+    from the cells of its backend (ran, or in the earlier run), else not at all."""
+    model = [sweep_mod.Cell(f"m{n}", {}, {}, backend="simulated") for n in range(2)]
+    testbed = [sweep_mod.Cell(f"t{n}", {}, {}, backend="emulated") for n in range(2)]
+    backend_of = {cell.id: cell.backend for cell in model + testbed}
+    assert sweep_mod._eta(testbed, [], {"m0": 1.0}, backend_of=backend_of) == "ETA unknown"
+    assert sweep_mod._eta(model[1:] + testbed, [], {"m0": 1.0, "t0": 300.0}, backend_of=backend_of) == "ETA 10 min"
+    assert sweep_mod._eta(testbed, [("simulated", 1.0), ("emulated", 120.0)], {}, backend_of=backend_of) == (
+        "ETA 4 min")
 
 
 def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
@@ -351,3 +364,17 @@ def test_before_any_cell_the_estimate_comes_from_the_newest_earlier_run_of_the_s
     assert capsys.readouterr().out.splitlines()[0] == (
         f"sweep directory: {tmp_path / 'out'} (4 cells, 2 chosen by --only, 2 to run, ETA 4 min by "
         f"{store_root / 'new'}, an earlier run)")
+
+
+def test_a_directory_whose_cells_ran_on_the_other_backend_is_refused(tmp_path):
+    """A sweep's backend changed between runs into one directory: its simulated cells
+    are not the emulated cells done (nor the other way round)."""
+    smoke = yaml.safe_load(Path("experiments/specs/grouper-smoke.yaml").read_text())
+    path, out = write(tmp_path, {"backend": "simulated", "schedulers": ["fs"], "seeds": [1]}, smoke), tmp_path / "out"
+    sweep_mod.run_any_sweep(path, out=str(out))
+    emulated = write(tmp_path, {"backend": "emulated", "schedulers": ["fs"], "seeds": [1]}, smoke)
+    for attempt in (lambda: sweep_mod.dry_run(sweep_mod.load(emulated), out),
+                    lambda: sweep_mod.run_any_sweep(emulated, out=str(out), run_cell=FakeRunner())):
+        with pytest.raises(SpecError, match=rf"^--out: {out}'s cell sched-fs_seed-1 ran on the simulated backend, "
+                                            r"this sweep runs it emulated; choose a new directory$"):
+            attempt()
