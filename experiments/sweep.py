@@ -270,6 +270,9 @@ def parse(raw, sweep_path: Path | None = None) -> Sweep:
     built (so a bad override stops the sweep before any cell runs)."""
     if not isinstance(raw, dict):
         raise error("sweep", f"must be a mapping, got {describe(raw)}")
+    if "spec" not in raw and {"workload", "flows", "topology", "kind"} & set(raw):
+        raise error("sweep", "this is a spec, not a sweep file (which names one with spec:): run it with trainbed "
+                             "run, or write a sweep over it")
     sweep = mapping("", raw, allowed=SWEEP_FIELDS, required=("name", "spec"))
     name = word("name", sweep["name"])
     description = string("description", sweep.get("description", ""), non_empty=False)
@@ -550,6 +553,8 @@ def _shown(value) -> str:
         return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, (list, dict)):  # a field of many values (sct_s): results.csv has them, a line their count
+        return f"[{len(value)} {'item' if len(value) == 1 else 'items'}]"
     return str(value)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import contextvars
+import difflib
 import importlib
 import inspect
 import math
@@ -215,8 +216,9 @@ def mapping(path: str, value, *, allowed: Iterable[str] | None = None, required:
     allowed = None if allowed is None else sorted(allowed)
     for key in value:
         if not isinstance(key, str) or (allowed is not None and key not in allowed):
+            near = difflib.get_close_matches(str(key), allowed or [], n=1, cutoff=0.75)
             known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
-            raise error(at(path, str(key)), f"unknown field{known}")
+            raise error(at(path, str(key)), f"unknown field{f'; did you mean {near[0]}?' if near else ''}{known}")
     for key in required:
         if key not in value:
             raise error(at(path, key), "is required")

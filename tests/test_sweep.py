@@ -221,6 +221,18 @@ def test_bad_sweep_files_stop_with_one_line_naming_the_field(tmp_path, sweep, me
     assert "\n" not in str(err.value)
 
 
+def test_a_spec_given_as_a_sweep_says_so(tmp_path):
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(BASE))
+    with pytest.raises(SpecError, match=r"^sweep: this is a spec, not a sweep file \(which names one with spec:\): "
+                                        r"run it with trainbed run"):
+        sweep_mod.load(tmp_path / "spec.yaml")
+
+
+def test_an_unknown_field_near_a_known_one_is_named():
+    with pytest.raises(SpecError, match=r"^repots: unknown field; did you mean report\? \(allowed: "):
+        sweep_mod.parse({"name": "s", "spec": BASE, "repots": ["avg_sct_s"]})
+
+
 def fake_kinds(monkeypatch, runner):
     """The emulated cells run by ``runner``, their specs (BASE, of no kind) taken as they are."""
     monkeypatch.setattr(sweep_mod, "run_with_runner", runner)
@@ -501,3 +513,8 @@ def test_one_configuration_runs_on_both_backends_the_off_backend_cell_named_so(t
                                         r"of part 'model'$"):
         sweep_mod.load(write(tmp_path, {"schedulers": ["fs"], "seeds": [1], "parts": [
             {"name": "testbed"}, {"name": "model", "backend": "simulated"}, {"name": "again", "backend": "simulated"}]}))
+
+
+def test_a_progress_line_shows_a_field_of_many_values_by_their_count():
+    assert [sweep_mod._shown(v) for v in ([{"sct_s": 1.0}] * 3, [1.0], {}, 7.600000000000003, None)] == [
+        "[3 items]", "[1 item]", "[0 items]", "7.6", "n/a"]

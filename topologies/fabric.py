@@ -181,8 +181,10 @@ def _check_rate(field_name: str, mbps) -> float:
         raise TopologyError(f"{field_name}: must be a number of Mbit/s, got {mbps!r}")
     limit = _link_limit_mbps.get()
     if not MIN_LINK_MBPS <= mbps <= limit:
-        what = "emulated on this box" if limit == MAX_LINK_MBPS else "simulated"
-        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {what} (allowed {MIN_LINK_MBPS:g}..{limit:g})")
+        emulated = limit == MAX_LINK_MBPS
+        hint = "; the simulator takes it: trainbed simulate, or backend: simulated" if emulated and mbps > limit else ""
+        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {'emulated on this box' if emulated else 'simulated'}"
+                            f" (allowed {MIN_LINK_MBPS:g}..{limit:g}){hint}")
     return float(mbps)
 
 
