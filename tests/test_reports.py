@@ -432,3 +432,22 @@ def test_a_verdict_says_the_window_its_cpu_was_judged_over_and_what_a_run_has_le
 def test_a_number_just_below_a_power_of_ten_is_not_shown_in_exponent_form(value, digits, shown):
     from experiments.reports.rundata import num
     assert num(value, "s", digits) == shown
+
+
+def test_a_listed_sweep_names_the_backends_its_cells_run_on_and_a_colocation_sweep_none(tmp_path):
+    from experiments.reports.listing import as_text, entries
+    records = {
+        "mixed": {"name": "m", "backend": "emulated", "base_spec": {"workload": {"kind": "cojob"}},
+                  "parts": [{"name": "testbed"}, {"name": "model", "backend": "simulated"}], "cells": [{}, {}]},
+        "model": {"name": "s", "backend": "simulated", "base_spec": {"workload": {"kind": "cojob"}}, "cells": [{}]},
+        "queues": {"name": "c", "backend": "emulated", "base_spec": {"kind": "training"}, "cells": [{}]},
+    }
+    for name, record in records.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "sweep.yaml").write_text(yaml.safe_dump(record))
+    rows = {row["directory"]: row for row in entries(tmp_path)}
+    assert [(rows[n]["kind"], rows[n]["backend"], rows[n]["trustworthy"]) for n in records] == [
+        ("cojob", "emulated+simulated", "0"), ("cojob", "simulated", "0"), ("colocation", "", "-")]
+    lines = {line.split()[0]: line.split() for line in as_text(list(rows.values())).splitlines()[1:]}
+    assert lines["queues"][1:7] == ["sweep", "of", "colocation", "0/1", "cells", "-"]
+    assert lines["mixed"][1:6] == ["sweep", "of", "cojob", "·", "emulated+simulated"]

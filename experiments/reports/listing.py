@@ -72,12 +72,21 @@ def _sweep(path: Path) -> dict:
     cells = record.get("cells")
     base = record.get("base_spec")
     kind = _spec_kind(base) if isinstance(base, dict) else rows and data.kind() or "unknown"
+    colocation = kind == "colocation"  # no network backend, and its runs are not judged
     return {"kind": kind,
-            "backend": record.get("backend", "emulated"),
+            "backend": "" if colocation else _backends(record),
             "cells": str(len(cells) if isinstance(cells, list) else len(rows)),
             "completed": str(sum(row.get("completed") == "true" for row in rows)),
-            "trustworthy": str(sum(row.get("trustworthy") == "true" for row in rows)),
+            "trustworthy": "-" if colocation else str(sum(row.get("trustworthy") == "true" for row in rows)),
             "headline": rows and _compared(data) or str(record.get("name") or path.name)}
+
+
+def _backends(record: dict) -> str:
+    """The backends a sweep's cells run on: its own, or its parts' (``emulated+simulated``)."""
+    default = record.get("backend") or "emulated"
+    parts = record.get("parts") if isinstance(record.get("parts"), list) else []
+    found = {part.get("backend") or default for part in parts if isinstance(part, dict)} or {default}
+    return "+".join(sorted(found))
 
 
 def _compared(data: SweepData) -> str:
@@ -134,9 +143,9 @@ def as_text(rows: list[dict]) -> str:
     the headline (a sweep's counts are of its cells)."""
     def shown(row: dict) -> list[str]:
         if row["type"] == "sweep":
-            return [row["directory"], f"sweep of {row['kind']} · {row['backend']}",
-                    f"{row['completed']}/{row['cells']} cells", f"{row['trustworthy']}/{row['cells']} cells",
-                    row["headline"]]
+            judged = "-" if row["trustworthy"] == "-" else f"{row['trustworthy']}/{row['cells']} cells"
+            return [row["directory"], " · ".join(part for part in (f"sweep of {row['kind']}", row["backend"]) if part),
+                    f"{row['completed']}/{row['cells']} cells", judged, row["headline"]]
         what = " · ".join(part for part in (row["kind"], row["backend"]) if part)
         return [row["directory"], what, row["completed"], row["trustworthy"], row["headline"]]
 
