@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from experiments.errors import SpecError
+from experiments.reports.sweep import sweep_summary
 from experiments.sweep import load, run_sweep
 
 TINY = {
@@ -31,6 +32,8 @@ def test_a_workers_sweep_runs_every_cell_and_tabulates_the_reported_fields(tmp_p
     assert result.failed == []
     rows = list(csv.DictReader((tmp_path / "out" / "results.csv").open()))
     assert [row["workers"] for row in rows] == ["2", "3"]
+    assert sweep_summary(tmp_path / "out").splitlines()[0] == (
+        "sweep tiny: 2 cells, 2 completed (co-location runs are not judged)")
     for row in rows:
         cell = tmp_path / "out" / "cells" / row["cell"]
         summary = json.loads((cell / "summary.json").read_text())

@@ -21,7 +21,7 @@ from pathlib import Path
 from experiments.errors import one_line
 from experiments.kinds import kind_of
 from experiments.reports.rundata import headline, load, verdict
-from experiments.reports.sweep import RESULTS, SweepData
+from experiments.reports.sweep import RESULTS, SweepData, backends
 from experiments.validation import read_yaml
 
 FIELDS = ("directory", "type", "kind", "backend", "cells", "completed", "trustworthy", "headline")
@@ -74,19 +74,11 @@ def _sweep(path: Path) -> dict:
     kind = _spec_kind(base) if isinstance(base, dict) else rows and data.kind() or "unknown"
     colocation = kind == "colocation"  # no network backend, and its runs are not judged
     return {"kind": kind,
-            "backend": "" if colocation else _backends(record),
+            "backend": "" if colocation else backends(record),
             "cells": str(len(cells) if isinstance(cells, list) else len(rows)),
             "completed": str(sum(row.get("completed") == "true" for row in rows)),
             "trustworthy": "-" if colocation else str(sum(row.get("trustworthy") == "true" for row in rows)),
             "headline": rows and _compared(data) or str(record.get("name") or path.name)}
-
-
-def _backends(record: dict) -> str:
-    """The backends a sweep's cells run on: its own, or its parts' (``emulated+simulated``)."""
-    default = record.get("backend") or "emulated"
-    parts = record.get("parts") if isinstance(record.get("parts"), list) else []
-    found = {part.get("backend") or default for part in parts if isinstance(part, dict)} or {default}
-    return "+".join(sorted(found))
 
 
 def _compared(data: SweepData) -> str:

@@ -26,6 +26,15 @@ COMPARED = {"cojob": ("avg_sct_s", "avg SCT", "s"), "gnn": ("iteration_s_median"
 SPLIT_MAX_GROUPS = 12  # schedulers x grid points compared one by one; more: each scheduler pooled over the grid
 
 
+def backends(record: dict) -> str:
+    """The backends a sweep's record runs its cells on: its own, or its parts'
+    (``emulated+simulated``)."""
+    default = record.get("backend") or "emulated"
+    parts = record.get("parts") if isinstance(record.get("parts"), list) else []
+    found = {part.get("backend") or default for part in parts if isinstance(part, dict)} or {default}
+    return "+".join(sorted(found))
+
+
 class SweepData:
     def __init__(self, directory: str | Path):
         self.path = Path(directory)
@@ -84,6 +93,14 @@ class SweepData:
             except (OSError, ValueError):
                 continue
         return None
+
+    def counts(self) -> str:
+        """Cells, completed and trusted (a co-location sweep's cells are not judged)."""
+        completed = sum(row.get("completed") == "true" for row in self.rows)
+        if self.kind() == "colocation":
+            return f"{len(self.rows)} cells, {completed} completed (co-location runs are not judged)"
+        trusted = sum(row.get("trustworthy") == "true" for row in self.rows)
+        return f"{len(self.rows)} cells, {completed} completed, {trusted} trustworthy"
 
     def compared(self) -> tuple[tuple[str, str, str], list[list[str]]] | None:
         """``compared_values`` as text: per group its label, mean, cells, standard
@@ -152,11 +169,10 @@ def _figures(sweep: SweepData) -> list[Path]:
 
 
 def render_sweep(sweep: SweepData) -> str:
-    completed = sum(row.get("completed") == "true" for row in sweep.rows)
-    trusted = sum(row.get("trustworthy") == "true" for row in sweep.rows)
-    subtitle = (f"{len(sweep.rows)} cells, {completed} completed, {trusted} trustworthy"
+    on = "" if sweep.kind() == "colocation" else f" · backend {backends(sweep.record)}"
+    subtitle = (sweep.counts()
                 + (f" · base spec {sweep.record['spec']}" if sweep.record.get("spec") else "")  # in full: the record
-                + (f" · backend {sweep.record['backend']}" if sweep.record.get("backend") else ""))
+                + on)
     parts = []
     boxes = sweep.boxes()
     if boxes:
@@ -208,9 +224,7 @@ def sweep_summary(sweep_dir: str | Path) -> str:
     """A sweep for the console: cells done and trusted, the compared metric per
     scheduler, every untrustworthy or failed cell with its reasons, where things are."""
     sweep = SweepData(sweep_dir)
-    completed = sum(row.get("completed") == "true" for row in sweep.rows)
-    trusted = sum(row.get("trustworthy") == "true" for row in sweep.rows)
-    lines = [f"sweep {sweep.name}: {len(sweep.rows)} cells, {completed} completed, {trusted} trustworthy"]
+    lines = [f"sweep {sweep.name}: {sweep.counts()}"]
     compared = sweep.compared()
     if compared:
         (_, label, _), rows = compared
