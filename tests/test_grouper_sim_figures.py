@@ -223,3 +223,20 @@ def test_each_figures_command_draws_only_its_own_backends_cells(tmp_path, capsys
     sweep = simfigures.load(model)
     assert sweep.not_run == 199 and len(sweep.cells) == 29
     assert "; not run: 199 of the sweep file." in simfigures._header(14, "t", sweep, 3)[2]
+
+
+def test_figures_of_a_sweep_none_of_whose_cells_a_figure_reads_are_refused(tmp_path, capsys):
+    """A simulated sweep over another field (the link rate) has no cell at a point
+    Figs. 14-18 read: one line saying so, no five empty figures."""
+    from experiments.cli import main
+    from experiments.sweep import run_any_sweep
+    out = tmp_path / "sweep"
+    run_any_sweep({"name": "rates", "spec": "experiments/specs/grouper-smoke.yaml", "backend": "simulated",
+                   "schedulers": ["fs", "grouper"], "seeds": [1], "grid": {"topology.host_mbps": [50, 100]}},
+                  out=str(out))
+    capsys.readouterr()
+    assert main(["figures", "grouper-sim", str(out), "--out", str(tmp_path / "figures")]) == 2
+    assert capsys.readouterr().err == (f"trainbed: error: dir: {out}: none of its 4 cells is one Figs. 14-18 read (a "
+                                       "scheduler of theirs at the base spec's point, one figure's field varied): "
+                                       "experiments/sweeps/grouper-sim-figures.yaml makes them\n")
+    assert not (tmp_path / "figures").exists()

@@ -450,12 +450,25 @@ def figure17_plot(rows: Sequence[dict], points: Sequence[dict], path: Path) -> N
 NORMALISED_COLUMNS = ("metric", "scheduler", "seeds", "mean_s", "normalised_to_fs", "grouper_reduction_pct")
 
 
+def _read_by_any_figure(sweep: SimSweep) -> bool:
+    designs = (FS, "baraat", "sincronia", GROUPER)
+    along_any = any(cells for field, schedulers in ((WORKLOAD, designs), (RATIO, designs),
+                                                    (WORKLOAD, (FS, GROUPER, OFFLINE)), (PERIOD, (GROUPER,)))
+                    for cells in along(sweep, field, schedulers).values())
+    slowdowns = any(row["seeds"] for row in figure17_rows(sweep, solo_by_seed(sweep))[0])
+    return along_any or slowdowns
+
+
 def grouper_sim_figures(results_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
     """Write Figs. 14-18 (CSV, Markdown, PNG) into ``out_dir`` (default ``results_dir``);
     returns the paths written."""
     results_dir = Path(results_dir)
     target = Path(out_dir) if out_dir is not None else results_dir
     sweep = load(results_dir)
+    if not _read_by_any_figure(sweep):  # five empty figures would say nothing the sweep lacks
+        raise SpecError("dir", f"{results_dir}: none of its {len(sweep.cells)} cells is one Figs. 14-18 read (a "
+                               f"scheduler of theirs at the base spec's point, one figure's field varied): "
+                               f"experiments/sweeps/grouper-sim-figures.yaml makes them")
     written = []
     target.mkdir(parents=True, exist_ok=True)
 
