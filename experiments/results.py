@@ -163,6 +163,8 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
     """One row per cell of the sweep in ``directory`` (see the module docstring): a
     list of dicts, or a pandas DataFrame with ``as_frame``."""
     directory = Path(directory)
+    if not (directory / "sweep.yaml").exists() and store.kept(directory / "summary.json"):
+        raise SpecError("DIR", f"{shown_path(directory)} is a run, not a sweep: load_summary reads it")
     record = read_yaml(directory / "sweep.yaml", "DIR", "sweep record")
     cells = record.get("cells") if isinstance(record, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("overrides"), dict)

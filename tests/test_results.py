@@ -80,6 +80,9 @@ def test_without_pandas_as_frame_is_one_line(tmp_path, monkeypatch):
 def test_a_directory_without_a_sweep_record_is_one_line(tmp_path):
     with pytest.raises(SpecError, match=r"^DIR: no such sweep record: .*sweep.yaml$"):
         load_sweep(tmp_path)
+    (tmp_path / "summary.json").write_text("{}")
+    with pytest.raises(SpecError, match=rf"^DIR: {tmp_path} is a run, not a sweep: load_summary reads it$"):
+        load_sweep(tmp_path)
     (tmp_path / "sweep.yaml").write_text("name: x\n")
     with pytest.raises(SpecError, match=r"^DIR: .*sweep.yaml: not a sweep record \(no cells\)$"):
         load_sweep(tmp_path)
