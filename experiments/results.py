@@ -1,7 +1,8 @@
 """Reading sweep directories back, for notebooks and for the sweep itself.
 
 ``load_sweep(DIR)`` is one row per cell of ``DIR/sweep.yaml``, in the order the
-cells ran: ``cell``, ``part`` (None in a sweep without parts), every field any
+cells ran: ``cell``, ``part`` (None in a sweep without parts), ``backend`` (in a sweep
+whose parts run on both, the cell's, run or not), every field any
 cell overrides under its dotted spec name (``scheduler.name``, ``seed``,
 ``topology.host_mbps``: the cell's own value, the base spec's where the cell does
 not set it; where neither gives one, a grid's null among them, the value the cell ran
@@ -173,9 +174,11 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
     fields: list[str] = []
     for cell in cells:
         fields.extend(key for key in cell["overrides"] if key not in fields)
+    mixed = any("backend" in cell for cell in cells)  # parts on both backends: each row says which it runs on
     rows = []
     for cell in cells:
-        row = {"cell": cell.get("id"), "part": cell.get("part")}
+        row = {"cell": cell.get("id"), "part": cell.get("part"),
+               **({"backend": cell.get("backend") or record.get("backend")} if mixed else {})}
         row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
                     for key in fields})
         unset = [key for key in fields if row[key] is None]

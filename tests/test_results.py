@@ -126,3 +126,12 @@ def test_runs_started_in_one_second_get_a_directory_each(tmp_path, monkeypatch):
     (tmp_path / "20261129-010000-run-x").mkdir()  # another process's, made a moment ago
     made = [store.new_run_dir("run", "x") for _ in range(2)]
     assert [p.name for p in made] == ["20261129-010000-run-x-2", "20261129-010000-run-x-3"]
+
+
+def test_a_mixed_sweeps_rows_say_each_cells_backend_run_or_not(tmp_path):
+    path = write(tmp_path, {"seeds": [1], "schedulers": ["fs"], "parts": [
+        {"name": "testbed"}, {"name": "model", "backend": "simulated"}]})
+    sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner(), only=["*backend-simulated"])
+    rows = load_sweep(tmp_path / "out")
+    assert [(row["cell"], row["backend"], row["completed"]) for row in rows] == [
+        ("sched-fs_seed-1", "emulated", False), ("sched-fs_seed-1_backend-simulated", "simulated", True)]
