@@ -348,11 +348,28 @@ def _check_report(report: list[str], cells: list[Cell]) -> None:
         except SpecError:
             continue
         shapes.add((kind, None if kind == "colocation" else cell.backend))
+    methods = _methods(cells) if any(dotted.startswith("methods.") for dotted in report) else set()
     for n, dotted in enumerate(report):
         reasons = [summary_fields.unknown(dotted, kind, backend) for kind, backend in sorted(shapes, key=str)
                    if (kind, backend) in summary_fields.KINDS]
         if reasons and all(reasons):
             raise error(f"report[{n}]", f"{reasons[0]}; every field: docs/summary-fields.md")
+        head, *rest = dotted.split(".")
+        if head == "methods" and rest and methods and rest[0] not in methods:
+            raise error(f"report[{n}]", f"{rest[0]!r} is not a method any cell runs (they run "
+                                        f"{', '.join(sorted(methods))})")
+
+
+def _methods(cells: list[Cell]) -> set[str]:
+    """The co-location methods the cells run (their specs' ``methods``, else their
+    kind's default); empty where no cell is a co-location queue."""
+    from experiments.colocation.spec import DEFAULTS  # numpy only, and only for co-location sweeps
+    found: set[str] = set()
+    for cell in cells:
+        if is_colocation(cell.spec):
+            given = cell.spec.get("methods", DEFAULTS.get(cell.spec.get("kind"), {}).get("methods"))
+            found.update(method for method in given or () if isinstance(method, str))
+    return found
 
 
 def _shuffle(raw) -> int | None:

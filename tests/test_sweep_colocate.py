@@ -78,3 +78,8 @@ def test_a_resumed_sweep_continues_an_interrupted_colocation_cell_in_place(tmp_p
     assert result.failed == [] and calls == ["default", "bmc", "bmc"]  # default was not measured again
     assert not (tmp_path / "out" / "failed").exists()
     assert json.loads((cell / "summary.json").read_text())["completed"] is True
+
+
+def test_a_report_field_of_a_method_no_cell_runs_is_refused(tmp_path):
+    with pytest.raises(SpecError, match=r"^report\[1\]: 'sqtf' is not a method any cell runs \(they run "):
+        load(_sweep(tmp_path, report=["makespan_s", "methods.sqtf.p99_latency_s"]))
