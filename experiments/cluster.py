@@ -148,8 +148,10 @@ class DaskExecutor:
     def __init__(self, client: Client):
         self.client = client
 
-    def slots(self, sweep: Sweep) -> int:
-        return sum(self.slots_of(RESOURCE[backend]) for backend in sweep.backends)
+    together = True  # the fabric's cells and the simulator's hold resources of their own
+
+    def slots(self, sweep: Sweep) -> dict[str, int]:
+        return {backend: self.slots_of(RESOURCE[backend]) for backend in sweep.backends}
 
     def slots_of(self, resource: str) -> int:
         """How many tasks holding one ``resource`` the cluster's workers run at once."""

@@ -18,6 +18,7 @@ is one run directory's summary.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -126,12 +127,50 @@ def _sweep_name(record: Path) -> str | None:
     return name.get("name") if isinstance(name, dict) else None
 
 
-def earlier_sweep_run(name: str, roots, exclude: Path | None = None) -> tuple[dict[str, float], Path | None]:
+_STAMP = re.compile(r"(\d{4})-?(\d{2})-?(\d{2})(?:-(\d{6}))?")  # results/20261129-211530-..., <name>-2026-11-29
+
+
+def _started(directory: Path) -> str:
+    """When a sweep directory's run started, as ``YYYYMMDDHHMMSS`` to compare: its
+    record's ``time_utc``, else the date its name carries (the results store's
+    ``YYYYMMDD-HHMMSS-...``, measurements/'s ``...-YYYY-MM-DD``), else ""."""
+    try:
+        record = yaml.safe_load((directory / "sweep.yaml").read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        record = None
+    stamp = record.get("time_utc") if isinstance(record, dict) else None
+    if isinstance(stamp, str):
+        return re.sub(r"\D", "", stamp)[:14]
+    for name in (directory.name, directory.parent.name):
+        found = _STAMP.search(name)
+        if found:
+            return "".join(part or "" for part in found.groups())
+    return ""
+
+
+def _cell_backends(directory: Path, ids) -> dict[str, str]:
+    """The backend each of the cells ``ids`` of a sweep directory ran on: its recorded
+    cell's, else the sweep's (``emulated`` for a record before backends)."""
+    try:
+        record = yaml.safe_load((directory / "sweep.yaml").read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        record = None
+    record = record if isinstance(record, dict) else {}
+    default = record.get("backend") or "emulated"
+    cells = record.get("cells") if isinstance(record.get("cells"), list) else []
+    own = {str(cell["id"]): cell["backend"] for cell in cells if isinstance(cell, dict) and "id" in cell
+           and isinstance(cell.get("backend"), str)}
+    return {cid: own.get(cid, default) for cid in ids}
+
+
+def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None
+                      ) -> tuple[dict[str, float], dict[str, str], Path | None]:
     """The completed cells' seconds (``durations``) of the newest earlier run of the
-    sweep ``name`` holding any, a directory ``DIR/sweep.yaml`` of which names it, one or
-    two levels under each of ``roots`` (the results store, the checkout's
-    measurements/), newest by its ``results.csv``'s time, and that directory; ``({},
-    None)`` where there is none. ``exclude``: a directory not to count (the sweep's own)."""
+    sweep ``name`` holding any of ``backends``, each such cell's backend, and that run's directory: a
+    directory ``DIR/sweep.yaml`` of which names the sweep, one or two levels under each
+    of ``roots`` (the results store, the checkout's measurements/), newest by when it
+    started (``_started``; then its ``results.csv``'s time); ``({}, {}, None)`` where
+    there is none. ``exclude``: a directory not to count (the sweep's own)."""
     found = []
     for root in roots:
         for record in [*Path(root).glob("*/sweep.yaml"), *Path(root).glob("*/*/sweep.yaml")]:
@@ -139,13 +178,14 @@ def earlier_sweep_run(name: str, roots, exclude: Path | None = None) -> tuple[di
             table = store.kept(directory / "results.csv")
             if table is None or (exclude is not None and directory.resolve() == Path(exclude).resolve()):
                 continue
-            if _sweep_name(record) == name:
-                found.append((table.stat().st_mtime, str(directory), directory))
-    for _, _, directory in sorted(found, reverse=True):
+            if _sweep_name(record) == name:  # the first line only: most records are of other sweeps
+                found.append((_started(directory), table.stat().st_mtime, str(directory), directory))
+    for *_, directory in sorted(found, reverse=True):
         seconds = durations(directory, completed_only=True)
-        if seconds:
-            return seconds, directory
-    return {}, None
+        ran_on = _cell_backends(directory, seconds)
+        if set(ran_on.values()) & set(backends):
+            return seconds, ran_on, directory
+    return {}, {}, None
 
 
 def flatten(data: dict, prefix: str = "") -> dict:

@@ -368,7 +368,9 @@ def _methods(cells: list[Cell]) -> set[str]:
     for cell in cells:
         if is_colocation(cell.spec):
             given = cell.spec.get("methods", DEFAULTS.get(cell.spec.get("kind"), {}).get("methods"))
-            found.update(method for method in given or () if isinstance(method, str))
+            if not isinstance(given, list):  # not a list of methods: the kind's check says so
+                return set()
+            found.update(method for method in given if isinstance(method, str))
     return found
 
 
@@ -695,9 +697,10 @@ def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, run
     """Write ``sweep.yaml``: the sweep and the code it was started under; a resume
     keeps the first run's code and, when it runs cells, adds its own under ``resumes``."""
     if previous is None:
-        record = {**sweep.resolved(), **now}
+        record = {**sweep.resolved(), **now, "time_utc": store.utc_now()}
     else:
         first = {key: previous[key] for key in ("git_commit", "git_dirty", "git_note") if key in previous}
+        first.update({"time_utc": previous["time_utc"]} if "time_utc" in previous else {})
         resumes = store.resumed(previous, now) if runs_cells else previous.get("resumes") or []
         record = {**sweep.resolved(), **(first or {"git_commit": None, "git_dirty": None,
                                                    "git_note": "not recorded by the sweep's first run"}),
@@ -716,8 +719,11 @@ class Executor(Protocol):
     Dask cluster (``experiments.cluster.DaskExecutor``). ``run_sweep`` keeps the
     books (rows, ``results.csv``, the report, the progress lines) as cells land."""
 
-    def slots(self, sweep: Sweep) -> int:
-        """How many cells run at once, for the ETA."""
+    # whether cells of different backends run at the same time (on resources of their own)
+    together: bool
+
+    def slots(self, sweep: Sweep) -> dict[str, int]:
+        """Per backend of the sweep's cells, how many of its cells run at once, for the ETA."""
 
     def run(self, sweep: Sweep, cells: list[Cell], directory: Path, runner: Callable[[Cell], RunCell],
             started: Callable[[Cell], None]) -> Iterator[Landed]:
@@ -728,8 +734,10 @@ class Executor(Protocol):
 class SerialExecutor:
     """Every cell in this process, in order (one fabric is up at a time)."""
 
-    def slots(self, sweep: Sweep) -> int:
-        return 1
+    together = False
+
+    def slots(self, sweep: Sweep) -> dict[str, int]:
+        return dict.fromkeys(sweep.backends, 1)
 
     def run(self, sweep, cells, directory, runner, started):
         for cell in cells:
@@ -762,46 +770,54 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _estimate(cells: list[Cell], ran: list[tuple[str, float]], earlier: dict[str, float], slots: int = 1,
-              backend_of: Mapping[str, str] | None = None) -> str | None:
-    """The time ``cells`` take, ``slots`` at a time, each at the mean of the cells of
-    its backend this sweep ran so far (``ran``: backend, seconds); before any, at its
-    own seconds in an earlier run (``earlier``), else at the mean of that run's cells
-    of its backend (``backend_of``: an earlier cell's, by id; an id it lacks is the
-    cell's own backend in a sweep of one). None where a cell has neither: a simulated
-    cell's seconds say nothing of an emulated one's."""
-    backends = {cell.backend for cell in cells}
-    total = 0.0
+def _estimate(cells: list[Cell], ran: list[tuple[str, float]], earlier: dict[str, float],
+              backend_of: Mapping[str, str], slots: Mapping[str, int] | None = None,
+              together: bool = False) -> str | None:
+    """The time ``cells`` take: each at the mean of the cells of its backend this sweep
+    ran so far (``ran``: backend, seconds); before any, at its own seconds in an earlier
+    run (``earlier``, its cells' backends ``backend_of``) where it ran on the same
+    backend, else at the mean of that run's cells of its backend. None where a cell has
+    none of these (a simulated cell's seconds say nothing of an emulated one's). Each
+    backend's cells ``slots[backend]`` at a time; the backends one after the other, or
+    at the same time (``together``: on resources of their own)."""
+    def means(pairs) -> dict[str, float]:
+        sums: dict[str, list[float]] = {}
+        for backend, seconds in pairs:
+            sums.setdefault(backend, []).append(seconds)
+        return {backend: sum(values) / len(values) for backend, values in sums.items()}
+    ran_mean = means(ran)
+    alike = means((backend_of.get(cid), seconds) for cid, seconds in earlier.items())
+    per_backend: dict[str, float] = {}
     for cell in cells:
-        this = [seconds for backend, seconds in ran if backend == cell.backend]
-        if this:
-            total += sum(this) / len(this)
-            continue
-        if cell.id in earlier:
-            total += earlier[cell.id]
-            continue
-        alike = [seconds for cid, seconds in earlier.items()
-                 if (backend_of or {}).get(cid, cell.backend if len(backends) == 1 else None) == cell.backend]
-        if not alike:
+        if cell.backend in ran_mean:
+            seconds = ran_mean[cell.backend]
+        elif cell.id in earlier and backend_of.get(cell.id) == cell.backend:
+            seconds = earlier[cell.id]
+        elif cell.backend in alike:
+            seconds = alike[cell.backend]
+        else:
             return None
-        total += sum(alike) / len(alike)
-    return _duration(total / max(slots, 1)) if cells else None
+        per_backend[cell.backend] = per_backend.get(cell.backend, 0.0) + seconds
+    times = [total / max((slots or {}).get(backend, 1), 1) for backend, total in per_backend.items()]
+    return _duration((max(times, default=0.0) if together else sum(times)))
 
 
-def _eta(cells: list[Cell], ran: list[tuple[str, float]], earlier: dict[str, float], slots: int = 1,
-         backend_of: Mapping[str, str] | None = None) -> str:
-    return f"ETA {_estimate(cells, ran, earlier, slots, backend_of) or 'unknown'}"
+def _eta(cells: list[Cell], ran: list[tuple[str, float]], earlier: dict[str, float], backend_of: Mapping[str, str],
+         slots: Mapping[str, int] | None = None, together: bool = False) -> str:
+    return f"ETA {_estimate(cells, ran, earlier, backend_of, slots, together) or 'unknown'}"
 
 
-def _earlier_seconds(sweep: Sweep, directory: Path | None) -> tuple[dict[str, float], Path | None]:
-    """The completed cells' seconds an estimate starts from and the directory whose
-    ``results.csv`` holds them: ``directory``'s own (a resume), else the newest earlier
-    run of this sweep in the results store or the checkout's measurements/
-    (``earlier_sweep_run``); ``({}, None)`` where there is none."""
+def _earlier_seconds(sweep: Sweep, directory: Path | None) -> tuple[dict[str, float], dict[str, str], Path | None]:
+    """The completed cells' seconds an estimate starts from, each such cell's backend,
+    and the directory whose ``results.csv`` holds them: ``directory``'s own (a resume:
+    its cells ran on this sweep's backends, ``_check_directory``), else the newest
+    earlier run of this sweep on any of its backends in the results store or the
+    checkout's measurements/ (``earlier_sweep_run``); ``({}, {}, None)`` where there is none."""
     own = durations(directory, completed_only=True) if directory is not None else {}
     if own:
-        return own, directory
-    return earlier_sweep_run(sweep.name, (store.results_root(), store.REPO_ROOT / "measurements"), exclude=directory)
+        return own, {cell.id: cell.backend for cell in sweep.cells}, directory
+    return earlier_sweep_run(sweep.name, (store.results_root(), store.REPO_ROOT / "measurements"), sweep.backends,
+                             exclude=directory)
 
 
 def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | None = None, only=(),
@@ -825,14 +841,15 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     _record(sweep, directory, now, previous, bool(pending))
     (directory / "cells").mkdir(exist_ok=True)
     earlier = durations(directory)
-    before, source = _earlier_seconds(sweep, directory)
-    by = f" by {shown_path(source)}, an earlier run" if before and source != directory else ""
-    slots = executor.slots(sweep) if pending else 1
+    before, backend_of, source = _earlier_seconds(sweep, directory)
+    slots = executor.slots(sweep) if pending else {}
+    together = executor.together
     picked = f", {len(chosen)} chosen by --only" if len(chosen) < len(sweep.cells) else ""
     left = list(pending)
-    backend_of = {cell.id: cell.backend for cell in sweep.cells}
+    eta = _eta(left, [], before, backend_of, slots, together)
+    by = f" by {shown_path(source)}, an earlier run" if source not in (None, directory) and "unknown" not in eta else ""
     print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {len(pending)} to run, "
-          f"{_eta(left, [], before, slots, backend_of)}{by})", flush=True)
+          f"{eta}{by})", flush=True)
     rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
     chosen_ids = {cell.id for cell in chosen}
     for cell in sweep.cells:
@@ -854,7 +871,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
             details.append(f"error: {row['error']}")
         took = "" if seconds is None else f" in {seconds:.0f} s"
         outcome = "already done" if kept else f"{'done' if row['completed'] else 'FAILED'}{took}"
-        to_go = f"; {len(left)} to run, {_eta(left, ran, before, slots, backend_of)}" if left else ""
+        to_go = f"; {len(left)} to run, {_eta(left, ran, before, backend_of, slots, together)}" if left else ""
         print(f"{where(cell)}: {outcome} ({', '.join(details)}){to_go}", flush=True)
         if row["completed"] and unchecked:  # a name the first completed cell's summary lacks is a typo's
             missing = [key for key in unchecked if lookup(summary, key, absent=_ABSENT) is _ABSENT]
@@ -938,15 +955,18 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
         if cell.backend == "emulated":
             limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)
         print(f"[{n}/{len(chosen)}] {cell.id}: would run ({cell.backend})", flush=True)
-    before, source = _earlier_seconds(sweep, directory)
-    estimate = _estimate([cell for cell in chosen if cell.id in pending and cell.id not in invalid], [], before,
-                         backend_of={cell.id: cell.backend for cell in sweep.cells})
-    if estimate:
-        estimate = (f"estimated {estimate} (each cell as long as in {shown_path(source)}'s "
-                    f"results.csv, {len(before)} cells, a cell it lacks at their mean)")
+    before, backend_of, source = _earlier_seconds(sweep, directory)
+    to_run = [cell for cell in chosen if cell.id in pending and cell.id not in invalid]
+    estimate = _estimate(to_run, [], before, backend_of)
+    if not to_run:
+        estimate = "nothing to run"
+    elif estimate:
+        estimate = (f"estimated {estimate} (each cell as long as in {shown_path(source)}'s results.csv, "
+                    f"{len(before)} {'cell' if len(before) == 1 else 'cells'}, a cell it lacks at the mean of "
+                    f"those of its backend)")
     else:
-        estimate = ("estimated time unknown (no earlier run of this sweep has cell durations: neither --out DIR "
-                    "nor the results store nor measurements/)")
+        estimate = ("estimated time unknown (no earlier run of this sweep, in --out DIR, the results store or "
+                    "measurements/, timed a cell of each backend it runs)")
         if limits and all(is_number(limit) for limit in limits):
             estimate += f"; at most {_duration(sum(limits))} by the cells' time_limit_s, plus each bring-up"
     print(f"{len(pending) - len(invalid)} of {len(chosen)} cells would run"

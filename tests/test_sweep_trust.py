@@ -244,24 +244,36 @@ def test_durations_and_eta_text(tmp_path):
     from experiments.results import durations
     assert durations(tmp_path) == {"a": 30.0, "b": 7.0} and durations(tmp_path / "none") == {}
     a, b, c, d = (sweep_mod.Cell(name, {}, {}) for name in "abcd")
-    assert sweep_mod._eta([a, b, c], [], {}) == "ETA unknown"
-    assert sweep_mod._eta([a, b, c], [("emulated", 20.0), ("emulated", 30.0)], {"a": 1.0}) == "ETA 75 s"
-    assert sweep_mod._eta([a, b, c, d], [], {"x": 1800.0}) == "ETA 2.0 h"
+    emulated = dict.fromkeys(["a", "b", "x"], "emulated")
+    assert sweep_mod._eta([a, b, c], [], {}, {}) == "ETA unknown"
+    assert sweep_mod._eta([a, b, c], [("emulated", 20.0), ("emulated", 30.0)], {"a": 1.0}, emulated) == "ETA 75 s"
+    assert sweep_mod._eta([a, b, c, d], [], {"x": 1800.0}, emulated) == "ETA 2.0 h"
     # before any cell ran, each cell at its own earlier seconds, one the earlier run lacks at their mean
-    assert sweep_mod._eta([a, b, c], [], {"a": 30.0, "b": 90.0}) == "ETA 3 min"
-    assert sweep_mod._eta([a, b], [], {"a": 30.0, "b": 90.0}, slots=2) == "ETA 60 s"
+    assert sweep_mod._eta([a, b, c], [], {"a": 30.0, "b": 90.0}, emulated) == "ETA 3 min"
+    assert sweep_mod._eta([a, b], [], {"a": 30.0, "b": 90.0}, emulated, slots={"emulated": 2}) == "ETA 60 s"
+    assert sweep_mod._estimate([], [], {}, {}) == "0 s"
 
 
 def test_a_mixed_sweep_estimates_each_backend_from_its_own_cells():
     """A simulated cell's seconds say nothing of an emulated one's: a cell is estimated
-    from the cells of its backend (ran, or in the earlier run), else not at all."""
+    from the cells of its backend (ran, or in the earlier run, where it ran on the same
+    backend), else not at all; each backend at its own slots, the backends one after the
+    other here, at the same time on a cluster."""
     model = [sweep_mod.Cell(f"m{n}", {}, {}, backend="simulated") for n in range(2)]
     testbed = [sweep_mod.Cell(f"t{n}", {}, {}, backend="emulated") for n in range(2)]
     backend_of = {cell.id: cell.backend for cell in model + testbed}
-    assert sweep_mod._eta(testbed, [], {"m0": 1.0}, backend_of=backend_of) == "ETA unknown"
-    assert sweep_mod._eta(model[1:] + testbed, [], {"m0": 1.0, "t0": 300.0}, backend_of=backend_of) == "ETA 10 min"
-    assert sweep_mod._eta(testbed, [("simulated", 1.0), ("emulated", 120.0)], {}, backend_of=backend_of) == (
-        "ETA 4 min")
+    assert sweep_mod._eta(testbed, [], {"m0": 1.0}, backend_of) == "ETA unknown"
+    assert sweep_mod._eta(model[1:] + testbed, [], {"m0": 1.0, "t0": 300.0}, backend_of) == "ETA 10 min"
+    assert sweep_mod._eta(testbed, [("simulated", 1.0), ("emulated", 120.0)], {}, backend_of) == "ETA 4 min"
+    # a cell that ran on the other backend in the earlier run: its seconds are not this cell's
+    assert sweep_mod._eta(testbed[:1], [], {"t0": 1.0}, {"t0": "simulated"}) == "ETA unknown"
+    # one fabric slot and eight for the simulator: the emulated cells decide, on a cluster
+    both = model + testbed
+    slots = {"emulated": 1, "simulated": 8}
+    earlier = {"m0": 80.0, "m1": 80.0, "t0": 300.0, "t1": 300.0}
+    assert sweep_mod._eta(both, [], earlier, backend_of, slots) == "ETA 10 min"  # 20 s + 600 s, in turn
+    assert sweep_mod._eta(both, [], earlier, backend_of, slots, together=True) == "ETA 10 min"  # 600 s at once
+    assert sweep_mod._estimate(model, [], earlier, backend_of, slots, together=True) == "20 s"
 
 
 def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
@@ -273,7 +285,8 @@ def test_dry_run_checks_every_cell_and_writes_nothing(tmp_path, capsys):
     assert out[0] == "[1/4] sched-fs_seed-1_workload.jobs-2: would run (simulated)"
     assert out[2].startswith("[3/4] sched-fs_seed-1_workload.jobs-0: INVALID: SpecError: workload.jobs: ")
     assert out[4] == ("2 of 4 cells would run, 2 invalid, 0 already done; estimated time unknown (no earlier run of "
-                      "this sweep has cell durations: neither --out DIR nor the results store nor measurements/)")
+                      "this sweep, in --out DIR, the results store or measurements/, timed a cell of each backend it "
+                      "runs)")
     assert out[5] == "2 cells have an invalid spec: sched-fs_seed-1_workload.jobs-0, sched-grouper_seed-1_workload.jobs-0"
     assert not (tmp_path / "out").exists() and not (tmp_path / "results").exists()
 
@@ -287,7 +300,7 @@ def test_dry_run_of_a_directory_keeps_its_done_cells_and_estimates_from_them(tmp
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["[1/2] sched-fs_seed-1: already done", "[2/2] sched-grouper_seed-1: would run (emulated)"]
     assert lines[2] == (f"1 of 2 cells would run, 1 already done; estimated 0 s (each cell as long as in {out}'s "
-                        f"results.csv, 1 cells, a cell it lacks at their mean)")
+                        f"results.csv, 1 cell, a cell it lacks at the mean of those of its backend)")
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before
 
 
@@ -340,26 +353,30 @@ def test_each_cell_records_its_box_and_a_sweep_over_boxes_says_so(tmp_path, caps
 
 
 def test_before_any_cell_the_estimate_comes_from_the_newest_earlier_run_of_the_same_sweep(tmp_path, capsys):
-    """Each cell at its seconds in the newest earlier run (in the results store) of a
-    sweep of this name holding completed cells; a failed cell's seconds, and runs of
-    other sweeps, are not counted; a cell the earlier run lacks at its cells' mean."""
+    """Each cell at its seconds in the newest earlier run (in the results store, by when
+    its record says it started) of a sweep of this name holding completed cells of its
+    backend; a failed cell's seconds, runs of other sweeps and of the other backend are
+    not counted; a cell the earlier run lacks at its cells' mean."""
     path = write(tmp_path, {"schedulers": ["fs", "grouper"], "seeds": [1, 2]})
     store_root = tmp_path / "results"
-    for name, sweep_name, rows, age in (
-            ("old", "s", [("sched-fs_seed-1", "true", 6000)], 200),
-            ("other", "t", [("sched-fs_seed-1", "true", 9000)], 0),
+    # "old" written last (its results.csv the newest file) but started first, by its record
+    for name, sweep_name, rows, age, started in (
+            ("old", "s", [("sched-fs_seed-1", "true", 6000)], 0, "2026-11-28T10:00:00Z"),
+            ("other", "t", [("sched-fs_seed-1", "true", 9000)], 0, "2026-11-29T23:00:00Z"),
             ("new", "s", [("sched-fs_seed-1", "true", 60), ("sched-grouper_seed-1", "true", 180),
-                          ("sched-fs_seed-2", "false", 9000)], 100)):
+                          ("sched-fs_seed-2", "false", 9000)], 100, "2026-11-29T10:00:00Z"),
+            ("simulated", "s", [("sched-fs_seed-1", "true", 1)], 300, "2026-11-29T12:00:00Z")):
         run = store_root / name
         run.mkdir(parents=True)
-        (run / "sweep.yaml").write_text(f"name: {sweep_name}\ncells: []\n")
+        backend = "simulated" if name == "simulated" else "emulated"
+        (run / "sweep.yaml").write_text(f"name: {sweep_name}\nbackend: {backend}\ncells: []\ntime_utc: '{started}'\n")
         (run / "results.csv").write_text("cell,completed,cell_s\n" + "".join(f"{c},{ok},{s}\n" for c, ok, s in rows))
         os.utime(run / "results.csv", (time.time() - age, time.time() - age))
     assert sweep_mod.dry_run(sweep_mod.load(path), None, validate=lambda spec: spec) == []
     # fs 1: 60, grouper 1: 180, the two seed-2 cells at the mean of the completed cells (120): 480 s
     assert capsys.readouterr().out.splitlines()[-1] == (
         f"4 of 4 cells would run, 0 already done; estimated 8 min (each cell as long as in {store_root / 'new'}'s "
-        f"results.csv, 2 cells, a cell it lacks at their mean)")
+        f"results.csv, 2 cells, a cell it lacks at the mean of those of its backend)")
     sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=FakeRunner(), only=["*seed-1"])
     assert capsys.readouterr().out.splitlines()[0] == (
         f"sweep directory: {tmp_path / 'out'} (4 cells, 2 chosen by --only, 2 to run, ETA 4 min by "
