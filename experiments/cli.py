@@ -168,7 +168,8 @@ def _results(args) -> int:
     if args.csv:
         sys.stdout.write(as_csv(rows))
     else:
-        print(as_text(rows) if rows else f"{root}: no run or sweep directory{'' if root.exists() else ' (no such directory yet)'}")
+        missing = "" if root.exists() else " (no such directory yet)"
+        print(as_text(rows) if rows else f"{root}: no run or sweep directory{missing}")
     return 0
 
 

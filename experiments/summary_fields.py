@@ -17,7 +17,7 @@ every summary a real run of each kind writes holds only fields declared here
 """
 from __future__ import annotations
 
-import difflib
+from experiments.validation import nearest
 
 LIFECYCLE = {  # every run of a network kind (experiments.platform.run)
     "name": "the spec's name",
@@ -32,8 +32,8 @@ LIFECYCLE = {  # every run of a network kind (experiments.platform.run)
 }
 
 EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
-    "cpu_idle_share": ("box's idle share of all CPU time (/proc/stat) from the run's start to the workload's stop; 1.0 "
-                       "unsampled"),
+    "cpu_idle_share": ("box's idle share of all CPU time (/proc/stat), over cpu_window_s where given, else from the "
+                       "run's start to the workload's stop; 1.0 unsampled"),
     "cpu_stolen_share": "box's hypervisor-steal share of all CPU time over the same span (/proc/stat steal)",
     "cpu_throttled_share": ("share of the span's wall time the run's cgroup was frozen by a CPU quota (cpu.stat), "
                             "clipped 0-1"),
@@ -109,8 +109,8 @@ _COJOB_SIMULATED = {  # simulated seconds from the simulation's start
     "flow_max_s": "longest flow duration, s; null with no flows",
     "weighted_unsettled_fillings": ("only with emulation.queue_weights: weighted fillings that stopped after 1,000 "
                                     "sweeps still moving (rates within every port, fair to within the next field)"),
-    "weighted_unsettled_max": ("only with emulation.queue_weights: the most their offers still moved, a share of a port "
-                               "(the run fails past 0.01)"),
+    "weighted_unsettled_max": ("only with emulation.queue_weights: the most their offers still moved, a share of a "
+                               "port (the run fails past 0.01)"),
 }
 
 _TIMETABLE = {
@@ -242,7 +242,8 @@ _COLOCATION = {  # no network platform: a co-location run writes every field its
     "left": "(only when --repeats-now stopped early) parts not measured yet, each '<method> repeat <n>'",
     "primary": "the method whose means are the headline keys (spec primary; default the last method)",
     "makespan_s": "s; primary's mean over repeats of last finished task's end - first arrival",
-    "makespan_s_sd": "s; sample sd (ddof 1) over repeats of the primary's makespan_s; null for one repeat",
+    "makespan_s_sd": ("s; sample sd (ddof 1) over repeats of the primary's makespan_s; null for one repeat or none "
+                      "measured"),
     "avg_jct_s": "s; primary's mean over repeats of mean JCT (end - arrival) of tasks delivered without error",
     "avg_queuing_s": "s; primary's mean over repeats of mean queuing time (start - arrival) of delivered tasks",
     "median_latency_s": "s; primary's mean over repeats of the p50 (np.percentile) of delivered tasks' JCT",
@@ -293,9 +294,9 @@ _COLOCATION_METHOD = {  # under methods.<method>; a number also as <field>_sd
     "pmc_mean_relative_error": "mean PMC relative error over the run's records",
     "device_peak_bytes": "bytes; peak of the ledger's summed live task bytes",
     "over_capacity_events": "times the summed live bytes went from within allocatable to over it",
-    "groups": "groups formed (grouped and batch methods); null otherwise (then no _sd)",
+    "groups": "groups formed (grouped and batch methods); null otherwise",
     "worker_processes": "distinct worker processes that ran tasks",
-    "device_utilization": "share 0-1: mean NVML GPU utilisation (null without NVML) or box CPU busy share (/proc/stat)",
+    "device_utilization": "share 0-1: mean NVML GPU utilisation (null without NVML) or box CPU busy share",
     "wall_s": "s; wall time of the executor's run of the queue",
     "mps_daemon": "(MPS methods only; no _sd) 'ran' or 'not started: ...', plus any stop error",
 }
@@ -308,7 +309,7 @@ _TCP = {
     "timeouts": "retransmission timeouts (TCPTimeouts)",
     "loss_probes": "tail loss probes sent (TCPLossProbes)",
     "spurious_timeouts": "timeouts found needless (TCPSpuriousRTOs)",
-    "retransmissions_held_in_sender_queue": "retransmissions skipped, the original still queued (TCPSpuriousRtxHostQueues)",
+    "retransmissions_held_in_sender_queue": "retransmissions skipped, the original still in the sender's queue",
     "fast_retransmits": "fast retransmits (TCPFastRetrans)",
     "sack_recoveries": "SACK recoveries (TCPSackRecovery)",
     "retransmissions_refused_by_sender_queue": "retransmissions the sender's qdisc refused (TCPRetransFail)",
@@ -331,7 +332,7 @@ _CONFORMANCE = {
 }
 _CAPTURE = ("queue_samples", "queue_sampler_cpu_s", "queue_sampler_cpu_share", "queue_sampler_error", "capture_errors")
 _FIDELITY = {
-    "cpu_idle_share": "as the top-level field (over cpu_window_s where given)",
+    "cpu_idle_share": "as the top-level field",
     "cpu_stolen_share": "as the top-level field",
     "cpu_throttled_share": "as the top-level field",
     "cpu_window_s": "as the top-level field",
@@ -370,13 +371,17 @@ def fields(kind: str, backend: str | None) -> dict[str, str]:
     return {**LIFECYCLE, **(EMULATED if backend == "emulated" else {}), **own}
 
 
+_NO_SPREAD = ("repeats", "mps_daemon")  # a count of repeats and a text: no _sd
+
+
 def _method_field(name: str) -> bool:
-    return name in _COLOCATION_METHOD or (name.endswith("_sd") and name[:-3] in _COLOCATION_METHOD)
+    return name in _COLOCATION_METHOD or (name.endswith("_sd") and name[:-3] in _COLOCATION_METHOD
+                                          and name[:-3] not in _NO_SPREAD)
 
 
 def _not_among(name: str, known, where: str) -> str:
-    near = difflib.get_close_matches(name, list(known), n=1)
-    return f"{name!r} is not among {where}" + (f" (did you mean {near[0]}?)" if near else "")
+    near = nearest(name, known)
+    return f"{name!r} is not among {where}" + (f" (did you mean {near}?)" if near else "")
 
 
 def unknown(dotted: str, kind: str, backend: str | None) -> str | None:

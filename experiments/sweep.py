@@ -320,7 +320,9 @@ def _backend_ids(made: list[tuple[str, Cell]], backend: str) -> list[Cell]:
     configuration that parts of both backends run (the testbed beside its model) is
     told apart by ``_backend-<backend>`` ending the id of the cell not on the sweep's
     ``backend``; every other id is as the cell's overrides spell it, so a sweep's ids
-    stay those of its earlier runs. Any other shared id is refused."""
+    stay those of its earlier runs (unless a part added on the other backend now shares
+    one: then the cell off the sweep's backend is renamed, and a resume into the earlier
+    directory is refused, which holds it under its old id). Any other shared id is refused."""
     backends: dict[str, set] = {}
     for _, cell in made:
         backends.setdefault(cell.id, set()).add(cell.backend)
@@ -649,10 +651,11 @@ def cells_to_run(sweep: Sweep, directory: Path | None, only=()) -> list[Cell]:
 
 def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, force: bool) -> tuple[dict, dict | None]:
     """(the checkout's git state, the directory's sweep record or None). Refuses a
-    directory holding a run's summary.json, one holding a sweep of another base spec, whose cells would be mixed with
-    this one's under the same ids, one holding run cells this sweep lacks (they would leave its
-    tables), one whose cell ran on another backend than this sweep's cell of that id, and one started under other code (another commit,
-    or a clean tree that is dirty now) where cells would run, unless ``force``:
+    directory holding a run's summary.json, one holding a sweep of another base spec, whose
+    cells would be mixed with this one's under the same ids, one holding run cells this
+    sweep lacks (they would leave its tables), one whose cell ran on another backend than
+    this sweep's cell of that id, and one started under other code (another commit, or a
+    clean tree that is dirty now) where cells would run, unless ``force``:
     then it warns on one line."""
     now = store.git_state()
     if directory is not None and (directory / "summary.json").exists():

@@ -187,6 +187,12 @@ def describe(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def nearest(name: str, known) -> str | None:
+    """The known name a misspelt ``name`` most likely meant, if one is near enough."""
+    found = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return found[0] if found else None
+
+
 def error(path: str, problem: str) -> SpecError:
     """The error for ``path`` (the root is called ``spec``), for the caller to raise."""
     return SpecError(path or "spec", problem)
@@ -216,9 +222,9 @@ def mapping(path: str, value, *, allowed: Iterable[str] | None = None, required:
     allowed = None if allowed is None else sorted(allowed)
     for key in value:
         if not isinstance(key, str) or (allowed is not None and key not in allowed):
-            near = difflib.get_close_matches(str(key), allowed or [], n=1, cutoff=0.75)
+            near = nearest(str(key), allowed or [])
             known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
-            raise error(at(path, str(key)), f"unknown field{f'; did you mean {near[0]}?' if near else ''}{known}")
+            raise error(at(path, str(key)), f"unknown field{f'; did you mean {near}?' if near else ''}{known}")
     for key in required:
         if key not in value:
             raise error(at(path, key), "is required")

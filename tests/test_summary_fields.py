@@ -65,3 +65,13 @@ def test_undeclared_names_every_field_the_module_does_not_hold():
     run = {"name": "q", "completed": True, "methods": {"sqtf": {"p99_latency_s": 1, "p99_latency_s_sd": 0,
                                                                "p99": 2}}}
     assert summary_fields.undeclared(run, "colocation", None) == ["methods.sqtf.p99"]
+
+
+def test_the_weighted_fillings_bound_is_the_one_the_simulator_applies():
+    from experiments.sim.weighted import ACCEPTED
+    assert f"(the run fails past {ACCEPTED:g})" in summary_fields.fields("cojob", "simulated")["weighted_unsettled_max"]
+
+
+def test_a_text_or_a_count_of_repeats_has_no_spread():
+    assert summary_fields.unknown("methods.mps.mps_daemon_sd", "colocation", None) is not None
+    assert summary_fields.unknown("methods.mps.groups_sd", "colocation", None) is None

@@ -183,8 +183,9 @@ def _check_rate(field_name: str, mbps) -> float:
     if not MIN_LINK_MBPS <= mbps <= limit:
         emulated = limit == MAX_LINK_MBPS
         hint = "; the simulator takes it: trainbed simulate, or backend: simulated" if emulated and mbps > limit else ""
-        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {'emulated on this box' if emulated else 'simulated'}"
-                            f" (allowed {MIN_LINK_MBPS:g}..{limit:g}){hint}")
+        where = "emulated on this box" if emulated else "simulated"
+        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {where} "
+                            f"(allowed {MIN_LINK_MBPS:g}..{limit:g}){hint}")
     return float(mbps)
 
 

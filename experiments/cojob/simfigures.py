@@ -450,13 +450,25 @@ def figure17_plot(rows: Sequence[dict], points: Sequence[dict], path: Path) -> N
 NORMALISED_COLUMNS = ("metric", "scheduler", "seeds", "mean_s", "normalised_to_fs", "grouper_reduction_pct")
 
 
+_DESIGNS = (FS, "baraat", "sincronia", GROUPER)
+# Figs. 14, 15 and 18: (number, the field varied, its column, the schedulers, title, x label)
+_ALONG = ((14, WORKLOAD, "workload_factor", _DESIGNS, "average SCT and JCT vs workload, normalised to FS",
+           "workload (x the base arrival rate)"),
+          (15, RATIO, "comm_comp_ratio", _DESIGNS, "average SCT and JCT vs the communication/computation ratio",
+           "DeepSpeech2's communication / computation ratio"),
+          (18, WORKLOAD, "workload_factor", (FS, GROUPER, OFFLINE),
+           "online vs offline Grouper vs workload, normalised to FS", "workload (x the base arrival rate)"))
+
+
 def _read_by_any_figure(sweep: SimSweep) -> bool:
-    designs = (FS, "baraat", "sincronia", GROUPER)
-    along_any = any(cells for field, schedulers in ((WORKLOAD, designs), (RATIO, designs),
-                                                    (WORKLOAD, (FS, GROUPER, OFFLINE)), (PERIOD, (GROUPER,)))
+    """Whether a figure has a cell of ``sweep`` to draw: one of Figs. 14, 15, 18 along
+    its field, Fig. 16's Grouper along the period or its immediate reference, Fig. 17's
+    slowdowns (a seed with solo runs)."""
+    along_any = any(cells for _, field, _, schedulers, _, _ in _ALONG
                     for cells in along(sweep, field, schedulers).values())
+    period = any(along(sweep, PERIOD, (GROUPER,)).values()) or bool(at_base(sweep, (IMMEDIATE,), free=(PERIOD,)))
     slowdowns = any(row["seeds"] for row in figure17_rows(sweep, solo_by_seed(sweep))[0])
-    return along_any or slowdowns
+    return along_any or period or slowdowns
 
 
 def grouper_sim_figures(results_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
@@ -476,14 +488,7 @@ def grouper_sim_figures(results_dir: str | Path, out_dir: str | Path | None = No
         written.append(target / name)
         return target / name
 
-    designs = (FS, "baraat", "sincronia", GROUPER)
-    for number, field, column, schedulers, title, xlabel in (
-            (14, WORKLOAD, "workload_factor", designs, "average SCT and JCT vs workload, normalised to FS",
-             "workload (x the base arrival rate)"),
-            (15, RATIO, "comm_comp_ratio", designs, "average SCT and JCT vs the communication/computation ratio",
-             "DeepSpeech2's communication / computation ratio"),
-            (18, WORKLOAD, "workload_factor", (FS, GROUPER, OFFLINE),
-             "online vs offline Grouper vs workload, normalised to FS", "workload (x the base arrival rate)")):
+    for number, field, column, schedulers, title, xlabel in _ALONG:
         rows = normalised_rows(sweep, field, column, schedulers)
         used = sum(len(cells) for cells in along(sweep, field, schedulers).values())
         offline = OFFLINE in schedulers
