@@ -108,3 +108,18 @@ def test_estimate_grows_with_graph_and_layers():
 
 def test_round_up_to_allocator_blocks():
     assert [round_up(b) for b in (0, 1, 512, 513, 4096)] == [0, 512, 512, 1024, 4096]
+
+
+def test_a_cpu_peak_is_measured_without_the_profilers_marker_lines_and_keeps_the_tasks_output(capfd):
+    import os
+    import sys
+
+    def task():
+        x = torch.ones(1000)
+        print("task says", file=sys.stderr, flush=True)
+        os.write(2, b"USDT: a task's own line\n")
+        return x * 2
+    assert measure_peak(task, CPU) >= round_up(1000 * 4)
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "profiler_stop" not in err
+    assert "task says" in err and "USDT: a task's own line" in err

@@ -20,7 +20,11 @@ exact). It therefore errs high, never low; estimator errors are measured with
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import sys
+import tempfile
 import threading
 import weakref
 from dataclasses import dataclass
@@ -50,12 +54,40 @@ def measure_peak(fn: Callable[[], object], device: torch.device) -> int:
     return _cpu_profiled_peak(fn)
 
 
+@contextlib.contextmanager
+def _without_profiler_markers():
+    """Kineto writes a ``USDT:... profiler_start`` / ``profiler_stop`` line to stderr at
+    every profile, whatever its log level: two lines a profiled task on the console.
+    Within this, stderr (the file descriptor, as C++ writes it) goes to a file, and
+    every other line is written on afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = b"".join(line for line in held if not line.startswith(b"USDT:"))
+            if kept:
+                os.write(2, kept)
+
+
 def _cpu_profiled_peak(fn: Callable[[], object]) -> int:
     from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _without_profiler_markers():  # only the profiler's start and stop: the task's own output stays
+        prof.start()
+    try:
         fn()
+    finally:
+        with _without_profiler_markers():
+            prof.stop()
     events: list[tuple[int, int]] = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
