@@ -919,6 +919,17 @@ def check_cell(cell: Cell, validate: Callable[[dict], dict] | None = None) -> di
         return validate_any(spec, simulated=cell.backend == "simulated")
 
 
+def _set_by(cell: Cell, err: Exception) -> str:
+    """Where in the sweep file the spec field an error names was set for ``cell``, if
+    the sweep set it (a misspelt scheduler is the sweep's ``schedulers``, not the spec's)."""
+    field = getattr(err, "field", None)
+    for key in cell.overrides if isinstance(field, str) else ():
+        if field == key or field.startswith((f"{key}.", f"{key}[")):
+            where = {SCHEDULER_FIELD: "schedulers", SEED_FIELD: "seeds"}.get(key, f"grid[{key!r}]")
+            return f" (set by the sweep's {where})"
+    return ""
+
+
 def refuse_invalid(cells: list[Cell]) -> None:
     """A one-line SpecError, before any cell runs, when a cell's spec is invalid (a
     grid key or scheduler its kind does not take): each such cell is printed with its
@@ -928,8 +939,8 @@ def refuse_invalid(cells: list[Cell]) -> None:
         try:
             check_cell(cell)
         except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
-            invalid.append((cell.id, one_line(err)))
-            print(f"{cell.id}: INVALID: {one_line(err)}", file=sys.stderr, flush=True)
+            invalid.append((cell.id, one_line(err) + _set_by(cell, err)))
+            print(f"{cell.id}: INVALID: {invalid[-1][1]}", file=sys.stderr, flush=True)
     if invalid:  # the first cell's reason in the error too: a script that catches it keeps one
         raise SpecError("sweep", f"{len(invalid)} of {len(cells)} cells to run have an invalid spec (above), so none "
                                  f"ran; the first, {invalid[0][0]}: {invalid[0][1]}")
@@ -953,7 +964,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
             spec = check_cell(cell, validate)
         except Exception as err:  # noqa: BLE001 - every cell is checked; a kind may raise more than SpecError
             invalid.append(cell.id)
-            print(f"[{n}/{len(chosen)}] {cell.id}: INVALID: {one_line(err)}", flush=True)
+            print(f"[{n}/{len(chosen)}] {cell.id}: INVALID: {one_line(err)}{_set_by(cell, err)}", flush=True)
             continue
         if cell.backend == "emulated":
             limits.append(spec.get("time_limit_s") if isinstance(spec, dict) else None)

@@ -330,11 +330,13 @@ def choice(path: str, value, options: Iterable, *, what: str | None = None):
         if type(value) is type(option) and value == option:
             return option
     known = ", ".join(str(o) for o in options)
+    near = nearest(value, [o for o in options if isinstance(o, str)]) if isinstance(value, str) else None
+    meant = f"; did you mean {near}?" if near else ""
     if what is None:
-        raise error(path, f"must be one of {known}, got {describe(value)}")
+        raise error(path, f"must be one of {known}, got {describe(value)}{meant}")
     if not any(type(value) is type(o) for o in options):
         raise error(path, f"must be a {what} name (string), got {describe(value)}")
-    raise error(path, f"unknown {what} {describe(value)} (known: {known})")
+    raise error(path, f"unknown {what} {describe(value)} (known: {known}){meant}")
 
 
 # A researcher's own function, named as Python would import it: "package.module:function".

@@ -518,3 +518,18 @@ def test_one_configuration_runs_on_both_backends_the_off_backend_cell_named_so(t
 def test_a_progress_line_shows_a_field_of_many_values_by_their_count():
     assert [sweep_mod._shown(v) for v in ([{"sct_s": 1.0}] * 3, [1.0], {}, 7.600000000000003, None)] == [
         "[3 items]", "[1 item]", "[0 items]", "7.6", "n/a"]
+
+
+def test_an_invalid_cell_says_where_the_sweep_set_the_field_and_what_was_meant(tmp_path, capsys):
+    smoke = yaml.safe_load(Path("experiments/specs/grouper-smoke.yaml").read_text())
+    path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "gruoper"], "seeds": [1],
+                            "grid": {"topology.host_mpbs": [50]}}, smoke)
+    assert sweep_mod.dry_run(sweep_mod.load(path), None) == ["sched-fs_seed-1_topology.host_mpbs-50",
+                                                             "sched-gruoper_seed-1_topology.host_mpbs-50"]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "topology.host_mpbs: unknown field for leaf_spine (allowed: " in first
+    assert first.endswith("; did you mean host_mbps? (set by the sweep's grid['topology.host_mpbs'])")
+    path = write(tmp_path, {"backend": "simulated", "schedulers": ["fs", "gruoper"], "seeds": [1]}, smoke)
+    with pytest.raises(SpecError, match=r"the first, sched-gruoper_seed-1: SpecError: scheduler.name: must be one of "
+                                        r".*got 'gruoper'; did you mean grouper\? \(set by the sweep's schedulers\)$"):
+        sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"))

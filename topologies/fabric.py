@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import inspect
 from dataclasses import dataclass, field
 
@@ -295,5 +296,6 @@ def build(kind: str, **params) -> Fabric:
             known = f"for {kind} (allowed: {', '.join(sorted(allowed))})"
             if not key.isidentifier():  # keep the field path one plain line
                 raise TopologyError(f"topology: unknown field {key!r} {known}")
-            raise TopologyError(f"topology.{key}: unknown field {known}")
+            near = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.75)  # as the specs' checks
+            raise TopologyError(f"topology.{key}: unknown field {known}{f'; did you mean {near[0]}?' if near else ''}")
     return BUILDERS[kind](**params)

@@ -40,7 +40,7 @@ from experiments.errors import SpecError
 from experiments.platform import spec as emulation_spec
 from experiments.store import REPO_ROOT
 from experiments.validation import (OWN_FUNCTION, ROOT, choice, existing_file, host_name, integer, items, mapping,
-                                   number, own_function, word)
+                                   nearest, number, own_function, word)
 from topologies.fabric import Fabric
 
 TOP_FIELDS = emulation_spec.COMMON_FIELDS | {"seed", "time_limit_s", "workload", "scheduler"}
@@ -72,8 +72,9 @@ def scheduler_name(value) -> str:
             raise SpecError("scheduler.name", str(err)) from None
         return value
     if isinstance(value, str) and value not in SCHEDULERS:
+        near = nearest(value, SCHEDULERS)
         raise SpecError("scheduler.name", f"must be one of {', '.join(SCHEDULERS)} or a scheduler of your own "
-                                          f"as module:function, got {value!r}")
+                                          f"as module:function, got {value!r}{f'; did you mean {near}?' if near else ''}")
     return choice("scheduler.name", value, SCHEDULERS)
 
 

@@ -82,6 +82,7 @@ from experiments.validation import (
     integer,
     items,
     mapping,
+    nearest,
     number,
     own_function,
     relocate,
@@ -119,8 +120,9 @@ def rate_policy(name: str):
     if isinstance(name, str) and name in policies:
         return policies[name]
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
+        near = nearest(name, SCHEDULERS) if isinstance(name, str) else None
         raise ValueError(f"must be one of {', '.join(SCHEDULERS)} or a rate policy of your own as module:function, "
-                         f"got {name!r}")
+                         f"got {name!r}{f'; did you mean {near}?' if near else ''}")
     return _checked(name, own_function(name, OWN_SIGNATURE, 2))
 
 
