@@ -236,6 +236,10 @@ def test_a_sweep_report_has_its_table_its_doubtful_cells_and_its_figures(tmp_pat
     assert "cells/sched-fs_seed-1/report.html" in page.links and "results.csv" in page.links
     assert "cells/sched-sincronia_seed-1/report.html" not in page.links
     assert (sweep / "report.html").read_text().count('<tr class="bad">') == 2 + 2  # problem table + results rows
+    # the results table's decimals at six significant digits, every digit kept in results.csv
+    decimals = [cell for row in csv.DictReader(open(sweep / "results.csv")) for cell in row.values()
+                if re.fullmatch(r"\d+\.\d{7,}", cell)]
+    assert decimals and all(cell not in text and f"{float(cell):.6g}" in text for cell in decimals)
     lines = sweep_summary(sweep).splitlines()
     assert lines[0] == "sweep grouper-testbed-sendbuf: 4 cells, 3 completed, 2 trustworthy"
     assert lines[1] == "  avg SCT by scheduler: fs 66.7 s (1 cell), baraat 69 s (1 cell), grouper 60.8 s (1 cell)"

@@ -168,6 +168,17 @@ def _figures(sweep: SweepData) -> list[Path]:
                   if p.parent.name not in ("cells", "failed"))
 
 
+def _readable(text: str) -> str:
+    """A decimal as six significant digits (``170.19009933668218`` -> ``170.19``);
+    anything else as it is."""
+    if "." not in text:
+        return text
+    try:
+        return f"{float(text):.6g}"
+    except ValueError:  # an id, a path, a version
+        return text
+
+
 def render_sweep(sweep: SweepData) -> str:
     on = "" if sweep.kind() == "colocation" else f" · backend {backends(sweep.record)}"
     subtitle = (sweep.counts()
@@ -189,8 +200,8 @@ def render_sweep(sweep: SweepData) -> str:
             ["cell", "reasons"], [[cell, "; ".join(reasons)] for cell, reasons in sweep.problems.items()],
             bad=[True] * len(sweep.problems))))
     header = list(sweep.rows[0]) if sweep.rows else []
-    parts.append(html.section(f"Results ({RESULTS})", html.table(
-        header, [[row.get(h, "") for h in header] for row in sweep.rows],
+    parts.append(html.section(f"Results ({RESULTS}, every digit there; six significant here)", html.table(
+        header, [[_readable(row.get(h, "")) for h in header] for row in sweep.rows],
         bad=[row["cell"] in sweep.problems for row in sweep.rows])))
     figures = _figures(sweep)
     if figures:
