@@ -235,8 +235,8 @@ def test_a_filling_left_moving_is_counted_up_to_what_is_accepted_and_refused_pas
 
 def test_the_60_host_filling_that_circles_for_good_is_accepted_within_every_port():
     """The component of grouper-sim-60 (seed 5, weights 4 : 3 : 2 : 1 : 1 : 1 : 1)
-    whose offers drift round a cycle for good (2.5e-3 of a port after 1,000 sweeps, as
-    after 10,000): the filling stops there, within what the network accepts, and no
+    whose offers drift round a cycle for good (2.3e-3 of a port after 1,000 sweeps,
+    2.5e-3 at half steps, as after 10,000): the filling stops there, within what the network accepts, and no
     port carries more than its capacity."""
     import numpy as np
 
@@ -247,7 +247,7 @@ def test_the_60_host_filling_that_circles_for_good_is_accepted_within_every_port
                               saved["pcap"], saved["qweight"], float(saved["rel_tol"]), saved["by_name"], rate,
                               residual)
     assert sweeps == MAX_SWEEPS and TOLERANCE < residual[0] <= ACCEPTED
-    assert residual[0] == pytest.approx(2.47e-3, rel=0.05)  # the cycle's size, as measured
+    assert residual[0] == pytest.approx(2.32e-3, rel=0.05)  # the cycle's size, as measured
     live = [g for g in range(len(saved["count"])) if saved["count"][g] > 0
             and saved["comp_of"][saved["gport"][0, g]] == int(saved["c"])]
     load = np.zeros(len(saved["pcap"]))
@@ -257,3 +257,28 @@ def test_the_60_host_filling_that_circles_for_good_is_accepted_within_every_port
             if saved["gport"][j, g] >= 0:
                 load[saved["gport"][j, g]] += saved["count"][g] * rate[g]
     assert (load <= saved["pcap"] * (1 + 1e-12)).all()
+
+
+def test_a_filling_that_flips_between_two_levels_settles_at_smaller_steps():
+    """The component of grouper-sim-paper at 40 Gbit/s (seed 2, weights 64 : 32 : ... : 1)
+    whose offers swung by 1/8 of a port for good at half steps: a smaller step after
+    each window of sweeps that did not halve the move settles it, and its rates are
+    hierarchical max-min fair."""
+    import numpy as np
+
+    from experiments.sim.weighted import MAX_SWEEPS, TOLERANCE, weighted_filling
+    saved = np.load(Path(__file__).parent / "data" / "weighted-flipping-paper40g-seed2.npz")
+    rate, residual = np.zeros(len(saved["count"])), np.zeros(1)
+    sweeps = weighted_filling(int(saved["c"]), saved["comp_of"], saved["count"], saved["gport"], saved["gqueue"],
+                              saved["pcap"], saved["qweight"], TOLERANCE, saved["by_name"], rate, residual)
+    assert sweeps < MAX_SWEEPS and residual[0] <= TOLERANCE
+    live = [g for g in range(len(saved["count"])) if saved["count"][g] > 0
+            and saved["comp_of"][saved["gport"][0, g]] == int(saved["c"])]
+    caps = {f"p{p}": float(saved["pcap"][p]) for p in range(len(saved["pcap"]))}
+    flows = [((g, k), tuple((f"p{saved['gport'][j, g]}", int(saved["gqueue"][j, g]))
+                            for j in range(saved["gport"].shape[0]) if saved["gport"][j, g] >= 0))
+             for g in live for k in range(int(saved["count"][g]))]
+    used = {p for _, hops in flows for p, _ in hops}
+    weights = {q: float(w) for q, w in enumerate(saved["qweight"]) if w > 0}
+    _bottlenecked({p: c for p, c in caps.items() if p in used}, flows, {(g, k): rate[g] for g, k in
+                                                                        (f for f, _ in flows)}, weights)
