@@ -670,6 +670,9 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
         raise SpecError("--out", f"{path} is not a sweep record (a mapping); choose a new directory")
     if previous.get("base_spec") != sweep.base_spec:
         raise SpecError("--out", f"{directory} holds a sweep of a different base spec; choose a new directory")
+    if previous.get("name") not in (None, sweep.name):  # its record takes the new name (a later ETA looks it up)
+        print(f"warning: {directory} holds the sweep {previous['name']!r}; it is recorded as {sweep.name!r} now",
+              file=sys.stderr, flush=True)
     ids = {cell.id for cell in sweep.cells}
     recorded = [c.get("id") for c in previous.get("cells") or [] if isinstance(c, dict)]
     dropped = [cell for cell in recorded if cell not in ids and (directory / "cells" / str(cell) / "summary.json").exists()]

@@ -395,3 +395,13 @@ def test_a_directory_whose_cells_ran_on_the_other_backend_is_refused(tmp_path):
         with pytest.raises(SpecError, match=rf"^--out: {out}'s cell sched-fs_seed-1 ran on the simulated backend, "
                                             r"this sweep runs it emulated; choose a new directory$"):
             attempt()
+
+
+def test_a_sweep_resumed_under_another_name_says_so(tmp_path, capsys):
+    path, out = write(tmp_path, {"schedulers": ["fs"], "seeds": [1]}), tmp_path / "out"
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner())
+    renamed = sweep_mod.parse({**yaml.safe_load(path.read_text()), "name": "renamed"}, path)
+    capsys.readouterr()
+    sweep_mod.run_sweep(renamed, out, run_cell=FakeRunner())
+    assert f"warning: {out} holds the sweep 's'; it is recorded as 'renamed' now" in capsys.readouterr().err
+    assert yaml.safe_load((out / "sweep.yaml").read_text())["name"] == "renamed"
