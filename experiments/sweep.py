@@ -852,8 +852,9 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     together = executor.together
     picked = f", {len(chosen)} chosen by --only" if len(chosen) < len(sweep.cells) else ""
     left = list(pending)
-    eta = _eta(left, [], before, backend_of, slots, together)
-    by = f" by {shown_path(source)}, an earlier run" if source not in (None, directory) and "unknown" not in eta else ""
+    estimate = _estimate(left, [], before, backend_of, slots, together)
+    eta = f"ETA {estimate or 'unknown'}"
+    by = f" by {shown_path(source)}, an earlier run" if estimate and source not in (None, directory) else ""
     print(f"sweep directory: {directory} ({len(sweep.cells)} cells{picked}, {len(pending)} to run, "
           f"{eta}{by})", flush=True)
     rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
