@@ -148,19 +148,31 @@ def _started(directory: Path) -> str:
     return ""
 
 
-def _cell_backends(directory: Path, ids) -> dict[str, str]:
-    """The backend each of the cells ``ids`` of a sweep directory ran on: its recorded
-    cell's, else the sweep's (``emulated`` for a record before backends)."""
+def cell_backends(record) -> dict[str, str]:
+    """The backend each cell of a sweep record (``sweep.yaml``) runs on, by cell id:
+    the cell's own where it differs from the sweep's (the record names only those),
+    else the sweep's (``emulated`` in a record before backends)."""
+    record = record if isinstance(record, dict) else {}
+    default = record.get("backend") or "emulated"
+    cells = record.get("cells") if isinstance(record.get("cells"), list) else []
+    return {str(cell["id"]): cell.get("backend") if isinstance(cell.get("backend"), str) else default
+            for cell in cells if isinstance(cell, dict) and "id" in cell}
+
+
+def record_backends(record) -> set[str]:
+    """The backends a sweep record runs its cells on (the sweep's own for a record
+    without cells)."""
+    return set(cell_backends(record).values()) or {(record if isinstance(record, dict) else {}).get("backend")
+                                                   or "emulated"}
+
+
+def _ran_on(directory: Path) -> dict[str, str]:
+    """``cell_backends`` of a sweep directory's record (none for a record unreadable)."""
     try:
         record = yaml.safe_load((directory / "sweep.yaml").read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         record = None
-    record = record if isinstance(record, dict) else {}
-    default = record.get("backend") or "emulated"
-    cells = record.get("cells") if isinstance(record.get("cells"), list) else []
-    own = {str(cell["id"]): cell["backend"] for cell in cells if isinstance(cell, dict) and "id" in cell
-           and isinstance(cell.get("backend"), str)}
-    return {cid: own.get(cid, default) for cid in ids}
+    return cell_backends(record)
 
 
 def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None
@@ -182,7 +194,7 @@ def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None
                 found.append((_started(directory), table.stat().st_mtime, str(directory), directory))
     for *_, directory in sorted(found, reverse=True):
         seconds = durations(directory, completed_only=True)
-        ran_on = _cell_backends(directory, seconds)
+        ran_on = {cid: backend for cid, backend in _ran_on(directory).items() if cid in seconds}
         if set(ran_on.values()) & set(backends):
             return seconds, ran_on, directory
     return {}, {}, None
@@ -214,11 +226,12 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
     fields: list[str] = []
     for cell in cells:
         fields.extend(key for key in cell["overrides"] if key not in fields)
-    mixed = any("backend" in cell for cell in cells)  # parts on both backends: each row says which it runs on
+    ran_on = cell_backends(record)
+    mixed = len(set(ran_on.values())) > 1  # parts on both backends: each row says which it runs on
     rows = []
     for cell in cells:
         row = {"cell": cell.get("id"), "part": cell.get("part"),
-               **({"backend": cell.get("backend") or record.get("backend")} if mixed else {})}
+               **({"backend": ran_on.get(str(cell.get("id")))} if mixed else {})}
         row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
                     for key in fields})
         unset = [key for key in fields if row[key] is None]

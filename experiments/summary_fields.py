@@ -239,7 +239,8 @@ _COLOCATION = {  # no network platform: a co-location run writes every field its
     "kind": "spec kind: training (CoGNN queue) or inference (GNNSched queue)",
     "completed": "true when every method's every repeat was measured; false with left, or after a fault (with error)",
     "error": "(failure only) the fault, one line (e.g. KeyboardInterrupt); traceback.txt beside it",
-    "left": "(only when --repeats-now stopped early) parts not measured yet, each '<method> repeat <n>'",
+    "left": ("(only when --repeats-now or --methods-now left parts for later) parts not measured yet, "
+             "each '<method> repeat <n>'"),
     "primary": "the method whose means are the headline keys (spec primary; default the last method)",
     "makespan_s": "s; primary's mean over repeats of last finished task's end - first arrival",
     "makespan_s_sd": ("s; sample sd (ddof 1) over repeats of the primary's makespan_s; null for one repeat or none "

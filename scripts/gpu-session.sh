@@ -6,10 +6,8 @@
 #
 # It continues the campaign in results/colocate-gpu (`make colocate-gpu`'s directory;
 # a part measured already is not run again), in the order the issue needs its
-# answers: GIN training (its out-of-memory cases), GNNSched at low load (the pipeline
-# targets), their repeats, high load, every training queue, the estimator grid, then
-# the tables. A step that the budget cuts short is stopped with SIGINT (what it
-# measured whole is kept). Then the campaign goes back as $OUT/colocate-gpu.tar.gz,
+# answers (steps, below), then the tables. A step that the budget cuts short is
+# stopped with SIGINT (what it measured whole is kept). Then the campaign goes back as $OUT/colocate-gpu.tar.gz,
 # beside the log: unpack it here with `tar xzf colocate-gpu.tar.gz -C results` and
 # carry it next time. A call may run 600 s: a budget of 520 leaves the tarball time.
 # On a machine without a device (a check of this script): DEVICE=cpu and flags such as
@@ -32,16 +30,19 @@ log=$out/gpu-session.log
     "$python" -c 'import torch, torch_geometric; print("torch", torch.__version__, "PyG", torch_geometric.__version__)'
 } >>"$log" 2>&1
 
-# Each queue's first repeat before any queue's spread: a session gets answers first.
-steps=("--part training --queues gin --repeats-now 1"
-       "--part inference --loads low --repeats-now 1"
-       "--part training --queues gin"
-       "--part inference --loads low"
+# The issue's open answers first (GNNSched at low load: its pipeline targets and
+# the inference out-of-memory cases; GIN training's passed on 2026-11-30), each queue's
+# first repeat before any queue's spread, and Default's and MPS-pair's training last:
+# they start a process per task, about 4 min of a queue's repeat on an H200.
+warm="--methods-now pipeswitch mps mps-base base lmcf bmc"
+steps=("--part inference --loads low --repeats-now 1"
+       "--part training $warm --repeats-now 1"
        "--part inference --loads high --repeats-now 1"
-       "--part training --repeats-now 1"
+       "--part inference --loads low"
+       "--part training $warm"
        "--part inference --loads high"
-       "--part training"
        "--part validation"
+       "--part training --repeats-now 1"
        "--part all")
 for step in "${steps[@]}"; do
     left=$((deadline - $(date +%s)))

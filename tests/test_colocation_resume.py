@@ -39,8 +39,12 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] is False and summary["left"] == ["pipeswitch repeat 2", "bmc repeat 2"]
     assert summary["methods"]["bmc"]["repeats"] == 1 and "error" not in summary
+    assert "Not complete: runs measured per method, of 2 planned: pipeswitch 1, bmc 1" in (run / "table.md").read_text()
+    assert main([*args, "--methods-now", "bmc"]) == 0 and calls == ["bmc"]  # the slow method for a later call
+    assert json.loads((run / "summary.json").read_text())["left"] == ["pipeswitch repeat 2"]
+    calls.clear()
     assert main(args) == 0
-    assert calls == ["pipeswitch", "bmc"]  # repeat 1 only
+    assert calls == ["pipeswitch"]  # repeat 1 of the method left
     assert (run / "tasks.json").read_text() == profile  # the arrivals, QTs and caps the first parts ran with
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] is True
@@ -58,8 +62,11 @@ def test_a_rerun_into_the_same_directory_runs_only_what_was_not_measured(tmp_pat
     capsys.readouterr()
     assert main([*args, "--epochs", "2"]) == 2  # one line, no traceback
     assert "holds a run of another spec" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*args, "--methods-now", "lmfc"])
+    assert "argument --methods-now: unknown method 'lmfc' (known: " in capsys.readouterr().err
     environment = json.loads((run / "environment.json").read_text())
-    assert len(environment["resumes"]) == 3  # the three runs that continued it
+    assert len(environment["resumes"]) == 4  # the four runs that continued it
     (run / "environment.json").write_text(json.dumps({**environment, "git_commit": "0" * 40}))
     assert main(args[:-1]) == 2  # without --force
     assert "started under commit 000000000000" in capsys.readouterr().err
@@ -133,13 +140,13 @@ def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spe
 
 FAKE_CAMPAIGN = """#!/usr/bin/env bash
 # Stands in for python3 in gpu-session.sh: records each campaign step, measures a part
-# into the campaign, and takes its time where the step is the inference at low load.
+# into the campaign, and takes its time where the step is the inference at high load.
 [ "$1" = -c ] && { echo "torch (stand-in)"; exit 0; }
 shift 2  # -m experiments.colocation.gpu_validation
 echo "$*" >> "$STEPS_FILE"
 out=$(sed -n 's/.*--out \\([^ ]*\\).*/\\1/p' <<< "$*")
 mkdir -p "$out/part-$(wc -l < "$STEPS_FILE")"
-case "$*" in *"--loads low"*)
+case "$*" in *"--loads high"*)
     sleep 60 &  # a background job ignores SIGINT: the trap stops it
     trap 'kill $!; echo "interrupted: $*" >> "$STEPS_FILE"; exit 130' INT
     wait ;;
@@ -148,10 +155,11 @@ esac
 
 
 def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_and_returns_the_campaign(tmp_path):
-    """scripts/gpu-session.sh, with a stand-in for the campaign command: GIN training
-    first, then inference at low load, which the budget cuts short with SIGINT (the
-    command keeps what it measured whole); the steps left are not started; the
-    campaign comes back as one tarball in $OUT (device calls return files, not trees)."""
+    """scripts/gpu-session.sh, with a stand-in for the campaign command: inference at
+    low load first, then the training queues' methods that need no process per task,
+    then inference at high load, which the budget cuts short with SIGINT (the command
+    keeps what it measured whole); the steps left are not started; the campaign comes
+    back as one tarball in $OUT (device calls return files, not trees)."""
     import subprocess
     import tarfile
     from experiments.store import REPO_ROOT
@@ -165,15 +173,18 @@ def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_an
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     ran = steps.read_text().splitlines()
-    assert ran[0] == f"--device cpu --out {env['CAMPAIGN']} --part training --queues gin --repeats-now 1 --force"
-    assert ran[1].endswith("--part inference --loads low --repeats-now 1 --force")
-    assert ran[2].startswith("interrupted: ") and len(ran) == 3  # cut by the budget; nothing started after
+    assert ran[0] == f"--device cpu --out {env['CAMPAIGN']} --part inference --loads low --repeats-now 1 --force"
+    assert ran[1].endswith("--part training --methods-now pipeswitch mps mps-base base lmcf bmc --repeats-now 1 "
+                           "--force")
+    assert ran[2].endswith("--part inference --loads high --repeats-now 1 --force")
+    assert ran[3].startswith("interrupted: ") and len(ran) == 4  # cut by the budget; nothing started after
     log = (out / "gpu-session.log").read_text()
     assert "budget spent: not started: --part all" in log
-    assert "== stopped, budget spent (what it measured whole is kept): --part inference --loads low" in log
+    assert "== stopped, budget spent (what it measured whole is kept): --part inference --loads high" in log
     with tarfile.open(out / "colocate-gpu.tar.gz") as tar:
         names = tar.getnames()
-    assert {"colocate-gpu/part-1", "colocate-gpu/part-2"} <= set(names)  # unpacks under results/ as it was
+    # unpacks under results/ as it was
+    assert {"colocate-gpu/part-1", "colocate-gpu/part-2", "colocate-gpu/part-3"} <= set(names)
 
 
 @pytest.mark.parametrize("scale, grid", [(["--scale", "0.01"], "cpu"), ([], "gpu")])

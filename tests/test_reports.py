@@ -442,9 +442,12 @@ def test_a_listed_sweep_names_the_backends_its_cells_run_on_and_a_colocation_swe
     from experiments.reports.listing import as_text, entries
     records = {
         "mixed": {"name": "m", "backend": "emulated", "base_spec": {"workload": {"kind": "cojob"}},
-                  "parts": [{"name": "testbed"}, {"name": "model", "backend": "simulated"}], "cells": [{}, {}]},
-        "model": {"name": "s", "backend": "simulated", "base_spec": {"workload": {"kind": "cojob"}}, "cells": [{}]},
-        "queues": {"name": "c", "backend": "emulated", "base_spec": {"kind": "training"}, "cells": [{}]},
+                  "parts": [{"name": "testbed"}, {"name": "model", "backend": "simulated"}],
+                  "cells": [{"id": "a", "part": "testbed"}, {"id": "a_backend-simulated", "part": "model",
+                                                             "backend": "simulated"}]},
+        "model": {"name": "s", "backend": "simulated", "base_spec": {"workload": {"kind": "cojob"}},
+                  "cells": [{"id": "b"}]},
+        "queues": {"name": "c", "backend": "emulated", "base_spec": {"kind": "training"}, "cells": [{"id": "c"}]},
     }
     for name, record in records.items():
         (tmp_path / name).mkdir()

@@ -135,3 +135,13 @@ def test_a_mixed_sweeps_rows_say_each_cells_backend_run_or_not(tmp_path):
     rows = load_sweep(tmp_path / "out")
     assert [(row["cell"], row["backend"], row["completed"]) for row in rows] == [
         ("sched-fs_seed-1", "emulated", False), ("sched-fs_seed-1_backend-simulated", "simulated", True)]
+
+
+def test_a_records_cells_run_on_their_own_backend_else_the_sweeps_and_emulated_before_backends():
+    from experiments.results import cell_backends, record_backends
+    mixed = {"backend": "emulated", "cells": [{"id": "a"}, {"id": "a_backend-simulated", "backend": "simulated"}]}
+    assert cell_backends(mixed) == {"a": "emulated", "a_backend-simulated": "simulated"}
+    assert record_backends(mixed) == {"emulated", "simulated"}
+    assert cell_backends({"cells": [{"id": 3}]}) == {"3": "emulated"}  # a record from before backends
+    assert record_backends({"backend": "simulated", "cells": []}) == {"simulated"}
+    assert cell_backends("garbled") == {} and record_backends(None) == {"emulated"}

@@ -16,7 +16,9 @@ by running the command again. A queue's run refuses another spec (other
 ``--epochs`` etc.) and other code unless ``--force`` (see ``runner``).
 The paper queues train for 200 epochs and send 100 requests; ``--epochs`` and
 ``--requests`` shorten them, ``--repeats`` sets the repeats (3 by default; ``--repeats-now N`` measures no repeat
-past the N-th in this call, so a short session gets every queue's first answer),
+past the N-th in this call, so a short session gets every queue's first answer;
+``--methods-now`` only those methods, so that Default's and MPS-pair's process per
+training task, minutes a queue, can wait for a later call),
 ``--queues``, ``--loads``, ``--training-methods`` and ``--inference-methods`` pick
 queues, inference loads and methods and ``--scale`` shrinks the graphs (a CPU check of the command; below 1
 the estimator runs its scaled-down ``cpu`` grid), all recorded in each run's resolved spec. ``--part`` runs
@@ -33,12 +35,14 @@ from experiments.colocation.runner import run_colocate_file
 from experiments.colocation.validate import run_validation
 from experiments.errors import SpecError
 from experiments.store import new_run_dir, point_latest
-from experiments.validation import count_flag, dir_flag
+from experiments.validation import choice, count_flag, dir_flag
+from hosts.colocation.policies import BASELINE_CONCURRENCY, INFERENCE_POLICIES, TRAINING_POLICIES
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 TRAINING_QUEUES = ("gcn", "sage", "gat", "gin", "mix")
 INFERENCE_QUEUES = ("gcn", "sage", "gin", "mix")
 LOADS = ("low", "high")
+METHODS = (*BASELINE_CONCURRENCY, *TRAINING_POLICIES, *INFERENCE_POLICIES)
 
 
 def _share(text: str) -> float:
@@ -50,6 +54,14 @@ def _share(text: str) -> float:
     if not 0 < value <= 1:
         raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
     return value
+
+
+def _method(text: str) -> str:
+    """``--methods-now``: a co-location method of some queue (a queue runs those of its spec)."""
+    try:
+        return choice("--methods-now", text, METHODS, what="method")
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(err.problem) from None
 
 
 def measured(root: Path, names: list[str]) -> list[Path]:
@@ -75,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=count_flag, default=3, help="repeats per method")
     parser.add_argument("--repeats-now", type=count_flag,
                         help="measure no repeat past the first N in this call (the rest: a later call)")
+    parser.add_argument("--methods-now", nargs="+", type=_method,
+                        help="measure only these methods in this call (the others' parts: a later call)")
     parser.add_argument("--queues", nargs="+", choices=TRAINING_QUEUES, help="queues to run (default: all)")
     parser.add_argument("--loads", nargs="+", choices=LOADS, default=list(LOADS),
                         help="loads of the inference queues (default: both)")
@@ -103,7 +117,7 @@ def _campaign(args: argparse.Namespace) -> int:
 
     def queue(spec: str, out: str, overrides: dict) -> None:
         run_colocate_file(SPECS / f"{spec}.yaml", args.device, out=root / out, overrides={**common, **overrides},
-                          resume=True, force=args.force, repeats_now=args.repeats_now)
+                          resume=True, force=args.force, repeats_now=args.repeats_now, methods_now=args.methods_now)
 
     if args.part in ("all", "validation"):
         if not (root / "validation" / "summary.json").exists():  # an interrupted grid runs again whole

@@ -36,15 +36,24 @@ INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_late
                      ("failed", "failed tasks")]
 
 
+def _runs_line(methods: dict, planned: int) -> str:
+    """How many runs each number is over: a run not complete (``--repeats-now``,
+    ``--methods-now``) has fewer than the spec's repeats, not always alike."""
+    counts = {name: row.get("repeats", 1) for name, row in methods.items()}
+    if set(counts.values()) == {planned}:
+        return f"Mean ± standard deviation over {planned} runs per method." if planned > 1 else ""
+    measured = ", ".join(f"{name} {n}" for name, n in counts.items())
+    return f"Not complete: runs measured per method, of {planned} planned: {measured} (mean ± sd where 2 or more)."
+
+
 def write_report(run: Path, summary: dict, records) -> None:
     columns = TRAINING_COLUMNS if summary["kind"] == "training" else INFERENCE_COLUMNS
     methods = summary["methods"]
     write_csv(run / "table.csv", [{**methods[name], "method": name} for name in methods],
               ["method", "repeats", *(f for key, _ in columns for f in (key, f"{key}_sd"))])
     device = summary["device"]["name"]
-    repeats = summary.get("repeats", 1)
     lines = [f"# {summary['name']} ({summary['kind']}, {summary['tasks']} tasks, {summary['workers']} workers, "
-             f"{device})", "", f"Mean ± standard deviation over {repeats} runs per method." if repeats > 1 else "",
+             f"{device})", "", _runs_line(methods, summary.get("repeats", 1)),
              "", markdown_table(["method", *(label for _, label in columns)],
                                 [[name, *(_fmt_spread(methods[name], key) for key, _ in columns)] for name in methods])]
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
@@ -120,7 +129,8 @@ def table_v(runs: list[Path]) -> str:
     repeats = sorted({m["repeats"] for s in summaries for m in s["methods"].values()})  # measured, not asked
     unfinished = [f"{q} ({len(s['left'])} parts left)" if s.get("left") else f"{q} (stopped)"
                   for q, s in zip(queues, summaries) if s.get("completed") is False]
-    head = f"Device: {', '.join(devices)}; mean ± sd over {'/'.join(map(str, repeats))} repeats per method"
+    head = f"Device: {', '.join(devices)}; mean ± sd over {'/'.join(map(str, repeats))} "
+    head += f"repeat{'' if repeats == [1] else 's'} per method"
     head += f"; not complete: {', '.join(unfinished)}.\n" if unfinished else ".\n"
     if summaries[0]["kind"] == "training":
         body = _training_tables(runs, summaries, queues, methods)

@@ -19,15 +19,17 @@ is kept, and a part measured already (a method's repeat in ``records-<method>.js
 is not run again. Another spec is refused; so is other code (another commit, or
 a dirty tree where the first run's was clean) unless ``force``, as sweeps do.
 ``repeats_now=K`` measures no repeat past the first K in this call (the first answer
-of every queue before any queue's spread, where device time is short); the run's
-summary then says ``completed: false`` and lists the parts ``left``.
+of every queue before any queue's spread, where device time is short), and
+``methods_now`` only those of the spec's methods (the slow ones, e.g. Default's
+process per task, for a later call); the run's summary then says ``completed:
+false`` and lists the parts ``left``.
 """
 from __future__ import annotations
 
 import math
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -51,14 +53,18 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, profile_ke
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
                       overrides: dict | None = None, resume: bool = False, force: bool = False,
-                      continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None) -> Path:
-    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force, continue_with, repeats_now)
+                      continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None,
+                      methods_now: Collection[str] | None = None) -> Path:
+    return run_colocate(load_spec(spec_path, overrides), device, out, resume, force, continue_with, repeats_now,
+                        methods_now)
 
 
 def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False,
-                 continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None) -> Path:
+                 continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None,
+                 methods_now: Collection[str] | None = None) -> Path:
     """Run a resolved spec (``resume``: continue the run in ``out``; ``repeats_now``: only
-    the first repeats now; see above); returns the run directory.
+    the first repeats now; ``methods_now``: only these methods now; see above); returns
+    the run directory.
     ``continue_with(run)``: the caller's command that would continue the run, said as it starts."""
     if repeats_now is not None and repeats_now < 1:
         raise SpecError("--repeats-now", f"must be at least 1, got {repeats_now}")
@@ -88,7 +94,8 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
     left: list[str] = []
     try:
         left = _measure(spec, dev, allocatable, tasks, estimates, needs, run, runs, all_records, profile,
-                        spec["repeats"] if repeats_now is None else repeats_now)
+                        spec["repeats"] if repeats_now is None else repeats_now,
+                        spec["methods"] if methods_now is None else set(methods_now))
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json with what was measured, re-raised
         done = {method: aggregate(rows) for method, rows in runs.items() if rows}
         write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, **profile,
@@ -150,12 +157,13 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
 
 def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task], estimates: dict, needs: dict,
              run: Path, runs: dict[str, list[dict]], all_records: list, profile: dict,
-             repeats_now: int) -> list[str]:
+             repeats_now: int, methods_now: Collection[str]) -> list[str]:
     """Profile the tasks alone (or keep a resumed run's profile), then run the queue
     under every method ``repeats`` times, appending to ``runs`` and ``all_records``
     as it goes (a fault keeps them); a method's repeat found in its records file
-    is kept, not run again, and one not found from repeat ``repeats_now`` on is left
-    for a later call: returns those left, as "<method> repeat <n>" (1-based)."""
+    is kept, not run again, and one not found from repeat ``repeats_now`` on, or of a
+    method not in ``methods_now``, is left for a later call: returns those left, as
+    "<method> repeat <n>" (1-based)."""
     inputs = PreparedInputs(spec["seed"])
     executor = Executor(dev, allocatable, spec["workers"], inputs, spec["pipeline_groups"])
     profiled = (run / "tasks.json").exists()
@@ -175,7 +183,7 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
         for method in spec["methods"]:
             entry = next((e for e in raw[method] if e["repeat"] == repeat), None)
             kept = entry is not None
-            if not kept and repeat >= repeats_now:
+            if not kept and (repeat >= repeats_now or method not in methods_now):
                 left.append(f"{method} repeat {repeat + 1}")
                 continue
             if not kept:

@@ -15,7 +15,7 @@ from experiments.errors import SpecError, one_line
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
 from experiments.reports.rundata import load, num, verdict
-from experiments.results import csv_value, lookup
+from experiments.results import csv_value, lookup, record_backends
 from experiments.stats import mean_sd
 from experiments.validation import read_yaml
 
@@ -27,12 +27,9 @@ SPLIT_MAX_GROUPS = 12  # schedulers x grid points compared one by one; more: eac
 
 
 def backends(record: dict) -> str:
-    """The backends a sweep's record runs its cells on: its own, or its parts'
+    """The backends a sweep's record runs its cells on, as a listing shows them
     (``emulated+simulated``)."""
-    default = record.get("backend") or "emulated"
-    parts = record.get("parts") if isinstance(record.get("parts"), list) else []
-    found = {part.get("backend") or default for part in parts if isinstance(part, dict)} or {default}
-    return "+".join(sorted(found))
+    return "+".join(sorted(record_backends(record)))
 
 
 class SweepData:

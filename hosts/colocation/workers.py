@@ -233,9 +233,17 @@ class WorkerPool:
         self.workers.remove(worker)
 
     def close(self) -> None:
-        """Stop every worker: asked to exit, killed if it does not within 10 s."""
+        """Stop every worker: all asked to exit at once (a CUDA worker's teardown takes
+        seconds), each killed if it has not exited 10 s after the asking."""
+        for worker in self.workers:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 10
         for worker in list(self.workers):
-            self._retire(worker)
+            worker.process.join(timeout=max(deadline - time.monotonic(), 0))
+            self._drop(worker)
 
 
 # -- in the worker process ---------------------------------------------------------------------
