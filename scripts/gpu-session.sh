@@ -33,8 +33,8 @@ log=$out/gpu-session.log
 # The open answers first (GNNSched at low load: its pipeline targets and
 # the inference out-of-memory cases; GIN training's passed on 2026-11-30), each queue's
 # first repeat before any queue's spread, and Default's and MPS-pair's training last:
-# they start a process per task, about 4 min of a queue's repeat on an H200.
-warm="--methods-now pipeswitch mps mps-base base lmcf bmc"
+# they start a process per task, about 6.5 min of a queue's repeat on an H200.
+warm="--methods-now pipeswitch mps-base base lmcf bmc"
 steps=("--part inference --loads low --repeats-now 1"
        "--part training $warm --repeats-now 1"
        "--part inference --loads high --repeats-now 1"

@@ -138,6 +138,31 @@ def test_trainbed_colocate_into_its_own_run_continues_it_and_refuses_another_spe
     assert calls == []
 
 
+def test_methods_now_on_a_new_queue_leaves_the_others_whole_and_skips_a_queue_with_none_of_them(
+        tmp_path, monkeypatch, capsys):
+    """The session script's order: a queue's first call measures only the chosen methods
+    (the primary among those left: no headline yet); a queue none of whose methods is
+    chosen is not even profiled."""
+    calls = []
+    real_run = Executor.run
+    monkeypatch.setattr(Executor, "run", lambda self, method, plan: calls.append(method) or real_run(self, method, plan))
+    root = tmp_path / "campaign"
+    args = ["--device", "cpu", "--part", "training", "--queues", "gcn", "--epochs", "1", "--scale", "0.01",
+            "--repeats", "2", "--training-methods", "pipeswitch", "bmc", "--out", str(root), "--force"]
+    assert main([*args, "--methods-now", "pipeswitch", "--repeats-now", "1"]) == 0 and calls == ["pipeswitch"]
+    run = root / "train-gcn"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] is False and list(summary["methods"]) == ["pipeswitch"]
+    assert summary["left"] == ["bmc repeat 1", "pipeswitch repeat 2", "bmc repeat 2"]
+    assert summary["primary"] == "bmc" and summary["makespan_s"] is None  # the primary is left whole
+    table = (run / "table.md").read_text()
+    assert "Not complete: runs measured per method, of 2 planned: pipeswitch 1, bmc 0" in table
+    calls.clear()
+    capsys.readouterr()
+    assert main([*args, "--methods-now", "sqtf"]) == 0 and calls == []  # an inference method: no training queue's
+    assert "colocate-train-gcn: not run now: none of its methods (pipeswitch, bmc) is chosen" in capsys.readouterr().out
+
+
 FAKE_CAMPAIGN = """#!/usr/bin/env bash
 # Stands in for python3 in gpu-session.sh: records each campaign step, measures a part
 # into the campaign, and takes its time where the step is the inference at high load.
@@ -174,7 +199,7 @@ def test_a_gpu_session_runs_the_steps_in_the_issues_order_stops_at_its_budget_an
     assert done.returncode == 0, done.stderr
     ran = steps.read_text().splitlines()
     assert ran[0] == f"--device cpu --out {env['CAMPAIGN']} --part inference --loads low --repeats-now 1 --force"
-    assert ran[1].endswith("--part training --methods-now pipeswitch mps mps-base base lmcf bmc --repeats-now 1 "
+    assert ran[1].endswith("--part training --methods-now pipeswitch mps-base base lmcf bmc --repeats-now 1 "
                            "--force")
     assert ran[2].endswith("--part inference --loads high --repeats-now 1 --force")
     assert ran[3].startswith("interrupted: ") and len(ran) == 4  # cut by the budget; nothing started after

@@ -42,7 +42,7 @@ SPECS = Path(__file__).resolve().parent.parent / "specs"
 TRAINING_QUEUES = ("gcn", "sage", "gat", "gin", "mix")
 INFERENCE_QUEUES = ("gcn", "sage", "gin", "mix")
 LOADS = ("low", "high")
-METHODS = (*BASELINE_CONCURRENCY, *TRAINING_POLICIES, *INFERENCE_POLICIES)
+METHODS = tuple(dict.fromkeys((*BASELINE_CONCURRENCY, *TRAINING_POLICIES, *INFERENCE_POLICIES)))  # base: in both
 
 
 def _share(text: str) -> float:

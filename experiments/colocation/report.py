@@ -36,10 +36,14 @@ INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_late
                      ("failed", "failed tasks")]
 
 
-def _runs_line(methods: dict, planned: int) -> str:
+def _runs_line(summary: dict) -> str:
     """How many runs each number is over: a run not complete (``--repeats-now``,
-    ``--methods-now``) has fewer than the spec's repeats, not always alike."""
-    counts = {name: row.get("repeats", 1) for name, row in methods.items()}
+    ``--methods-now``) has fewer than the spec's repeats, not always alike, and a
+    method left whole has none (no row)."""
+    planned = summary.get("repeats", 1)
+    counts = {name: row.get("repeats", 1) for name, row in summary["methods"].items()}
+    for part in summary.get("left", []):  # "<method> repeat <n>"
+        counts.setdefault(part.rsplit(" repeat ", 1)[0], 0)
     if set(counts.values()) == {planned}:
         return f"Mean ± standard deviation over {planned} runs per method." if planned > 1 else ""
     measured = ", ".join(f"{name} {n}" for name, n in counts.items())
@@ -53,7 +57,7 @@ def write_report(run: Path, summary: dict, records) -> None:
               ["method", "repeats", *(f for key, _ in columns for f in (key, f"{key}_sd"))])
     device = summary["device"]["name"]
     lines = [f"# {summary['name']} ({summary['kind']}, {summary['tasks']} tasks, {summary['workers']} workers, "
-             f"{device})", "", _runs_line(methods, summary.get("repeats", 1)),
+             f"{device})", "", _runs_line(summary),
              "", markdown_table(["method", *(label for _, label in columns)],
                                 [[name, *(_fmt_spread(methods[name], key) for key, _ in columns)] for name in methods])]
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"

@@ -54,20 +54,25 @@ from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, profile_ke
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
                       overrides: dict | None = None, resume: bool = False, force: bool = False,
                       continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None,
-                      methods_now: Collection[str] | None = None) -> Path:
+                      methods_now: Collection[str] | None = None) -> Path | None:
     return run_colocate(load_spec(spec_path, overrides), device, out, resume, force, continue_with, repeats_now,
                         methods_now)
 
 
 def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool = False, force: bool = False,
                  continue_with: Callable[[Path], str] | None = None, repeats_now: int | None = None,
-                 methods_now: Collection[str] | None = None) -> Path:
+                 methods_now: Collection[str] | None = None) -> Path | None:
     """Run a resolved spec (``resume``: continue the run in ``out``; ``repeats_now``: only
     the first repeats now; ``methods_now``: only these methods now; see above); returns
-    the run directory.
+    the run directory, None where ``methods_now`` names none of the spec's methods (not
+    even profiled: a minute of device time for nothing).
     ``continue_with(run)``: the caller's command that would continue the run, said as it starts."""
     if repeats_now is not None and repeats_now < 1:
         raise SpecError("--repeats-now", f"must be at least 1, got {repeats_now}")
+    if methods_now is not None and not set(methods_now) & set(spec["methods"]):
+        print(f"{spec['name']}: not run now: none of its methods ({', '.join(spec['methods'])}) is chosen "
+              f"(--methods-now {' '.join(methods_now)})", flush=True)
+        return None
     dev = resolve_device(device)
     allocatable = allocatable_bytes(spec, dev)
     tasks = build_tasks(spec)
@@ -105,12 +110,12 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
         point_latest(run)  # results/latest and report.html, as at every runner's end, failed or not
         publish_run(run)
         raise
-    methods = {method: aggregate(rows) for method, rows in runs.items()}
+    methods = {method: aggregate(rows) for method, rows in runs.items() if rows}  # not those left, unmeasured
     write_runs_csv(run / "runs.csv", runs)
-    primary = methods[spec["primary"]]
+    primary = methods.get(spec["primary"], {})  # left for a later call: no headline yet
     summary = {
         "completed": not left, **({"left": left} if left else {}), **base,
-        **{key: primary[key] for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
+        **{key: primary.get(key) for key in ("makespan_s", "makespan_s_sd", "avg_jct_s", "avg_queuing_s",
                                          "memory_violations", "median_latency_s", "p90_latency_s", "p99_latency_s",
                                          "group_boundary_s")},
         "qos_violation_rate": primary.get("qos_violation_rate"),
