@@ -203,14 +203,17 @@ def _sweep(args) -> int:
                   f"{', '.join(invalid)}")
         return 1 if invalid else 0
     executor = contextlib.nullcontext()  # None: the cells run here, one after another
+    to_run = []
     if args.cluster or args.local is not None:  # the cells checked before a cluster is reached or started
-        refuse_invalid(cells_to_run(sweep, Path(args.out) if args.out is not None else None, args.only))
+        to_run = cells_to_run(sweep, Path(args.out) if args.out is not None else None, args.only)
+        refuse_invalid(to_run)
     if args.cluster:
         from experiments.cluster import connect
         executor = connect(args.cluster)
     elif args.local is not None:
         from experiments.cluster import local
-        executor = local(args.local, sweep.backends)
+        # slots for the backends of the cells that will run: no fabric slot held for --only simulated cells
+        executor = local(args.local, {cell.backend for cell in to_run} or sweep.backends)
     with executor as running:
         result = run_sweep(sweep, args.out, only=args.only, force=args.force, executor=running)
     if result.failed:

@@ -379,3 +379,27 @@ def test_a_mixed_sweep_sends_emulated_cells_to_the_fabric_worker_and_simulated_o
         assert clustered["avg_sct_s"] == row["avg_sct_s"] and clustered["avg_jct_s"] == row["avg_jct_s"]
     assert list(private_state.glob("*.json")) == [], "a run record is left"
     assert netns_inodes() <= namespaces, "host namespaces (or their processes) left behind"
+
+
+def test_local_holds_slots_for_the_backends_of_the_cells_that_will_run(tmp_path, monkeypatch):
+    """``--only`` the simulated part of a sweep on both backends: its local workers
+    hold no fabric slot (one worker alone would otherwise hold the machine's fabric)."""
+    import contextlib
+
+    import yaml
+
+    from tests.test_sweep import write
+    smoke = yaml.safe_load((REPO_ROOT / "experiments/specs/grouper-smoke.yaml").read_text())
+    path = write(tmp_path, {"schedulers": ["fs"], "seeds": [1], "parts": [
+        {"name": "testbed"}, {"name": "model", "backend": "simulated"}]}, base=smoke)
+    asked = []
+
+    @contextlib.contextmanager
+    def local_asked(workers, backends):
+        asked.append((workers, backends))
+        raise KeyboardInterrupt  # stop here (trainbed answers 130): what matters is what was asked
+
+    monkeypatch.setattr("experiments.cluster.local", local_asked)
+    for only in ("*_backend-simulated", "*"):
+        assert main(["sweep", str(path), "--only", only, "--local", "1", "--out", str(tmp_path / "out")]) == 130
+    assert asked == [(1, {"simulated"}), (1, {"emulated", "simulated"})]
