@@ -220,7 +220,7 @@ class PolicyTable:
         if old_meter and not meter:
             ops.append(("meter_del", old_meter))
         if old and _host_rate_only_change(old[1], policy):
-            # OES's common case: one flow's rate (its class and pacing leaf), no filter, no barrier.
+            # OES's common case: one class's rate, no filter or queue touched, no barrier.
             ops.append(("host_tc", policy.src, queues.host_flow_rate_cmds(host_interface(policy.src), pid,
                                                                          policy.rate_mbps)))
         else:

@@ -159,17 +159,16 @@ def test_sender_queue_is_one_filter_on_the_senders_nic_and_changes_kind_cleanly(
         set_policy(table, FlowPolicy("tbh1", "tbh3", host_queue=1, rate_mbps=5))
 
 
-def test_a_rate_only_change_is_one_host_tc_batch_and_no_switch_op():
+def test_a_rate_only_change_is_one_class_command_and_no_switch_op():
     table = PolicyTable(leaf_spine())
     flow = dict(src="tbh1", dst="tbh3", proto="tcp", src_port=40000, dst_port=20000, rate_mechanism="host")
     pid, first = set_policy(table, FlowPolicy(**flow, rate_mbps=50.0))
     assert [op[0] for op in first] == ["rule_set", "host_tc"] and len(first[1][2]) == 3  # class, queue, filter
     same_pid, ops = set_policy(table, FlowPolicy(**flow, rate_mbps=12.5))
     assert same_pid == pid
-    [(kind, host, [cls, leaf])] = ops  # the class and its pacing leaf, no filter
+    [(kind, host, [cmd])] = ops
     assert (kind, host) == ("host_tc", "tbh1")
-    assert f"classid 1:{queues.HOST_FLOW_MINOR_BASE + pid:x} htb rate 12.5mbit ceil 12.5mbit" in cls
-    assert f"handle {queues.HOST_FLOW_MINOR_BASE + pid:x}: tbf rate 12.5mbit" in leaf
+    assert f"classid 1:{queues.HOST_FLOW_MINOR_BASE + pid:x} htb rate 12.5mbit ceil 12.5mbit" in cmd
     # Switching to a meter rebuilds: the rule now points at the meter, the host class goes.
     _, ops = set_policy(table, FlowPolicy(**{**flow, "rate_mechanism": "meter"}, rate_mbps=12.5))
     assert [op[0] for op in ops] == ["meter_set", "rule_set", "host_tc"]

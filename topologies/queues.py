@@ -230,32 +230,19 @@ def host_flow_match(dst_ip: str, proto: str | None, src_port: int | None, dst_po
     return " ".join(parts)
 
 
-def _flow_burst_bytes(mbps: float) -> int:
-    """A flow class's bucket: 2 ms of its rate, at least 15 KB (over one jumbo frame),
-    so that the flow stays close to its rate over short windows."""
-    return max(int(mbps * 1e6 / 8 * 0.002), 15_000)
-
-
 def host_flow_rate_cmds(intf: str, slot: int, mbps: float) -> list[str]:
-    """Set the rate of flow ``slot`` on the sender: its class (rate = ceil = target) and
-    its leaf's pacing; all a rate change of an installed flow needs, its filter stays
-    and the leaf keeps what it holds (a replace of the same qdisc is a change)."""
+    """Set the rate of flow ``slot``'s class on the sender (rate = ceil = target): all a
+    rate change of an installed flow needs, its filter and leaf queue stay."""
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
-    rate, burst = f"{mbps:g}mbit", _flow_burst_bytes(mbps)
-    # The class alone does not pace: measured on this kernel (measurements/oes-bursts-
-    # 2026-11-30), an htb class at 10-20 Mbit/s releases runs of up to 7 jumbo frames
-    # back to back whatever its burst (9-30 KB), which overflow a slow receiver's port
-    # that OES leaves no headroom; a tbf leaf at the same rate and bucket sends them one
-    # frame-time apart. The class keeps the flow's share of the NIC (and is what
-    # ``host_flow_rates`` reads back); the leaf holds LEAF_LIMIT_BYTES, see below.
+    rate = f"{mbps:g}mbit"
+    # A small bucket keeps the class close to its rate over short windows.
+    burst = max(int(mbps * 1e6 / 8 * 0.002), 15_000)
     return [f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {rate} ceil {rate} "
-            f"burst {burst} cburst {burst}",
-            f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: tbf rate {rate} burst {burst} "
-            f"limit {LEAF_LIMIT_BYTES}"]
+            f"burst {burst} cburst {burst}"]
 
 
 def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[str]:
-    """Add the rate class of flow ``slot`` on the sender, with its pacing leaf and filter."""
+    """Add the rate class of flow ``slot`` on the sender, with its leaf queue and filter."""
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
     # The flow's leaf holds LEAF_LIMIT_BYTES, not a sender's HOST_LEAF_LIMIT_BYTES: it
     # serves one TCP connection, which keeps a segment its own qdisc refuses and sends
@@ -264,6 +251,7 @@ def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[st
     # 2026-11-29): the leaves refused 3-10% of their hosts' packets while the flows
     # kept 0.995-0.997 of their targets (median) and the job's model stayed within 0.4%.
     return host_flow_rate_cmds(intf, slot, mbps) + [
+        f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: bfifo limit {LEAF_LIMIT_BYTES}",
         f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
         f"{match} flowid 1:{minor}",
     ]
