@@ -148,15 +148,17 @@ def _started(directory: Path) -> str:
     return ""
 
 
-def cell_backends(record) -> dict[str, str]:
+def cell_backends(record, ids=None) -> dict[str, str]:
     """The backend each cell of a sweep record (``sweep.yaml``) runs on, by cell id:
     the cell's own where it differs from the sweep's (the record names only those),
-    else the sweep's (``emulated`` in a record before backends)."""
+    else the sweep's (``emulated`` in a record before backends). ``ids``: these cells
+    instead of the record's, one it does not list on the sweep's backend."""
     record = record if isinstance(record, dict) else {}
     default = record.get("backend") or "emulated"
     cells = record.get("cells") if isinstance(record.get("cells"), list) else []
-    return {str(cell["id"]): cell.get("backend") if isinstance(cell.get("backend"), str) else default
-            for cell in cells if isinstance(cell, dict) and "id" in cell}
+    own = {str(cell["id"]): cell.get("backend") if isinstance(cell.get("backend"), str) else default
+           for cell in cells if isinstance(cell, dict) and "id" in cell}
+    return own if ids is None else {cid: own.get(cid, default) for cid in ids}
 
 
 def record_backends(record) -> set[str]:
@@ -166,13 +168,14 @@ def record_backends(record) -> set[str]:
                                                    or "emulated"}
 
 
-def _ran_on(directory: Path) -> dict[str, str]:
-    """``cell_backends`` of a sweep directory's record (none for a record unreadable)."""
+def _ran_on(directory: Path, ids) -> dict[str, str]:
+    """``cell_backends`` of the cells ``ids`` of a sweep directory (each on the sweep's
+    backend, or emulated, where its record is unreadable)."""
     try:
         record = yaml.safe_load((directory / "sweep.yaml").read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         record = None
-    return cell_backends(record)
+    return cell_backends(record, ids)
 
 
 def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None
@@ -194,7 +197,7 @@ def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None
                 found.append((_started(directory), table.stat().st_mtime, str(directory), directory))
     for *_, directory in sorted(found, reverse=True):
         seconds = durations(directory, completed_only=True)
-        ran_on = {cid: backend for cid, backend in _ran_on(directory).items() if cid in seconds}
+        ran_on = _ran_on(directory, seconds)
         if set(ran_on.values()) & set(backends):
             return seconds, ran_on, directory
     return {}, {}, None

@@ -145,3 +145,5 @@ def test_a_records_cells_run_on_their_own_backend_else_the_sweeps_and_emulated_b
     assert cell_backends({"cells": [{"id": 3}]}) == {"3": "emulated"}  # a record from before backends
     assert record_backends({"backend": "simulated", "cells": []}) == {"simulated"}
     assert cell_backends("garbled") == {} and record_backends(None) == {"emulated"}
+    # cells asked for that the record does not list (a results.csv's): on the sweep's backend
+    assert cell_backends(mixed, ["a_backend-simulated", "b"]) == {"a_backend-simulated": "simulated", "b": "emulated"}
