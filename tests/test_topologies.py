@@ -149,7 +149,8 @@ def test_host_nic_tree_is_the_switch_tree_with_a_nic_deep_queue():
 def test_host_nics_run_at_the_fabrics_mtu_and_segment_only_as_asked():
     assert queues.host_nic_cmds("tbh1-eth0", "wire", 9000) == [
         ["ip", "link", "set", "dev", "tbh1-eth0", "mtu", "9000"],
-        ["ethtool", "-K", "tbh1-eth0", "tso", "off", "gso", "off"]]
+        ["ethtool", "-K", "tbh1-eth0", "tso", "off", "gso", "off"],
+        ["ip", "link", "set", "dev", "tbh1-eth0", "gso_max_segs", "1"]]
     assert queues.host_nic_cmds("tbh1-eth0", "offload") == [["ip", "link", "set", "dev", "tbh1-eth0", "mtu", "1500"]]
     for bad in (1499, 9001):
         with pytest.raises(ValueError, match="mtu"):

@@ -188,9 +188,14 @@ def host_nic_cmds(intf: str, segmentation: str, mtu: int = MIN_MTU) -> list[list
     """Host NIC features, as commands to run in the host's namespace: its MTU (the
     fabric's, ``mtu_cmd``) and who cuts TCP's data into packets.
 
-    ``wire``: the host's TCP hands packets of the MTU to its NIC queue (TSO and GSO
-    off), so every queue on the path shapes, drops and counts wire packets, as a
-    real NIC ring and a real switch buffer do. ``offload``: TCP hands over GSO
+    ``wire``: the host's TCP hands packets of the MTU to its NIC queue, so every
+    queue on the path shapes, drops and counts wire packets, as a real NIC ring and
+    a real switch buffer do. TSO and GSO off are not enough for the NIC's own queue:
+    the kernel lets TCP build GSO super-packets whatever the device says and cuts
+    them only after the qdisc, so a sender's rate class released up to 7 jumbo
+    frames back to back and a tbf leaf's drops of their segments went untold to
+    TCP; a device that takes one segment per packet (``gso_max_segs 1``) makes TCP
+    build packets of one MSS (measurements/oes-retrans-2026-11-30). ``offload``: TCP hands over GSO
     super-packets of up to 64 KB, which every queue on the path holds and drops
     whole (measured at 6 hosts all-to-all, 100 Mbit/s: ~20 segments retransmitted
     per queue drop; docs/emulation.md, Capacity).
@@ -199,7 +204,8 @@ def host_nic_cmds(intf: str, segmentation: str, mtu: int = MIN_MTU) -> list[list
         raise ValueError(f"segmentation: {segmentation!r} is not one of {', '.join(SEGMENTATIONS)}")
     cmds = [mtu_cmd(intf, mtu)]
     if segmentation == "wire":
-        cmds.append(["ethtool", "-K", intf, "tso", "off", "gso", "off"])
+        cmds += [["ethtool", "-K", intf, "tso", "off", "gso", "off"],
+                 ["ip", "link", "set", "dev", intf, "gso_max_segs", "1"]]
     return cmds
 
 
