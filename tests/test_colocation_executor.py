@@ -151,6 +151,21 @@ def test_each_task_runs_in_a_process_of_its_own():
     _assert_one_at_a_time(records)
 
 
+def test_a_parts_facts_time_every_workers_start_and_the_pools_close():
+    """What a part spends besides its tasks (on a GPU: device time) is kept: each
+    worker's start, step by step, fresh workers' apart, and the close."""
+    _, _, plan = _plan()
+    for method, fresh in (("default", True), ("pipeswitch", False)):
+        records, facts = _executor().run(method, plan)
+        startups = facts["worker_startups"]
+        assert {s["pid"] for s in startups} == {r.worker_pid for r in records}
+        assert {s["fresh"] for s in startups} == {fresh}, method
+        for s in startups:
+            assert 0 < s["process_s"] < 60 and 0 <= s["device_s"] < 60, s
+            assert s["warm_up_s"] < 1 if fresh else s["warm_up_s"] > 0, s  # a fresh worker warms up in its task
+        assert 0 <= facts["worker_close_s"] < 15
+
+
 def _assert_one_at_a_time(records):
     spans = sorted((r.start_s, r.end_s) for r in records)
     assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), spans

@@ -50,7 +50,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -161,7 +161,9 @@ class Executor:
         concurrency = self.workers if grouped else BASELINE_CONCURRENCY[method] or largest_batch
         threads = max(1, self._cores // concurrency)
         with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
+            daemon_started = time.monotonic()
             daemon = self._mps_daemon(Path(scratch)) if method in MPS_BASELINES else None
+            daemon_start_s = time.monotonic() - daemon_started
             pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
             utilization = UtilizationSampler(self.device)
             try:
@@ -185,14 +187,19 @@ class Executor:
             finally:
                 utilization.stop()
                 pool.close()
+                daemon_stopped = time.monotonic()
                 stop_error = daemon.stop() if isinstance(daemon, mps.MpsDaemon) else None
+                daemon_stop_s = time.monotonic() - daemon_stopped
         facts = {"groups": groups, "pipelined_groups": pipelined, "device_peak_bytes": self._ledger.peak_bytes,
                  "over_capacity_events": self._ledger.crossings, "threads_per_task": threads,
                  "device_utilization": utilization.mean,
                  "worker_processes": len({r.worker_pid for r in records.values() if r.worker_pid}),
-                 "worker_max_rss_bytes": max(pool.max_rss_bytes.values(), default=None)}
+                 "worker_max_rss_bytes": max(pool.max_rss_bytes.values(), default=None),
+                 # what the part spent besides its tasks (device time on a GPU)
+                 "worker_startups": [asdict(startup) for startup in pool.startups], "worker_close_s": pool.close_s}
         if method in MPS_BASELINES:
             facts["mps_daemon"] = "ran" if isinstance(daemon, mps.MpsDaemon) else f"not started: {daemon}"
+            facts["mps_daemon_start_s"], facts["mps_daemon_stop_s"] = daemon_start_s, daemon_stop_s  # start: with a probe worker
             if stop_error:
                 facts["mps_daemon"] += f"; {stop_error}"
         return [records[t.task_id] for t in plan.tasks], facts

@@ -8,6 +8,8 @@ budget, its CPU threads) over a pipe; the worker answers with an ``Outcome``
 (result, start and end on the system-wide monotonic clock, what its memory
 watch saw, an error). Warm workers serve job after job; a ``fresh`` job gets a
 worker of its own that exits after it (a cold start, as a new process per task).
+What a worker's start cost, step by step, is kept (``Startup``), and what the pool's
+close took: on a GPU these, not the tasks, are much of a session's device time.
 
 A task's memory is its own:
 - Budget: a job with a budget runs under it. The worker's allocator is capped
@@ -62,6 +64,20 @@ class Job:
 
 
 @dataclass
+class Startup:
+    """A worker's start, in seconds on the system-wide monotonic clock: from the
+    parent's spawn to the worker serving (a new interpreter and its imports: torch,
+    PyG, this module; a fork on the CPU), then its device's first use
+    (``torch.cuda.set_device``), then the models' warm-up (0 for a fresh worker, which
+    pays it in its task)."""
+    pid: int
+    fresh: bool
+    process_s: float
+    device_s: float
+    warm_up_s: float
+
+
+@dataclass
 class Outcome:
     task_id: str
     worker_pid: int
@@ -98,6 +114,7 @@ class Worker:
     fresh: bool = False
     job: Job | None = None
     ready: bool = False  # a gated job is prepared and waits for GO
+    spawned: float = 0.0  # time.monotonic() just before the process started
 
     @property
     def pid(self) -> int:
@@ -114,6 +131,8 @@ class WorkerPool:
     env: dict[str, str] = field(default_factory=dict)
     workers: list[Worker] = field(default_factory=list)
     max_rss_bytes: dict[int, int] = field(default_factory=dict)  # worker pid -> its peak resident set
+    startups: list[Startup] = field(default_factory=list)  # one per worker that came up, in order
+    close_s: float | None = None  # how long ``close`` took
 
     def __post_init__(self):
         self._ctx = context(self.device.type)
@@ -128,11 +147,12 @@ class WorkerPool:
     def _spawn(self, fresh: bool) -> Worker:
         """A started worker; a warm one is up only once ``_expect_up`` has read its UP."""
         parent_end, child_end = self._ctx.Pipe()
+        spawned = time.monotonic()
         process = self._ctx.Process(target=_serve, args=(child_end, str(self.device), self.ledger, self.env, not fresh),
                                     name="colocate-worker", daemon=True)
         process.start()
         child_end.close()
-        worker = Worker(process, parent_end, fresh)
+        worker = Worker(process, parent_end, fresh, spawned=spawned)
         self.workers.append(worker)
         return worker
 
@@ -141,9 +161,18 @@ class WorkerPool:
             message = worker.conn.recv()
         except (EOFError, OSError):  # the worker is gone (a reset when it died mid-send)
             message = None
-        if message != UP:
+        if not self._came_up(worker, message):
             self._drop(worker)
             raise RuntimeError(f"a co-location worker failed to start (exit code {worker.process.exitcode})")
+
+    def _came_up(self, worker: Worker, message) -> bool:
+        """Whether ``message`` is the worker's UP; if so, its start is kept."""
+        if not (isinstance(message, tuple) and message[0] == UP):
+            return False
+        serving, device_ready, warm = message[1:]
+        self.startups.append(Startup(worker.pid, worker.fresh, serving - worker.spawned, device_ready - serving,
+                                     warm - device_ready))
+        return True
 
     def idle(self, start: bool = True) -> Worker | None:
         """An idle warm worker, started if there is none (None if there is none and not ``start``)."""
@@ -202,7 +231,8 @@ class WorkerPool:
                 message = worker.conn.recv()
                 if message == READY:
                     worker.ready = True
-                if message in (UP, READY):
+                    return None
+                if self._came_up(worker, message):
                     return None
                 worker.job = None
                 self.max_rss_bytes[worker.pid] = message.worker_max_rss_bytes
@@ -235,6 +265,7 @@ class WorkerPool:
     def close(self) -> None:
         """Stop every worker: all asked to exit at once (a CUDA worker's teardown takes
         seconds), each killed if it has not exited 10 s after the asking."""
+        started = time.monotonic()
         for worker in self.workers:
             try:
                 worker.conn.send(None)
@@ -244,6 +275,7 @@ class WorkerPool:
         for worker in list(self.workers):
             worker.process.join(timeout=max(deadline - time.monotonic(), 0))
             self._drop(worker)
+        self.close_s = time.monotonic() - started
 
 
 # -- in the worker process ---------------------------------------------------------------------
@@ -252,14 +284,16 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
     # A Ctrl-C, or a budget's SIGINT to the process group, is the parent's to answer:
     # it stops its workers (``close``); a worker would only die mid-task with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    serving = time.monotonic()
     os.environ.update(env)
     device = torch.device(device_name)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if warm:  # a fresh worker pays its device's and its model's first use in its task, as a new process does
+    device_ready = time.monotonic()
+    if warm:  # a fresh worker pays its models' first use in its task, as a new process does
         warm_up_models(device)
     allocator = device_allocator(device)
-    conn.send(UP)
+    conn.send((UP, serving, device_ready, time.monotonic()))
     while True:
         job = conn.recv()
         if job is None:
