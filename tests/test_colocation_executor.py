@@ -158,7 +158,7 @@ def test_a_parts_facts_time_every_workers_start_and_the_pools_close():
     for method, fresh in (("default", True), ("pipeswitch", False)):
         records, facts = _executor().run(method, plan)
         startups = facts["worker_startups"]
-        assert {s["pid"] for s in startups} == {r.worker_pid for r in records}
+        assert {s["pid"] for s in startups} >= {r.worker_pid for r in records}
         assert {s["fresh"] for s in startups} == {fresh}, method
         for s in startups:
             assert 0 < s["process_s"] < 60 and 0 <= s["device_s"] < 60, s

@@ -218,6 +218,7 @@ def test_a_senders_rate_class_releases_its_flow_one_frame_at_a_time(fabric_up):
     mbps, port = 20, 5303
     frame_s = (em.options.mtu + 14) * 8 / (mbps * 1e6)
     pid = em.client.set_policy(src="tbh3", dst="tbh5", proto="tcp", dst_port=port, rate_mbps=mbps)
+    dump = server = client = None
     try:
         dump = em.popen("tbh3", ["tcpdump", "-i", "tbh3-eth0", "-n", "-l", "-tt", "--time-stamp-precision=nano",
                                  "-c", "300", f"tcp dst port {port} and greater 4000"],
@@ -225,16 +226,19 @@ def test_a_senders_rate_class_releases_its_flow_one_frame_at_a_time(fabric_up):
         server = em.popen("tbh5", ["iperf3", "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL)
         time.sleep(1.0)  # tcpdump is capturing
         em.wait_listening("tbh5", [port])
-        assert em.popen("tbh3", ["iperf3", "-c", "10.0.0.5", "-p", str(port), "-t", "3"],
-                        stdout=subprocess.DEVNULL).wait(timeout=30) == 0
-        assert server.wait(timeout=10) == 0
+        client = em.popen("tbh3", ["iperf3", "-c", "10.0.0.5", "-p", str(port), "-t", "3"], stdout=subprocess.DEVNULL)
+        assert client.wait(timeout=30) == 0 and server.wait(timeout=10) == 0
         out, _ = dump.communicate(timeout=20)
     finally:
+        for proc in (dump, server, client):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                proc.wait(timeout=10)
         em.client.remove_policy(pid)
     times = [float(line.split()[0]) for line in out.splitlines() if line[:1].isdigit()]
     assert len(times) >= 200, out[-500:]
     gaps = [b - a for a, b in zip(times, times[1:])]
-    together = sum(gap < frame_s / 2 for gap in gaps)  # measured 1 of 299 paced, 147 with super-packets
+    together = sum(gap < frame_s / 2 for gap in gaps)  # measured: 1 of 299 paced, 152 with super-packets
     assert together < 0.25 * len(gaps), (together, len(gaps))
 
 

@@ -7,7 +7,7 @@ has no ``prio`` qdisc)::
     1:1   root class at the link rate
     1:1q  one class per queue q = 0..7: small guaranteed rate, ceil = link rate,
           htb ``prio q`` so a lower q always borrows first; a byte-limited bfifo
-          leaf (with TSO one packet can be 64 KB, so the limit is in bytes)
+          leaf (in bytes: under ``segmentation: offload`` one packet can be 64 KB)
 
 With queue weights (``emulation.queue_weights``: one per queue 1..7) the scheduler
 queues are weighted instead: one htb ``prio`` for all seven, below queue 0's. htb
@@ -50,7 +50,7 @@ HOST_LEAF_LIMIT_BYTES = 1_500_000
 # starved queue (150 KB at 1 Mbit/s) delayed packets 1.2 s and TCP could sit in RTO backoff
 # for seconds after the high queue emptied; 2% halves that delay.
 GUARANTEED_SHARE = 0.02
-# htb bucket: at least two TSO super-packets so a 64 KB segment never stalls.
+# htb bucket: at least two GSO super-packets (``segmentation: offload``) so a 64 KB one never stalls.
 BURST_BYTES = 150_000
 
 HOST_FLOW_MINOR_BASE = 0x100

@@ -62,7 +62,7 @@ from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, BATCH_BASELINES, POLICIES, Item
 from hosts.colocation.tasks import Task, profile_key, profiled
 from hosts.colocation.utilization import UtilizationSampler
-from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Worker, WorkerPool, context
+from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Startup, Worker, WorkerPool, context
 
 # A new process per training task, as the CoGNN artifact's scripts launch them;
 # inference requests go to a warm server process (GNNSched).
@@ -162,7 +162,7 @@ class Executor:
         threads = max(1, self._cores // concurrency)
         with tempfile.TemporaryDirectory(prefix="trainbed-mps-") as scratch:
             daemon_started = time.monotonic()
-            daemon = self._mps_daemon(Path(scratch)) if method in MPS_BASELINES else None
+            daemon, probe = self._mps_daemon(Path(scratch)) if method in MPS_BASELINES else (None, [])
             daemon_start_s = time.monotonic() - daemon_started
             pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
             utilization = UtilizationSampler(self.device)
@@ -199,7 +199,9 @@ class Executor:
                  "worker_startups": [asdict(startup) for startup in pool.startups], "worker_close_s": pool.close_s}
         if method in MPS_BASELINES:
             facts["mps_daemon"] = "ran" if isinstance(daemon, mps.MpsDaemon) else f"not started: {daemon}"
-            facts["mps_daemon_start_s"], facts["mps_daemon_stop_s"] = daemon_start_s, daemon_stop_s  # start: with a probe worker
+            # the start includes a probe worker's, whose own start is kept apart
+            facts["mps_daemon_start_s"], facts["mps_daemon_stop_s"] = daemon_start_s, daemon_stop_s
+            facts["mps_probe_startups"] = [asdict(startup) for startup in probe]
             if stop_error:
                 facts["mps_daemon"] += f"; {stop_error}"
         return [records[t.task_id] for t in plan.tasks], facts
@@ -229,21 +231,21 @@ class Executor:
             pool.close()
         return overheads
 
-    def _mps_daemon(self, directory: Path) -> mps.MpsDaemon | str:
+    def _mps_daemon(self, directory: Path) -> tuple[mps.MpsDaemon | str, list[Startup]]:
         """A daemon a worker could join, or why there is none (the schedule then
-        runs as plain processes)."""
+        runs as plain processes); and the start of the worker that tried."""
         daemon = mps.start(directory, self.device.type)
         if isinstance(daemon, str):
-            return daemon
+            return daemon, []
         probe = WorkerPool(self.device, self._ledger, daemon.env)
         try:
             probe.start(1)
         except RuntimeError as err:
             daemon.stop()
-            return f"started, but a worker could not use it ({err})"
+            return f"started, but a worker could not use it ({err})", probe.startups
         finally:
             probe.close()
-        return daemon
+        return daemon, probe.startups
 
 
 class _MethodRun:

@@ -66,10 +66,10 @@ class Job:
 @dataclass
 class Startup:
     """A worker's start, in seconds on the system-wide monotonic clock: from the
-    parent's spawn to the worker serving (a new interpreter and its imports: torch,
-    PyG, this module; a fork on the CPU), then its device's first use
-    (``torch.cuda.set_device``), then the models' warm-up (0 for a fresh worker, which
-    pays it in its task)."""
+    parent's spawn to the worker's entry (a new interpreter and its imports: torch,
+    PyG, this module; a fork on the CPU), then its device's first use (on CUDA the
+    context, joining an MPS daemon where one runs), then the models' warm-up (about
+    0 for a fresh worker, which pays it in its task)."""
     pid: int
     fresh: bool
     process_s: float
@@ -111,10 +111,10 @@ def context(device_type: str = "cpu"):
 class Worker:
     process: multiprocessing.process.BaseProcess
     conn: multiprocessing.connection.Connection
+    spawned: float  # time.monotonic() just before the process started
     fresh: bool = False
     job: Job | None = None
     ready: bool = False  # a gated job is prepared and waits for GO
-    spawned: float = 0.0  # time.monotonic() just before the process started
 
     @property
     def pid(self) -> int:
@@ -132,7 +132,7 @@ class WorkerPool:
     workers: list[Worker] = field(default_factory=list)
     max_rss_bytes: dict[int, int] = field(default_factory=dict)  # worker pid -> its peak resident set
     startups: list[Startup] = field(default_factory=list)  # one per worker that came up, in order
-    close_s: float | None = None  # how long ``close`` took
+    close_s: float = 0.0  # how long ``close`` took (summed, should it run twice)
 
     def __post_init__(self):
         self._ctx = context(self.device.type)
@@ -152,7 +152,7 @@ class WorkerPool:
                                     name="colocate-worker", daemon=True)
         process.start()
         child_end.close()
-        worker = Worker(process, parent_end, fresh, spawned=spawned)
+        worker = Worker(process, parent_end, spawned, fresh)
         self.workers.append(worker)
         return worker
 
@@ -169,9 +169,9 @@ class WorkerPool:
         """Whether ``message`` is the worker's UP; if so, its start is kept."""
         if not (isinstance(message, tuple) and message[0] == UP):
             return False
-        serving, device_ready, warm = message[1:]
-        self.startups.append(Startup(worker.pid, worker.fresh, serving - worker.spawned, device_ready - serving,
-                                     warm - device_ready))
+        entered, device_ready, warmed = message[1:]
+        self.startups.append(Startup(worker.pid, worker.fresh, entered - worker.spawned, device_ready - entered,
+                                     warmed - device_ready))
         return True
 
     def idle(self, start: bool = True) -> Worker | None:
@@ -275,7 +275,7 @@ class WorkerPool:
         for worker in list(self.workers):
             worker.process.join(timeout=max(deadline - time.monotonic(), 0))
             self._drop(worker)
-        self.close_s = time.monotonic() - started
+        self.close_s += time.monotonic() - started
 
 
 # -- in the worker process ---------------------------------------------------------------------
@@ -284,16 +284,17 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
     # A Ctrl-C, or a budget's SIGINT to the process group, is the parent's to answer:
     # it stops its workers (``close``); a worker would only die mid-task with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    serving = time.monotonic()
+    entered = time.monotonic()
     os.environ.update(env)
     device = torch.device(device_name)
     if device.type == "cuda":
-        torch.cuda.set_device(device)
+        torch.cuda.set_device(device)  # a no-op on the current device: the context comes with the first call
+        torch.cuda.synchronize(device)  # so that its cost is timed here, not in the warm-up or a fresh task
     device_ready = time.monotonic()
     if warm:  # a fresh worker pays its models' first use in its task, as a new process does
         warm_up_models(device)
     allocator = device_allocator(device)
-    conn.send((UP, serving, device_ready, time.monotonic()))
+    conn.send((UP, entered, device_ready, time.monotonic()))
     while True:
         job = conn.recv()
         if job is None:
