@@ -207,6 +207,15 @@ def test_every_frame_on_the_wire_is_at_most_the_fabrics_mtu_and_bulk_fills_it(fa
     assert max(lengths) == mtu + 14, (mtu, sorted(set(lengths))[-5:])  # Ethernet header + a full IP packet
 
 
+def test_every_host_nic_takes_one_segment_per_packet(fabric_up):
+    em = fabric_up
+    for link in em.fabric.host_links():
+        shown = subprocess.run(netns_cmd(em.host(link.a).pid, ["ip", "-d", "-j", "link", "show", "dev",
+                                                                link.intf(link.a)]),
+                               check=True, capture_output=True, text=True).stdout
+        assert json.loads(shown)[0]["gso_max_segs"] == 1, (link.a, shown[:300])
+
+
 def test_a_senders_rate_class_releases_its_flow_one_frame_at_a_time(fabric_up):
     """A host's NIC queue is handed packets of one MSS, so a per-flow rate class paces
     frame by frame. Timed at the sender's own interface (stamped as its qdisc

@@ -255,8 +255,21 @@ class Emulation:
                         + queues.host_route_cmds(intf, HOST_SUBNET, self.options.tcp_rto_min_ms,
                                                  self.options.tcp_congestion)):
                 subprocess.run(netns_cmd(pid, cmd), check=True, capture_output=True)
+            if self.options.segmentation == "wire":
+                self._check_one_segment_per_packet(link.a, pid, intf)
             run_tc_batch(queues.host_base_cmds(intf, link.mbps, self.options.queue_weights, self.options.mtu), pid,
                          where=f"host {link.a}")
+
+    @staticmethod
+    def _check_one_segment_per_packet(host: str, pid: int, intf: str) -> None:
+        """A kernel that ignored ``gso_max_segs`` would hand the host's queues GSO
+        super-packets again, silently (measurements/oes-retrans-2026-11-30): refuse."""
+        shown = subprocess.run(netns_cmd(pid, ["ip", "-d", "-j", "link", "show", "dev", intf]), check=True,
+                               capture_output=True, text=True).stdout
+        segs = json.loads(shown)[0].get("gso_max_segs")
+        if segs != 1:
+            raise RuntimeError(f"emulation.segmentation: wire needs host {host}'s {intf} to take one segment per "
+                               f"packet, but it keeps gso_max_segs {segs}: its queues would get GSO super-packets")
 
     def size_socket_buffers(self, timeout_s: float = 5.0) -> None:
         """Each OVS instance's send socket as deep as the queues it feeds, and each port's
