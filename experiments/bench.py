@@ -57,8 +57,9 @@ def cpu_idle_during(action) -> tuple[float, object]:
     return cpu.idle_share(first, cpu.box_times()), result
 
 
-def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float = MESH_SECONDS) -> dict:
-    """Every host sends bulk TCP to every other (one ``hosts.mesh`` process per host);
+def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float = MESH_SECONDS,
+               congestion: str = "bbr") -> dict:
+    """Every host sends bulk TCP (``congestion``) to every other (one ``hosts.mesh`` process per host);
     the receiver goodput of each host link over the steady seconds, over its rate, and
     per OVS instance the cores it used and the share of the run its main thread was
     ready but off the CPU (``vswitchd_waited``)."""
@@ -76,7 +77,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
             peers = ",".join(addrs[m] for m in names if m != n)
             procs.append(em.popen(n, [sys.executable, "-m", "hosts.mesh", "--listen", addrs[n], "--peers", peers,
                                       "--duration-s", f"{seconds:g}", "--start-at", f"{start_at:.3f}",
-                                      "--congestion", "bbr", "--connect-timeout-s", "30",
+                                      "--congestion", congestion, "--connect-timeout-s", "30",
                                       "--out", str(workdir / f"mesh-{n}.json")]))
         idle, codes = cpu_idle_during(lambda: [p.wait(timeout=seconds + 90) for p in procs])
         vswitchd = [after - before for before, after in zip(cpu_before, em.vswitchd_cpu_seconds())]
