@@ -1,5 +1,5 @@
 """Does BBR lose aggregate in proportion to the packets it paces? (as root: ``python
-measurements/bbr-segments-2026-11-30/segments.py`` from the checkout's root, nothing
+measurements/nic-segments-2026-11-30/segments.py`` from the checkout's root, nothing
 else running; writes segments.jsonl beside itself).
 
 ``make bench``'s all-to-all (``experiments.bench.all_to_all``: every host sends bulk
