@@ -55,8 +55,7 @@ def box_identity(proc: Path = PROC) -> dict:
 def cpu_loop_ms(repeats: int = 3) -> float:
     """Milliseconds one core takes for a fixed pure-Python loop, the fastest of
     ``repeats`` (the others met other work): a box's speed, comparable between runs
-    under one Python. 15-17 ms a repeat on most 2-core AMD EPYC boxes here,
-    28-59 ms on 2026-11-30's (one box's reading moves too: docs/specs.md, Boxes)."""
+    under one Python (what it read on the boxes here: docs/specs.md, Boxes)."""
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
