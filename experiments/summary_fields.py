@@ -140,6 +140,11 @@ _GNN_EMULATED = {
     "time_to_accuracy_s": ("s; last task's hello (all up) to worker0's first val_accuracy >= target; null if not "
                            "reached"),
     "training_s": "s; last task's hello (all tasks up) to worker0's last iteration_end; 3 dp",
+    "first_iteration_s": ("s; last task's hello (all up) to worker0's first iteration_end: the tasks' start-up "
+                          "(imports, partitions) and the first iteration; 3 dp"),
+    "time_to_accuracy_after_first_iteration_s": ("s; worker0's first iteration_end to its first val_accuracy >= "
+                                                 "target (time_to_accuracy_s less first_iteration_s); null if not "
+                                                 "reached"),
     "val_accuracy": "worker0's last reported validation accuracy (0-1); null if none reported",
     "val_accuracy_best": "worker0's best reported validation accuracy (0-1); null if none reported",
     "train_loss_first": "training loss at the first iteration with losses, mean over workers; 4 dp",

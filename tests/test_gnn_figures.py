@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import statistics
 from pathlib import Path
@@ -49,6 +50,33 @@ def test_table_3_is_the_cells_means_and_the_gain_pairs_seeds(drawn):
         1 - statistics.fmean(better[s] for s in seeds) / statistics.fmean(base[s] for s in seeds))
     assert float(dgtp["paper"]) == 0.28  # PS, ogbn-products
     assert "| DistDGL + FIFO |" in (drawn / "table-3.md").read_text()
+    # the same counted from worker 0's first iteration end: these summaries predate the
+    # split, so it comes from each cell's events (the last hello to that end is start-up)
+    for cell in cells:
+        events = store.read_jsonl(cell.run_dir / "events.jsonl")
+        first_end = min(e["t"] for e in events if e["kind"] == "iteration_end" and e["task"] == "worker0")
+        up = max(e["t"] for e in events if e["kind"] == "hello")
+        assert cell.summary["first_iteration_s"] == pytest.approx(first_end - up, abs=1e-3)
+        assert cell.summary["time_to_accuracy_after_first_iteration_s"] == pytest.approx(
+            cell.summary["time_to_accuracy_s"] - cell.summary["first_iteration_s"], abs=2e-3)
+    after = {c.seed: c.summary["time_to_accuracy_after_first_iteration_s"] for c in cells if c.key == ("etp", "oes")}
+    after_base = {c.seed: c.summary["time_to_accuracy_after_first_iteration_s"] for c in cells
+                  if c.key == ("distdgl", "default")}
+    assert float(dgtp["after_first_iteration_reduction"]) == pytest.approx(
+        1 - statistics.fmean(after[s] for s in seeds) / statistics.fmean(after_base[s] for s in seeds))
+    assert float(rows[("etp", "oes")]["after_first_iteration_s"]) == pytest.approx(
+        statistics.fmean(after.values()))
+
+
+def test_a_summary_that_splits_the_time_to_accuracy_is_read_not_recomputed(tmp_path):
+    out = tmp_path / "sweep"
+    shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))
+    path = out / "cells" / "sched-oes_seed-1" / "summary.json"
+    summary = store.read_json(path)
+    path.write_text(json.dumps({**summary, "first_iteration_s": 1.0,
+                                "time_to_accuracy_after_first_iteration_s": summary["time_to_accuracy_s"] - 1.0}))
+    cell = next(c for c in figures.load_cells(out)[0] if c.run_dir.name == "sched-oes_seed-1")
+    assert cell.summary["first_iteration_s"] == 1.0
 
 
 def test_figure_6_is_worker_0s_evaluations_and_figure_7_every_hosts_bytes(drawn):

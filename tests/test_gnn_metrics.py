@@ -52,9 +52,13 @@ def test_training_metrics():
     assert result["train_loss_first"] == 4.5 and result["train_loss_last"] == 1.5
     assert result["val_accuracy"] == 0.95 and result["val_accuracy_best"] == 0.95
     assert result["time_to_accuracy_s"] == 3.0  # reached at t=5, everyone up at t=2
+    assert result["first_iteration_s"] == 1.0  # worker0's first iteration ended at t=3
+    assert result["time_to_accuracy_after_first_iteration_s"] == 2.0
     assert result["iteration_s_median"] == 1.0
     assert result["communication_share"] == pytest.approx(0.75)
-    assert metrics.training(events, target=0.99)["time_to_accuracy_s"] is None
+    missed = metrics.training(events, target=0.99)
+    assert missed["time_to_accuracy_s"] is None and missed["time_to_accuracy_after_first_iteration_s"] is None
+    assert missed["first_iteration_s"] == 1.0
 
 
 def test_rate_update_percentiles_and_profile():

@@ -7,7 +7,10 @@ namespaces share the box).
 
 - Training: iterations (worker 0's), the loss at the first and the last iteration
   (mean over workers), the last and best validation accuracy, time to the target
-  accuracy from the moment every task was up, per-iteration time (median of
+  accuracy from the moment every task was up, and split at worker 0's first
+  iteration end: before it the tasks' start-up (a task says hello before it imports
+  torch and DGL and loads its partition, so this part is mostly the box's) and the
+  first iteration, after it training alone; per-iteration time (median of
   worker 0's iteration intervals after the first, which includes start-up), and the
   communication share of iteration time (1 - compute / iteration, over workers).
 - Flows: every inter-machine transfer with its bytes, duration, achieved rate and,
@@ -90,6 +93,9 @@ def training(events: list[dict], target: float | None) -> dict:
         "val_accuracy": accuracies[-1][1] if accuracies else None,
         "val_accuracy_best": max((acc for _, acc in accuracies), default=None),
         "time_to_accuracy_s": None if reached is None or up_t is None else round(reached - up_t, 3),
+        "first_iteration_s": None if not lead or up_t is None else round(lead[0]["t"] - up_t, 3),
+        "time_to_accuracy_after_first_iteration_s": None if reached is None or not lead else round(
+            reached - lead[0]["t"], 3),
         "training_s": None if not lead or up_t is None else round(lead[-1]["t"] - up_t, 3),
         "iteration_s_median": round(statistics.median(intervals), 4) if intervals else None,
         "iteration_s_mean": round(statistics.fmean(intervals), 4) if intervals else None,
