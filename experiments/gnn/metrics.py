@@ -10,7 +10,7 @@ namespaces share the box).
   accuracy from the moment every task was up, and split at worker 0's first
   iteration end: before it the tasks' start-up (a task says hello before it imports
   torch and DGL and loads its partition, so this part is mostly the box's) and the
-  first iteration, after it training alone; per-iteration time (median of
+  first iteration, after it the iterations that follow; per-iteration time (median of
   worker 0's iteration intervals after the first, which includes start-up), and the
   communication share of iteration time (1 - compute / iteration, over workers).
 - Flows: every inter-machine transfer with its bytes, duration, achieved rate and,
