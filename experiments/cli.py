@@ -286,28 +286,50 @@ def _kinds_listing(simulated: bool = False) -> str:
     """The spec kinds a command takes, a line each (``trainbed run --help``)."""
     from experiments.kinds import KINDS
     lines = [f"  {k.name:<11} {k.summary}" for k in KINDS.values() if k.simulate or not simulated]
-    return ("spec kinds (workload.kind, or a top-level kind for colocation; docs/specs.md):\n"
-            + "\n".join(lines))
+    where = "workload.kind" if simulated else "workload.kind, or a top-level kind for colocation"
+    return f"spec kinds ({where}; docs/specs.md):\n" + "\n".join(lines)
+
+
+class _Version(argparse.Action):
+    """``--version``: the package's version and the checkout's commit, as a run records
+    them (looked up only when asked)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and the commit, and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib import metadata
+        from experiments.store import git_state
+        try:
+            version = metadata.version("trainbed")
+        except metadata.PackageNotFoundError:
+            version = "(not installed)"
+        git = git_state()
+        commit = (f"commit {git['git_commit'][:12]}{', with uncommitted changes' if git['git_dirty'] else ''}"
+                  if git["git_commit"] else git["git_note"])
+        print(f"trainbed {version}, {commit}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trainbed", description=__doc__)
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an emulated-network experiment spec", epilog=_kinds_listing(),
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("spec")
+    run = sub.add_parser("run", help="run a spec: an experiment on the emulated network, or a co-location queue",
+                         epilog=_kinds_listing(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("spec", help="spec file (YAML)")
     run.add_argument("--out", type=_out_new_run_dir, help="run directory (default: results/<stamp>-run-<spec>)")
     run.set_defaults(func=_run)
     simulate = sub.add_parser("simulate", help="run a spec's workload and scheduler on the flow-level simulator",
                               epilog=_kinds_listing(simulated=True),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    simulate.add_argument("spec")
+    simulate.add_argument("spec", help="spec file (YAML)")
     simulate.add_argument("--out", type=_out_new_run_dir,
                           help="run directory (default: results/<stamp>-simulate-<spec>)")
     simulate.set_defaults(func=_simulate)
     check = sub.add_parser("validate", help="check a spec as run (or simulate) would, starting nothing",
                            epilog=_kinds_listing(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("spec")
+    check.add_argument("spec", help="spec file (YAML)")
     check.add_argument("--simulated", action="store_true", help="check it for the simulator (trainbed simulate)")
     check.add_argument("--resolved", action="store_true",
                        help="print the spec as a run stores it (defaults filled; a searched placement searched)")
@@ -315,8 +337,8 @@ def build_parser() -> argparse.ArgumentParser:
     place = sub.add_parser("place", help="search a GNN job's task placement (IFS, then ETP) on a profile, "
                                          "and predict its iteration time with the job's model")
     place.add_argument("spec", help="a gnn spec (its placement is not read)")
-    place.add_argument("--profile", required=True, help="profile.json of a profile: true run of the job")
-    place.add_argument("--steps", help="ETP steps, 0..1,000,000 (default: 10000, search.DEFAULT_STEPS)")
+    place.add_argument("--profile", required=True, help="the profile.json that a run of the job with `profile: true` wrote")
+    place.add_argument("--steps", help="ETP steps, 0..1,000,000 (default: 10000)")
     place.add_argument("--seed", default="0", help="ETP's seed, >= 0 (default: 0)")
     place.add_argument("--verify-best", default="0", metavar="K",
                        help="judge only IFS's placement and the K - 1 least-cost candidates by the model, after the "
@@ -339,8 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     results.set_defaults(func=_results)
     clean = sub.add_parser("clean", help="remove what crashed runs left, from the project's own records")
     clean.set_defaults(func=_clean)
-    colo = sub.add_parser("colocate", help="run a GPU co-location spec (CoGNN / GNNSched)")
-    colo.add_argument("spec")
+    colo = sub.add_parser("colocate", help="run a co-location spec (CoGNN / GNNSched) on the CPU or a GPU")
+    colo.add_argument("spec", help="spec file (YAML)")
     colo.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                       help="where the tasks run (default cpu; cuda: the GPU, refused where none is attached)")
     colo.add_argument("--out", type=_out_run_dir, help="run directory (default: results/<stamp>-colocate-<spec>); "

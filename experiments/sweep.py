@@ -470,6 +470,8 @@ def _slug(value) -> str:
         return "-".join(_slug(item) for item in value)
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return _UNSAFE.sub("-", str(value))  # -1 keeps its sign: `period_s--1`, not `period_s-1`
     return _UNSAFE.sub("-", str(value)).strip("-") or "-"
 
 

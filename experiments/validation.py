@@ -75,6 +75,40 @@ def shown_path(path) -> str:
     return text if len(text) <= 200 else f"{text[:120]}...{text[-60:]} ({len(text)} characters)"
 
 
+class _UniqueKeysLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (PyYAML would
+    keep the last silently: a spec's second ``name:`` would hide its first)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # a merge (<<) may be overridden by the mapping's own keys
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line)
+                except TypeError:
+                    continue  # an unhashable key: the base class says so
+                if first != key_node.start_mark.line:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"{key} is given twice (first at line {first + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_where(err: yaml.YAMLError) -> str:
+    """Where and why PyYAML stopped, on one line: `` at line 3: expected ',' or '}',
+    but got ':' (while parsing a flow mapping at line 2)``."""
+    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+    where = f" at line {mark.line + 1}" if mark else ""
+    if problem:
+        where += f": {' '.join(problem.split())}"
+        context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+        if context and context_mark and (mark is None or context_mark.line != mark.line):
+            where += f" ({' '.join(context.split())} at line {context_mark.line + 1})"
+    return where
+
+
 def read_yaml(path, field: str = "spec", what: str = "file") -> object:
     """A YAML file's contents, or a one-line ``field: problem`` error naming the file
     (and the line): missing, a directory or not a regular file, unreadable, a name
@@ -95,13 +129,12 @@ def read_yaml(path, field: str = "spec", what: str = "file") -> object:
     if not stat.S_ISREG(mode):
         raise SpecError(field, f"{shown} is not a regular file")
     try:
-        return yaml.safe_load(data)
+        return yaml.load(data, Loader=_UniqueKeysLoader)
     except yaml.reader.ReaderError as err:
         problem = "holds a control character" if err.encoding == "unicode" else f"is not {err.encoding} text"
         raise SpecError(field, f"{shown} {problem} (at position {err.position})") from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise SpecError(field, f"{shown} is not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+        raise SpecError(field, f"{shown} is not valid YAML{_yaml_where(err)}") from None
     except RecursionError:
         raise SpecError(field, f"{shown} is nested too deeply") from None
 
@@ -220,11 +253,14 @@ def mapping(path: str, value, *, allowed: Iterable[str] | None = None, required:
     if not isinstance(value, dict):
         raise error(path, f"must be a mapping, got {describe(value)}")
     allowed = None if allowed is None else sorted(allowed)
-    for key in value:
-        if not isinstance(key, str) or (allowed is not None and key not in allowed):
-            near = nearest(str(key), allowed or [])
-            known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
-            raise error(at(path, str(key)), f"unknown field{f'; did you mean {near}?' if near else ''}{known}")
+    unknown = [key for key in value if not isinstance(key, str) or (allowed is not None and key not in allowed)]
+    if unknown:
+        # a misspelling first: a mistyped `workload` makes a spec another kind, whose
+        # unknown fields (`seed`, ...) are not the mistake
+        near, key = next(((near, key) for key in unknown if (near := nearest(str(key), allowed or []))),
+                         (None, unknown[0]))
+        known = f" (allowed: {', '.join(allowed)})" if allowed is not None else ""
+        raise error(at(path, str(key)), f"unknown field{f'; did you mean {near}?' if near else ''}{known}")
     for key in required:
         if key not in value:
             raise error(at(path, key), "is required")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 import yaml
 
@@ -47,6 +49,19 @@ def test_run_and_simulate_help_list_the_kinds_each_takes(capsys):
         assert shown == listed and listed >= {"cojob", "gnn"}
         for name in listed:
             assert KINDS[name].summary in " ".join(text.split())
+        assert ("colocation" in text.splitlines()[0]) == ("colocation" in listed)  # the heading names what it lists
+
+
+def test_version_names_the_package_and_the_commit(capsys):
+    from experiments.cli import build_parser
+    from experiments.store import git_state
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(["--version"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert re.match(r"trainbed (\d+\.\d+\.\d+|\(not installed\)), ", out), out
+    commit = git_state()["git_commit"]
+    assert (f"commit {commit[:12]}" if commit else git_state()["git_note"]) in out
 
 
 def simulator_only(raw) -> bool:

@@ -220,6 +220,21 @@ def test_missing_and_malformed_files_are_named(tmp_path):
     broken.write_text("name: [unclosed\n")
     with pytest.raises(SpecError, match=r"^spec: .*broken.yaml is not valid YAML at line \d"):
         spec_mod.load(broken)
+    # the parser's reason, and where the construct it was in began
+    broken.write_text("name: x\nflows: {a: 1\nb: 2}\n")
+    with pytest.raises(SpecError, match=r"is not valid YAML at line 3: expected ',' or '}', but got ':' "
+                                        r"\(while parsing a flow mapping at line 2\)$"):
+        spec_mod.load(broken)
+    # a key given twice is refused (PyYAML alone keeps the last), at any depth; a merge may be overridden
+    broken.write_text("name: x\nseed: 1\nname: y\n")
+    with pytest.raises(SpecError, match=r"is not valid YAML at line 3: name is given twice \(first at line 1\)$"):
+        spec_mod.load(broken)
+    broken.write_text("flows:\n  - src: tbh1\n    src: tbh2\n")
+    with pytest.raises(SpecError, match=r"at line 3: src is given twice \(first at line 2\)$"):
+        spec_mod.load(broken)
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("a: &x {b: 1, c: 2}\nd:\n  <<: *x\n  b: 3\n")
+    assert read_yaml(merged) == {"a": {"b": 1, "c": 2}, "d": {"b": 3, "c": 2}}
 
 
 def _read_error(path) -> str:
@@ -363,6 +378,12 @@ def test_trainbed_validate_checks_a_spec_as_run_or_simulate_would_and_starts_not
     assert main(["validate", str(tmp_path / "bad.yaml")]) == 2
     assert capsys.readouterr().err == ("trainbed: error: flows[0].dst: 'tbh42' is not a host of the topology "
                                        "(tbh1..tbh6)\n")
+    # a mistyped `workload` makes the spec a timetable: the misspelling is named, not `seed`
+    gnn = (specs / "gnn-oes-smoke.yaml").read_text()
+    assert gnn.index("\nseed:") < gnn.index("\nworkload:")
+    (tmp_path / "typo.yaml").write_text(gnn.replace("\nworkload:", "\nworkload_:"))
+    assert main(["validate", str(tmp_path / "typo.yaml")]) == 2
+    assert capsys.readouterr().err.startswith("trainbed: error: workload_: unknown field; did you mean workload? ")
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"name": "s", "spec": str(DEMO), "seeds": [1]}))
     assert main(["validate", str(tmp_path / "sweep.yaml")]) == 2
     assert "sweep file" in capsys.readouterr().err

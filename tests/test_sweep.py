@@ -78,6 +78,7 @@ def test_overrides_create_missing_sections_and_refuse_to_descend_into_a_value():
         sweep_mod.apply_overrides({"emulation": {}}, {"emulation.queue_weights.0": 3})
     assert sweep_mod.cell_id({}) == "base"
     assert sweep_mod.cell_id({"x.y": "a b/c", "flag": True, "rate": 0.5}) == "x.y-a-b-c_flag-true_rate-0.5"
+    assert sweep_mod.cell_id({"period_s": -1, "gain": -0.5, "name": "-x-"}) == "period_s--1_gain--0.5_name-x"
 
 
 def test_a_grid_null_unsets_the_field_so_the_kind_default_holds():
@@ -249,7 +250,8 @@ def test_cli_sweep(tmp_path, monkeypatch, capsys):
     (tmp_path / "bad.yaml").write_text("name: [")
     assert main(["sweep", str(tmp_path / "bad.yaml")]) == 2
     error = capsys.readouterr().err.strip()
-    assert error == f"trainbed: error: sweep: {tmp_path / 'bad.yaml'} is not valid YAML at line 1"
+    assert error == (f"trainbed: error: sweep: {tmp_path / 'bad.yaml'} is not valid YAML at line 1: "
+                     "expected the node content, but found '<stream end>'")
 
 
 def test_a_sweep_with_an_invalid_cell_runs_none_and_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -329,7 +331,7 @@ def test_a_sweep_directory_whose_record_is_not_a_sweep_is_refused(tmp_path):
     with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not a sweep record \(a mapping\); choose a new "):
         sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
     (out / "sweep.yaml").write_text("name: [\n")
-    with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not valid YAML at line 2$"):
+    with pytest.raises(SpecError, match=r"^--out: .*sweep.yaml is not valid YAML at line 2: expected the node content, but found '<stream end>'$"):
         sweep_mod.run_any_sweep(write(tmp_path, {"seeds": [1]}), out=str(out), run_cell=FakeRunner())
 
 

@@ -41,7 +41,10 @@ def test_fabric_round_trips_through_dict():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(hosts_per_leaf=0), "hosts_per_leaf: must be an integer >= 1, got 0"),
     (dict(host_mbps=5000), "host_mbps: 5000 Mbit/s cannot be emulated on this box (allowed 1..1000); the simulator "
-                           "takes it: trainbed simulate, or backend: simulated"),
+                           "takes it: backend: simulated, trainbed simulate (trainbed validate --simulated checks it)"),
+    # a rate no machine could take is not blamed on the box
+    (dict(host_mbps=-100), "host_mbps: must be at least 1 Mbit/s, got -100"),
+    (dict(fabric_mbps=float("nan")), "fabric_mbps: must be at least 1 Mbit/s, got nan"),
     (dict(fabric_mbps="fast"), "fabric_mbps: must be a number of Mbit/s"),
     (dict(host_mbps_overrides={"tbh99": 10}), "host_mbps_overrides: 'tbh99' is not a host"),
     (dict(spines=True), "spines: must be an integer"),

@@ -181,11 +181,13 @@ def _check_rate(field_name: str, mbps) -> float:
     if isinstance(mbps, bool) or not isinstance(mbps, (int, float)):
         raise TopologyError(f"{field_name}: must be a number of Mbit/s, got {mbps!r}")
     limit = _link_limit_mbps.get()
-    if not MIN_LINK_MBPS <= mbps <= limit:
+    if not mbps >= MIN_LINK_MBPS:  # NaN too
+        raise TopologyError(f"{field_name}: must be at least {MIN_LINK_MBPS:g} Mbit/s, got {mbps!r}")
+    if mbps > limit:
         emulated = limit == MAX_LINK_MBPS
-        hint = "; the simulator takes it: trainbed simulate, or backend: simulated" if emulated and mbps > limit else ""
-        where = "emulated on this box" if emulated else "simulated"
-        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {where} "
+        hint = ("; the simulator takes it: backend: simulated, trainbed simulate "
+                "(trainbed validate --simulated checks it)") if emulated else ""
+        raise TopologyError(f"{field_name}: {mbps} Mbit/s cannot be {'emulated on this box' if emulated else 'simulated'} "
                             f"(allowed {MIN_LINK_MBPS:g}..{limit:g}){hint}")
     return float(mbps)
 
