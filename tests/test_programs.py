@@ -94,6 +94,7 @@ def test_ranks_may_share_a_host_as_a_servers_gpus_do():
     (lambda w: w["policies"][0].update(dst_ports=[1, 100]), r"^workload.policies\[0\].dst_ports: at most 64 ports"),
     (lambda w: w["policies"][0].pop("proto"), r"^workload.policies\[0\].proto: is required with ports"),
     (lambda w: w["policies"][0].update(queue=0), r"^workload.policies\[0\].queue: must be a scheduler queue 1..7"),
+    (lambda w: w["policies"][0].update(rate_mbps=True), r"^workload.policies\[0\].rate_mbps: must be a number"),
     (lambda w: w["policies"][0].update(program="who"), r"^workload.policies\[0\].program: names its flows alone"),
     (lambda w: w["policies"].append({"program": "who", "queue": 2, "name": "b"}) or
      w["policies"].append({"src": "tbh3", "dst": "tbh2", "queue": 4}),

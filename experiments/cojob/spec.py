@@ -139,8 +139,8 @@ def validate(raw, simulated: bool = False) -> dict:
     resolved_scheduler = {"name": scheduler_name(scheduler["name"]),
                           "period_s": number("scheduler.period_s", scheduler.get("period_s", 2.0), minimum=0,
                                              strict=True)}
-    resolved = {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
-                "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
+    resolved = {**common, "seed": emulation_spec.validate_seed(spec),
+                "time_limit_s": emulation_spec.validate_time_limit(spec, 1800),
                 "workload": resolved_workload, "scheduler": resolved_scheduler}
     _check_cojobs(resolved)
     if not simulated:

@@ -231,8 +231,8 @@ def validate(raw) -> dict:
         section = mapping("simulation", spec["simulation"], allowed=SIMULATION_FIELDS, required=("profile",))
         simulation["simulation"] = {"profile": str(existing_file("simulation.profile", section["profile"],
                                                                  base=REPO_ROOT))}
-    return {**common, "seed": integer("seed", spec.get("seed", 0), minimum=0),
-            "time_limit_s": number("time_limit_s", spec.get("time_limit_s", 1800), minimum=0, strict=True),
+    return {**common, "seed": emulation_spec.validate_seed(spec),
+            "time_limit_s": emulation_spec.validate_time_limit(spec, 1800),
             "workload": resolved, "scheduler": scheduler,
             **simulation}
 

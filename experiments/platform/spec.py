@@ -2,15 +2,19 @@
 
 ``validate_common`` checks name, description, topology, TCP congestion control,
 fidelity thresholds and the ``emulation:`` section (one-line ``SpecError``s naming
-the field); ``fabric_of`` and ``options_of`` turn a resolved spec into the fabric
-and the options ``Emulation`` realises it with.
+the field); ``validate_seed`` and ``validate_time_limit`` the fields of the kinds
+that have them; ``fabric_host`` and ``policy_fields`` a flow's hosts and policy
+fields; ``fabric_of`` and ``options_of`` turn a resolved spec into the fabric and
+the options ``Emulation`` realises it with.
 """
 from __future__ import annotations
 
+from controller.policy import FlowPolicy, PolicyError
+from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
 from experiments.platform.capture import validate_capture
 from experiments.platform.net import EmulationOptions
-from experiments.validation import at, choice, integer, mapping, number, relocate, string, word
+from experiments.validation import at, choice, host_name, integer, mapping, number, relocate, string, word
 from topologies import fabric as fabric_mod
 from topologies import queues
 
@@ -20,6 +24,8 @@ FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_
 EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms", "switch_buffer_bytes", "queue_weights"}
 # The top-level fields ``validate_common`` reads: every kind's spec allows them.
 COMMON_FIELDS = {"name", "description", "topology", "tcp_congestion", "fidelity", "emulation", "capture"}
+# What a spec may set of a flow's policy (controller.policy.FlowPolicy); the rest names the flow.
+POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 
 
 def emulation_options(raw) -> dict:
@@ -86,6 +92,40 @@ def check_rate_binds(where: str, rate_mbps, src: str, fab: fabric_mod.Fabric) ->
     if isinstance(rate_mbps, (int, float)) and rate_mbps > link:
         raise SpecError(at(where, "rate_mbps"), f"{rate_mbps:g} Mbit/s is above {src}'s link ({link:g} Mbit/s): "
                                                 f"the limit could never bind")
+
+
+def policy_fields(where: str, entry: dict, flows: list[dict], fab: fabric_mod.Fabric) -> dict:
+    """The entry's policy fields (null ones left out; none: an empty dict) for each of
+    ``flows`` (FlowPolicy match fields: src, dst, optional proto and ports), checked by
+    the controller's own validator, the one definition of a valid policy, with its
+    errors at ``where``; a rate comes back a float."""
+    fields = {key: entry[key] for key in POLICY_FIELDS if entry.get(key) is not None}
+    if not fields:
+        return {}
+    for flow in flows:
+        try:
+            validate_policy(FlowPolicy(**flow, **fields), fab)
+        except PolicyError as err:
+            raise relocate(err, "policy", where) from None
+        check_rate_binds(where, fields.get("rate_mbps"), flow["src"], fab)
+    if "rate_mbps" in fields:  # only once validated: float(True) would pass as 1 Mbit/s
+        fields["rate_mbps"] = float(fields["rate_mbps"])
+    return fields
+
+
+def fabric_host(path: str, value, fab: fabric_mod.Fabric) -> str:
+    """The name of one of the fabric's hosts."""
+    return host_name(path, value, [h.name for h in fab.hosts])
+
+
+def validate_seed(spec: dict) -> int:
+    return integer("seed", spec.get("seed", 0), minimum=0)
+
+
+def validate_time_limit(spec: dict, default: float) -> float:
+    """``time_limit_s``: the run is stopped past it (completed: false); kinds differ in
+    how long their runs take, so each gives its default."""
+    return number("time_limit_s", spec.get("time_limit_s", default), minimum=0, strict=True)
 
 
 def options_of(spec: dict) -> EmulationOptions:

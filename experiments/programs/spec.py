@@ -42,22 +42,27 @@ from __future__ import annotations
 import re
 import shlex
 
-from controller.policy import FlowPolicy, PolicyError
-from controller.policy import validate as validate_policy
+from controller.policy import FlowPolicy
 from experiments.errors import SpecError
-from experiments.platform.spec import COMMON_FIELDS, check_rate_binds, fabric_of, validate_common
+from experiments.platform.spec import (
+    COMMON_FIELDS,
+    POLICY_FIELDS,
+    fabric_host,
+    fabric_of,
+    policy_fields,
+    validate_common,
+    validate_time_limit,
+)
 from experiments.validation import (
     ROOT,
     at,
     boolean,
     choice,
     describe,
-    host_name,
     integer,
     items,
     mapping,
     number,
-    relocate,
     string,
     word,
 )
@@ -69,7 +74,6 @@ WORKLOAD_FIELDS = {"kind", "programs", "policies", "policy_changes", "analysis"}
 PROGRAM_FIELDS = {"name", "hosts", "command", "start_s", "role", "env"}
 ROLES = ("main", "background")
 MATCH_FIELDS = ("src", "dst", "proto", "src_port", "dst_port", "src_ports", "dst_ports", "program")
-POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
 CHANGE_FIELDS = {"at_s", "policy", "remove", *POLICY_FIELDS}
 ANALYSIS_FIELDS = {"allreduce": ("program", "competing")}
 PORT_BASE, PORTS_PER_PROGRAM = 20000, 100
@@ -85,10 +89,6 @@ def env_name(name: str) -> str:
 def port_base(index: int) -> int:
     """The first port of the program at ``index`` in the spec; it owns ``PORTS_PER_PROGRAM``."""
     return PORT_BASE + PORTS_PER_PROGRAM * index
-
-
-def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
-    return host_name(path, word(path, value), [h.name for h in fab.hosts])
 
 
 def _command(path: str, value) -> str:
@@ -114,7 +114,7 @@ def _programs(raw, fab: fabric_mod.Fabric, time_limit: float) -> list[dict]:
             raise SpecError(at(where, "name"), f"duplicate program name {name!r}")
         names.add(name)
         # rank r runs on hosts[r]; a host named again runs another rank (a server's GPUs)
-        hosts = [_host(p, v, fab) for p, v in items(at(where, "hosts"), entry["hosts"], non_empty=True)]
+        hosts = [fabric_host(p, v, fab) for p, v in items(at(where, "hosts"), entry["hosts"], non_empty=True)]
         env = {}
         for key, value in mapping(at(where, "env"), entry.get("env"), optional=True).items():
             if not (isinstance(key, str) and _ENV_NAME.fullmatch(key)):
@@ -156,7 +156,8 @@ def _matches(where: str, entry: dict, programs: dict[str, dict], fab: fabric_mod
         return [{"src": a, "dst": b} for a in hosts for b in hosts if a != b]
     if "src" not in entry or "dst" not in entry:
         raise SpecError(where, "names its flows by program, or by src and dst (with optional proto and ports)")
-    match = {"src": _host(at(where, "src"), entry["src"], fab), "dst": _host(at(where, "dst"), entry["dst"], fab)}
+    match = {"src": fabric_host(at(where, "src"), entry["src"], fab),
+             "dst": fabric_host(at(where, "dst"), entry["dst"], fab)}
     if match["src"] == match["dst"]:
         raise SpecError(at(where, "dst"), "must differ from src")
     if "proto" in entry:
@@ -180,22 +181,6 @@ def _matches(where: str, entry: dict, programs: dict[str, dict], fab: fabric_mod
     return matches
 
 
-def _fields(where: str, entry: dict, matches: list[dict], fab: fabric_mod.Fabric) -> dict:
-    """The policy fields (queue, host_queue, rate), checked by the controller's own validator."""
-    fields = {key: entry[key] for key in POLICY_FIELDS if entry.get(key) is not None}
-    if not fields:
-        return {}
-    if "rate_mbps" in fields and isinstance(fields["rate_mbps"], (int, float)):
-        fields["rate_mbps"] = float(fields["rate_mbps"])
-    for match in matches:
-        try:
-            validate_policy(FlowPolicy(**match, **fields), fab)
-        except (PolicyError, TypeError) as err:
-            raise relocate(err, "policy", where) from None
-        check_rate_binds(where, fields.get("rate_mbps"), match["src"], fab)
-    return fields
-
-
 def _policies(raw, programs: dict[str, dict], fab: fabric_mod.Fabric) -> list[dict]:
     policies, names, owner = [], set(), {}
     for where, entry in items("workload.policies", raw, optional=True):
@@ -206,7 +191,7 @@ def _policies(raw, programs: dict[str, dict], fab: fabric_mod.Fabric) -> list[di
         names.add(name)
         matches = _resolved_matches(where, entry, programs, fab) if "flows" in entry else \
             _matches(where, entry, programs, fab)
-        fields = _fields(where, entry, matches, fab)
+        fields = policy_fields(where, entry, matches, fab)
         if not fields:
             raise SpecError(where, "sets neither queue, host_queue nor rate_mbps")
         for match in matches:
@@ -247,7 +232,7 @@ def _policy_changes(raw, policies: list[dict], time_limit: float, fab: fabric_mo
         if at_s >= time_limit:
             raise SpecError(at(where, "at_s"), f"{at_s:g} s is not before time_limit_s {time_limit:g}")
         change = {"at_s": at_s, "policy": name, "remove": boolean(at(where, "remove"), entry.get("remove", False))}
-        fields = _fields(where, entry, by_name[name]["flows"], fab)
+        fields = policy_fields(where, entry, by_name[name]["flows"], fab)
         if change["remove"] and fields:
             raise SpecError(at(where, "remove"), "drops the policy; leave out its fields")
         if not change["remove"] and not fields:
@@ -283,7 +268,7 @@ def validate(raw) -> dict:
     fab = fabric_of(common)
     workload = mapping("workload", spec["workload"], allowed=WORKLOAD_FIELDS, required=("kind", "programs"))
     choice("workload.kind", workload["kind"], ("programs",))
-    time_limit = number("time_limit_s", spec.get("time_limit_s", 600), minimum=0, strict=True)
+    time_limit = validate_time_limit(spec, 600)
     programs = _programs(workload["programs"], fab, time_limit)
     by_name = {p["name"]: p for p in programs}
     policies = _policies(workload.get("policies"), by_name, fab)

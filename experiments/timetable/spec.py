@@ -12,38 +12,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.policy import FlowPolicy, PolicyError
-from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
-from experiments.platform.spec import COMMON_FIELDS, check_rate_binds, fabric_of, validate_common
+from experiments.platform.spec import (
+    COMMON_FIELDS,
+    POLICY_FIELDS,
+    fabric_host,
+    fabric_of,
+    policy_fields,
+    validate_common,
+)
 from experiments.validation import (
     ROOT,
     at,
     boolean,
     choice,
-    host_name,
     integer,
     items,
     mapping,
     number,
     read_yaml,
-    relocate,
     string,
     word,
 )
 from topologies import fabric as fabric_mod
 
 TOP_FIELDS = COMMON_FIELDS | {"duration_s", "flows", "policy_changes", "analysis", "workload"}
-FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "size_bytes", "queue", "host_queue", "rate_mbps",
-               "rate_mechanism"}
+FLOW_FIELDS = {"name", "src", "dst", "start_s", "duration_s", "size_bytes", *POLICY_FIELDS}
 MAX_FLOW_BYTES = 10**12
-CHANGE_FIELDS = {"at_s", "flow", "queue", "host_queue", "rate_mbps", "rate_mechanism", "remove"}
-POLICY_FIELDS = ("queue", "host_queue", "rate_mbps", "rate_mechanism")
+CHANGE_FIELDS = {"at_s", "flow", "remove", *POLICY_FIELDS}
 ANALYSIS_ROLES = {"priority": ("high", "low"), "rate_limit": ("flow",)}
-
-
-def _host(path: str, value, fab: fabric_mod.Fabric) -> str:
-    return host_name(path, value, [h.name for h in fab.hosts])
 
 
 def _flow_name(path: str, value, names: set[str]) -> str:
@@ -54,18 +51,8 @@ def _flow_name(path: str, value, names: set[str]) -> str:
 
 
 def _policy(where: str, entry: dict, flow: dict, fab: fabric_mod.Fabric) -> dict:
-    """The entry's policy fields (null ones left out), checked by the controller's own
-    validator, the one definition of a valid policy, with its errors at ``where``."""
-    fields = {key: entry[key] for key in POLICY_FIELDS if entry.get(key) is not None}
-    if fields:
-        try:
-            validate_policy(FlowPolicy(flow["src"], flow["dst"], **fields), fab)
-        except PolicyError as err:
-            raise relocate(err, "policy", where) from None
-        if "rate_mbps" in fields:
-            fields["rate_mbps"] = float(fields["rate_mbps"])
-            check_rate_binds(where, fields["rate_mbps"], flow["src"], fab)
-    return fields
+    """The entry's policy fields for the flow: every protocol and port of its hosts."""
+    return policy_fields(where, entry, [{"src": flow["src"], "dst": flow["dst"]}], fab)
 
 
 MAX_FLOW_S = 86_400  # iperf3's longest test
@@ -88,8 +75,8 @@ def _flows(raw, duration: float, fab: fabric_mod.Fabric) -> list[dict]:
         if name in names:
             raise SpecError(at(where, "name"), f"duplicate flow name {name!r}")
         names.add(name)
-        flow = {"name": name, "src": _host(at(where, "src"), entry["src"], fab),
-                "dst": _host(at(where, "dst"), entry["dst"], fab)}
+        flow = {"name": name, "src": fabric_host(at(where, "src"), entry["src"], fab),
+                "dst": fabric_host(at(where, "dst"), entry["dst"], fab)}
         if flow["src"] == flow["dst"]:
             raise SpecError(at(where, "dst"), "must differ from src")
         flow["start_s"] = number(at(where, "start_s"), entry.get("start_s", 0), minimum=0)
