@@ -47,7 +47,8 @@ from distributed.worker import thread_state
 
 from experiments.errors import SpecError, one_line
 from experiments.store import REPO_ROOT, write_json
-from experiments.sweep import Cell, RunCell, Sweep, cell_dir, groups
+from experiments.results import cell_dir
+from experiments.sweep import Cell, RunCell, Sweep, groups
 
 logger = logging.getLogger("distributed.worker")  # shown where the worker's own lines are
 RESOURCE = {"emulated": "fabric", "simulated": "cpu"}  # what one cell of each backend holds on its worker
@@ -190,7 +191,7 @@ class DaskExecutor:
                 continue
             for cell, outcome in zip(group, landed):
                 if outcome["files"] is not None:
-                    _unpack(outcome["files"], cell_dir(directory, cell))
+                    _unpack(outcome["files"], cell_dir(directory, cell.id))
                 yield cell, outcome["error"], outcome["seconds"]
 
 

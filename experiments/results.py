@@ -13,12 +13,14 @@ summary field whose name is already a column (``seed``) is left out. A cell not 
 yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
 ``as_frame=True`` returns the same rows as a pandas DataFrame, a list an override
 gives (``emulation.queue_weights``) as a tuple, so that it can be grouped by. ``load_summary(RUN)``
-is one run directory's summary.
+is one run directory's summary. ``usable_cells(DIR)`` is the cells a figure may draw.
 """
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -161,6 +163,82 @@ def cell_backends(record, ids=None) -> dict[str, str]:
     return own if ids is None else {cid: own.get(cid, default) for cid in ids}
 
 
+def cell_dir(directory: str | Path, cell_id) -> Path:
+    """A sweep cell's run directory: ``DIR/cells/<id>``."""
+    return Path(directory) / "cells" / str(cell_id)
+
+
+@dataclass(frozen=True)
+class UsableCell:
+    """A cell a figure may draw: what it is (its ``results.csv`` row: scheduler, grid
+    values), its seed, how it went (its summary) and its run directory."""
+
+    row: dict
+    seed: int | None
+    summary: dict
+    run_dir: Path
+
+
+def usable_cells(directory: str | Path, record=None, backend: str | None = None, columns: Sequence[str] = (),
+                 needs: Callable[[UsableCell], str | None] | None = None) -> tuple[list[UsableCell], list[str]]:
+    """The completed, trustworthy cells of the sweep in ``directory``, in ``results.csv``'s
+    order, and one ``CELL: why`` note per cell left out: what every figure draws.
+
+    - ``results.csv`` (plain or kept gzipped) says which cells ran and what each is; it
+      must have the columns ``cell``, ``seed`` and ``columns``.
+    - With ``backend``, a cell ``record`` (the sweep's ``sweep.yaml``) runs on another
+      backend is left out: a mixed sweep's other part, drawn by its own figures.
+    - How a cell went is its ``summary.json`` (plain or kept gzipped), as the sweep judges
+      a cell done: used only with ``completed`` and ``trustworthy`` true, else left out
+      with its error or untrustworthy reasons. A cell without one is left out, a garbled
+      one refused (``load_summary``): a figure reads every cell before it draws.
+    - ``needs``: a figure's own reason to leave a usable cell out (data it lacks), or None.
+    - The seed is the row's, None where empty; a spec's seed is an integer >= 0, so any
+      other (``-1``, ``1.5``) is a garbled record, refused.
+
+    Each refusal is a one-line SpecError naming the file, the cell or ``directory``.
+    """
+    directory = Path(directory)
+    table = directory / "results.csv"
+    if store.kept(table) is None:
+        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep` has one)")
+    rows = store.read_csv(table)
+    for column in ("cell", "seed", *columns):
+        if rows and column not in rows[0]:
+            raise SpecError(str(table), f"has no column {column!r}")
+    ran_on = cell_backends(record, [row["cell"] for row in rows]) if backend else {}
+    cells, left_out = [], []
+    for row in rows:
+        cid, run_dir = row["cell"], cell_dir(directory, row["cell"])
+        if backend and ran_on[cid] != backend:
+            left_out.append(f"{cid}: run on the {ran_on[cid]} backend (these figures draw {backend} cells)")
+            continue
+        if store.kept(run_dir / "summary.json") is None:
+            left_out.append(f"{cid}: no summary.json")
+            continue
+        summary = load_summary(run_dir)
+        if summary.get("completed") is not True:
+            left_out.append(f"{cid}: not completed" + (f" ({summary['error']})" if summary.get("error") else ""))
+            continue
+        if summary.get("trustworthy") is not True:
+            reasons = lookup(summary, "fidelity.untrustworthy_reasons") or []
+            left_out.append(f"{cid}: untrustworthy" + (f" ({'; '.join(map(str, reasons))})" if reasons else ""))
+            continue
+        seed = row["seed"]
+        if seed and not (seed.isascii() and seed.isdigit()):
+            raise SpecError(str(table), f"{cid}: seed must be an integer >= 0, got {seed!r}")
+        cell = UsableCell(row, int(seed) if seed else None, summary, run_dir)
+        if needs is not None and (lacking := needs(cell)):
+            left_out.append(f"{cid}: {lacking}")
+        else:
+            cells.append(cell)
+    if not cells:
+        first = f": {left_out[0]}" if left_out else ""
+        raise SpecError("dir", f"{directory}: has no completed, trustworthy cell to draw "
+                               f"({len(left_out)} left out{first})")
+    return cells, left_out
+
+
 def record_backends(record) -> set[str]:
     """The backends a sweep record runs its cells on (the sweep's own for a record
     without cells)."""
@@ -238,7 +316,7 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
         row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
                     for key in fields})
         unset = [key for key in fields if row[key] is None]
-        ran = directory / "cells" / str(cell.get("id")) / "spec.yaml"
+        ran = cell_dir(directory, cell.get("id")) / "spec.yaml"
         if unset and ran.is_file():  # the kind's default it ran with, as resolved in its spec
             try:
                 resolved = read_yaml(ran, "DIR", "cell spec")
@@ -248,7 +326,7 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
         scheduler = cell["overrides"].get("scheduler.name", lookup(record.get("base_spec"), "scheduler.name"))
         if scheduler is not None:  # as results.csv names it, from the cell's spec
             row["scheduler"] = scheduler
-        summary = read_summary(directory / "cells" / str(cell.get("id")))
+        summary = read_summary(cell_dir(directory, cell.get("id")))
         if summary is None:
             row["completed"] = False
         else:

@@ -81,7 +81,15 @@ from experiments.errors import SpecError, one_line
 from experiments.kinds import kind_of, read_spec, resume_colocation
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
-from experiments.results import csv_value, durations, earlier_sweep_run, lookup, read_environment, read_summary
+from experiments.results import (
+    cell_dir,
+    csv_value,
+    durations,
+    earlier_sweep_run,
+    lookup,
+    read_environment,
+    read_summary,
+)
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
 from experiments.stats import is_number
 from experiments.validation import (
@@ -642,7 +650,7 @@ def list_lines(cells) -> list[str]:
 
 
 def _is_done(directory: Path | None, cell: Cell) -> bool:
-    summary = read_summary(directory / "cells" / cell.id) if directory else None
+    summary = read_summary(cell_dir(directory, cell.id)) if directory else None
     return summary is not None and summary.get("completed") is True
 
 
@@ -677,14 +685,14 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
               file=sys.stderr, flush=True)
     ids = {cell.id for cell in sweep.cells}
     recorded = [c.get("id") for c in previous.get("cells") or [] if isinstance(c, dict)]
-    dropped = [cell for cell in recorded if cell not in ids and (directory / "cells" / str(cell) / "summary.json").exists()]
+    dropped = [cell for cell in recorded if cell not in ids and (cell_dir(directory, cell) / "summary.json").exists()]
     if dropped:  # its rows would leave results.csv and sweep.yaml, its directory kept unlisted
         more = f" and {len(dropped) - 1} more" if len(dropped) > 1 else ""
         raise SpecError("--out", f"{directory} holds cells this sweep does not have ({dropped[0]}{more}): a resume "
                                  "may add cells, not drop them; resume with the sweep that ran them, or choose a new "
                                  "directory")
     for cell in sweep.cells:  # a cell run on the other backend is not this sweep's cell done
-        ran_on = (read_summary(directory / "cells" / cell.id) or {}).get("backend")
+        ran_on = (read_summary(cell_dir(directory, cell.id)) or {}).get("backend")
         if ran_on is not None and ran_on != cell.backend:
             raise SpecError("--out", f"{directory}'s cell {cell.id} ran on the {ran_on} backend, this sweep runs it "
                                      f"{cell.backend}; choose a new directory")
@@ -753,7 +761,7 @@ class SerialExecutor:
             began = time.monotonic()
             error_text = None
             try:
-                runner(cell)(copy.deepcopy(cell.spec), cell_dir(directory, cell))
+                runner(cell)(copy.deepcopy(cell.spec), cell_dir(directory, cell.id))
             except Exception as err:  # noqa: BLE001 - one failed cell must not stop the sweep
                 error_text = one_line(err)
             yield cell, error_text, time.monotonic() - began
@@ -764,10 +772,6 @@ def _resumed_in_place(cell: Cell, run_cell: RunCell | None, executor: Executor) 
     runner continues its measured repeats there (``resume_colocation``). A cluster
     runs a cell afresh in a directory of its own."""
     return run_cell is None and isinstance(executor, SerialExecutor) and backend_runner(cell) is resume_colocation
-
-
-def cell_dir(directory: Path, cell: Cell) -> Path:
-    return directory / "cells" / cell.id
 
 
 def _duration(seconds: float) -> str:
@@ -862,9 +866,9 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     rows: dict[str, dict] = {}  # by cell id: the chosen cells', and any earlier row of the others
     chosen_ids = {cell.id for cell in chosen}
     for cell in sweep.cells:
-        summary = read_summary(cell_dir(directory, cell))
+        summary = read_summary(cell_dir(directory, cell.id))
         if cell.id not in chosen_ids and summary is not None:
-            rows[cell.id] = _row(sweep, cell, cell_dir(directory, cell), summary, None, earlier.get(cell.id))
+            rows[cell.id] = _row(sweep, cell, cell_dir(directory, cell.id), summary, None, earlier.get(cell.id))
     ran: list[tuple[str, float]] = []
     shown_fields = sweep.report or list(sweep.headline[:1])
     unchecked = list(sweep.report)  # report fields no completed cell's summary has shown yet
@@ -873,7 +877,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         return f"[{len(rows.keys() & chosen_ids) + 1}/{len(chosen)}] {cell.id}"
 
     def land(cell: Cell, summary: dict | None, error_text: str | None, seconds: float | None, kept: bool) -> None:
-        row = _row(sweep, cell, cell_dir(directory, cell), summary, error_text, seconds)
+        row = _row(sweep, cell, cell_dir(directory, cell.id), summary, error_text, seconds)
         details = [f"{key} {_shown(lookup(summary or {}, key))}" for key in shown_fields]
         details.append(f"trustworthy {_shown(row['trustworthy'])}")
         if not row["completed"] and row["error"]:
@@ -896,13 +900,13 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     pending_ids = {cell.id for cell in pending}
     for cell in chosen:
         if cell.id not in pending_ids:
-            land(cell, read_summary(cell_dir(directory, cell)), None, earlier.get(cell.id), kept=True)
+            land(cell, read_summary(cell_dir(directory, cell.id)), None, earlier.get(cell.id), kept=True)
     for cell in pending:
-        if cell_dir(directory, cell).exists() and not _resumed_in_place(cell, run_cell, executor):
-            _set_aside(cell_dir(directory, cell), directory / "failed")
+        if cell_dir(directory, cell.id).exists() and not _resumed_in_place(cell, run_cell, executor):
+            _set_aside(cell_dir(directory, cell.id), directory / "failed")
     started = (lambda cell: print(f"{where(cell)} ...", flush=True))  # a line of its own: the run prints its summary
     for cell, error_text, seconds in executor.run(sweep, pending, directory, runner, started):
-        summary = read_summary(cell_dir(directory, cell))
+        summary = read_summary(cell_dir(directory, cell.id))
         if error_text is None and summary is None:
             error_text = "the runner wrote no summary.json"
         left.remove(cell)

@@ -61,7 +61,9 @@ def sweep_dir(tmp_path):
                 write_run(out / "cells" / cell, events(8))
             else:
                 (out / "cells" / cell).mkdir()
-            (out / "cells" / cell / "summary.json").write_text(json.dumps(data))
+            # the cell's verdict is its summary's, which the row copies (as a sweep writes them)
+            verdict = {"completed": completed, "trustworthy": trustworthy}
+            (out / "cells" / cell / "summary.json").write_text(json.dumps({**data, **verdict}))
     write_run(tmp_path / "solo", events(5))
     return out
 

@@ -212,7 +212,7 @@ def test_each_figures_command_draws_only_its_own_backends_cells(tmp_path, capsys
         assert main(["figures", figures, str(directory)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"trainbed: error: dir: {directory}: has no completed, trustworthy cell to draw (")
-        assert f": run on the {other} backend (trainbed figures " in err and err.count("\n") == 1
+        assert f": run on the {other} backend (these figures draw " in err and err.count("\n") == 1
     # this kept sweep ran one part for one seed (its README): 30 rows of the file's 228 cells
     rows, before = read(model / "results.csv"), simfigures.load(model)
     assert len(before.cells) == len(rows) == 30 and before.not_run == 198

@@ -1,4 +1,9 @@
-"""experiments.results.load_sweep: one row per cell, summaries flattened, for notebooks."""
+"""experiments.results.load_sweep: one row per cell, summaries flattened, for notebooks;
+usable_cells: the cells a figure draws."""
+import csv
+import gzip
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -7,7 +12,7 @@ import yaml
 
 from experiments import sweep as sweep_mod
 from experiments.errors import SpecError
-from experiments.results import flatten, load_sweep
+from experiments.results import flatten, load_sweep, usable_cells
 from tests.test_sweep import FakeRunner, write
 
 
@@ -147,3 +152,67 @@ def test_a_records_cells_run_on_their_own_backend_else_the_sweeps_and_emulated_b
     assert cell_backends("garbled") == {} and record_backends(None) == {"emulated"}
     # cells asked for that the record does not list (a results.csv's): on the sweep's backend
     assert cell_backends(mixed, ["a_backend-simulated", "b"]) == {"a_backend-simulated": "simulated", "b": "emulated"}
+
+
+GOOD = {"completed": True, "trustworthy": True}
+
+
+def figure_sweep(tmp_path, cells, record=None) -> Path:
+    """A sweep directory of ``cells``: (id, seed, summary or None for none); every row
+    says completed and trustworthy, so a verdict can only come from the summary."""
+    out = tmp_path / "sweep"
+    out.mkdir()
+    with open(out / "results.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["cell", "scheduler", "seed", "completed", "trustworthy"])
+        for cell, seed, summary in cells:
+            writer.writerow([cell, "fs", seed, "true", "true"])
+            if summary is not None:
+                (out / "cells" / cell).mkdir(parents=True)
+                (out / "cells" / cell / "summary.json").write_text(json.dumps(summary))
+    return out
+
+
+def test_usable_cells_are_those_whose_summary_says_completed_and_trustworthy(tmp_path):
+    out = figure_sweep(tmp_path, [
+        ("kept", "3", None), ("unseeded", "", GOOD), ("failed", "1", {"completed": False, "error": "RunError: boom"}),
+        ("doubtful", "1", {"completed": True, "trustworthy": False,
+                           "fidelity": {"untrustworthy_reasons": ["CPU idle 0.01 < 0.05", "loss 2%"]}}),
+        ("unjudged", "1", {"completed": True}), ("missing", "1", None), ("model", "1", GOOD), ("short", "2", GOOD)])
+    kept = out / "cells" / "kept"
+    kept.mkdir(parents=True)
+    (kept / "summary.json.gz").write_bytes(gzip.compress(json.dumps({**GOOD, "x": 7}).encode()))  # measurements/'s
+    record = {"backend": "emulated", "cells": [{"id": "model", "backend": "simulated"}]}
+    cells, left_out = usable_cells(out, record, "emulated",
+                                   needs=lambda c: "too short" if c.row["cell"] == "short" else None)
+    assert [(c.row["cell"], c.seed, c.run_dir) for c in cells] == [("kept", 3, kept),
+                                                                    ("unseeded", None, out / "cells" / "unseeded")]
+    assert cells[0].summary["x"] == 7
+    assert left_out == ["failed: not completed (RunError: boom)",
+                        "doubtful: untrustworthy (CPU idle 0.01 < 0.05; loss 2%)", "unjudged: untrustworthy",
+                        "missing: no summary.json",
+                        "model: run on the simulated backend (these figures draw emulated cells)", "short: too short"]
+    assert len(usable_cells(out)[0]) == 4  # no backend asked: both backends' cells
+
+
+@pytest.mark.parametrize("seed", ["-1", "1.5", "x", "\u00b2"])
+def test_a_seed_no_spec_runs_is_refused_naming_the_cell(tmp_path, seed):
+    out = figure_sweep(tmp_path, [("c", seed, GOOD)])
+    with pytest.raises(SpecError, match=f"^{re.escape(str(out / 'results.csv'))}: c: seed must be an integer >= 0, "
+                                        f"got {re.escape(repr(seed))}$"):
+        usable_cells(out)
+
+
+def test_a_sweep_no_figure_can_draw_is_refused_in_one_line(tmp_path):
+    with pytest.raises(SpecError, match=r"^dir: .*results.csv: no such file"):
+        usable_cells(tmp_path)
+    out = figure_sweep(tmp_path, [("c", "1", None), ("d", "1", {"completed": False})])
+    with pytest.raises(SpecError, match=rf"^dir: {re.escape(str(out))}: has no completed, trustworthy cell to draw "
+                                        r"\(2 left out: c: no summary.json\)$"):
+        usable_cells(out)
+    with pytest.raises(SpecError, match=r"results.csv: has no column 'placement'$"):
+        usable_cells(out, columns=("placement",))
+    (out / "cells" / "c").mkdir()
+    (out / "cells" / "c" / "summary.json").write_text("{garbled")  # refused, not left out: a figure reads every cell
+    with pytest.raises(SpecError, match=r"cells/c/summary.json: not JSON"):
+        usable_cells(out)

@@ -36,22 +36,27 @@ from pathlib import Path
 import matplotlib
 
 from experiments.cojob import metrics as gm
+from experiments.cojob.spec import SCHEDULERS
 from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
-from experiments.results import lookup
+from experiments.results import lookup, usable_cells
 from experiments.stats import mean, paired_mean_ratio, percentile
-from experiments.store import read_csv, read_json, write_csv
+from experiments.store import write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 FS, GROUPER = "fs", "grouper"
+OFFLINE, IMMEDIATE = "grouper-offline", "grouper-immediate"
 PAPER_ORDER = (FS, "baraat", "sincronia", GROUPER)
+# Every cojob scheduler, the paper's four first: each keeps its place and colour in every figure.
+SCHEDULER_ORDER = (*PAPER_ORDER, *(s for s in SCHEDULERS if s not in PAPER_ORDER))
 # sincronia-stage is BSSI over cojob stages, not the paper's Sincronia: no paper numbers.
 LABELS = {FS: "FS", "baraat": "Baraat", "sincronia": "Sincronia", GROUPER: "Grouper",
-          "sincronia-stage": "Sincronia-stage (not the paper's)"}
+          "sincronia-stage": "Sincronia-stage (not the paper's)", OFFLINE: "Grouper-Offline",
+          IMMEDIATE: "Grouper-Immediate"}
 # Scheduler names a spec may use for the paper's four designs.
 ALIASES = {"fs": FS, "fair_share": FS, "fairshare": FS, "grouper": GROUPER, "pda": GROUPER,
            "baraat": "baraat", "sincronia": "sincronia"}
@@ -131,43 +136,17 @@ def _cell_metrics(cell_dir: Path, summary: dict, solo: gm.SoloSct | None) -> dic
 
 
 def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tuple[list[CellResult], list[str]]:
-    """The usable cells of a sweep directory, and one note per cell left out (why)."""
+    """The usable emulated cells of a sweep directory (``results.usable_cells``), and
+    one note per cell left out (why)."""
     results_dir = Path(results_dir)
-    table = results_dir / "results.csv"
-    if not table.is_file():
-        raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep`)")
-    rows = read_csv(table)
-    for column in ("cell", "scheduler", "seed", "completed", "trustworthy"):
-        if rows and column not in rows[0]:
-            raise SpecError(f"{table.name}", f"has no column {column!r}")
     sweep_file = results_dir / "sweep.yaml"
     record = read_yaml(sweep_file, "sweep", "sweep record") if sweep_file.is_file() else {}
     check_cojob_sweep(record, sweep_file, "grouper")
     grid = list((record if isinstance(record, dict) else {}).get("grid") or {})
-    ran_on = backends(record)
-    cells, left_out = [], []
-    for row in rows:
-        summary_path = results_dir / "cells" / row["cell"] / "summary.json"
-        if other := other_backend(row["cell"], ran_on, "emulated"):
-            left_out.append(other)
-        elif row["completed"] != "true":
-            left_out.append(f"{row['cell']}: not completed")
-        elif row["trustworthy"] != "true":
-            left_out.append(f"{row['cell']}: untrustworthy")
-        elif not summary_path.is_file():
-            left_out.append(f"{row['cell']}: no summary.json")
-        else:
-            config = ", ".join(f"{key}={row.get(key, '')}" for key in grid) or row.get("part") or "all"
-            summary = read_json(summary_path)
-            if not isinstance(summary, dict):
-                raise SpecError(str(summary_path), "not a run summary (a JSON object)")
-            metrics = _cell_metrics(summary_path.parent, summary, solo)
-            if row["seed"] and not row["seed"].lstrip("-").isdigit():
-                raise SpecError(table.name, f"{row['cell']}: seed must be an integer, got {row['seed']!r}")
-            seed = int(row["seed"]) if row["seed"] else None
-            cells.append(CellResult(row["cell"], canonical(row["scheduler"]), seed, config, metrics))
-    if not cells:
-        raise SpecError("dir", f"{results_dir}: {no_cell_left(left_out)}")
+    used, left_out = usable_cells(results_dir, record, "emulated", ("scheduler",))
+    cells = [CellResult(cell.row["cell"], canonical(cell.row["scheduler"]), cell.seed,
+                        ", ".join(f"{key}={cell.row.get(key, '')}" for key in grid) or cell.row.get("part") or "all",
+                        _cell_metrics(cell.run_dir, cell.summary, solo)) for cell in used]
     return cells, left_out
 
 
@@ -176,31 +155,6 @@ def check_cojob_sweep(record, sweep_file: Path, figures: str) -> None:
     kind = lookup(record, "base_spec.workload.kind")
     if kind is not None and kind != "cojob":
         raise SpecError(str(sweep_file), f"a sweep of {kind} cells; trainbed figures {figures} reads cojob sweeps")
-
-
-def backends(record) -> dict[str, str]:
-    """cell id -> the backend it ran on, as the sweep record says (a record from before
-    the simulator names none: emulated)."""
-    record = record if isinstance(record, dict) else {}
-    default = record.get("backend") or "emulated"
-    return {cell["id"]: cell.get("backend") or default for cell in record.get("cells") or []
-            if isinstance(cell, dict) and "id" in cell}
-
-
-def other_backend(cell: str, ran_on: Mapping[str, str], wanted: str) -> str | None:
-    """Why a cell is left out of figures drawn from ``wanted`` cells, or None: a cell the
-    record says ran on another backend (a mixed sweep's other part, or another sweep)."""
-    backend = ran_on.get(cell, wanted)
-    if backend == wanted:
-        return None
-    figures = "grouper-sim" if backend == "simulated" else "grouper"
-    return f"{cell}: run on the {backend} backend (trainbed figures {figures}'s)"
-
-
-def no_cell_left(left_out: Sequence[str]) -> str:
-    """Why a sweep directory gives no figure: every cell was left out (the first reason)."""
-    first = f": {left_out[0]}" if left_out else ""
-    return f"has no completed, trustworthy cell to draw ({len(left_out)} left out{first})"
 
 
 def by_seed(cells: Iterable, scheduler: str, value) -> dict:
@@ -219,10 +173,10 @@ def reduction_pct(grouper: Mapping, other: Mapping) -> float | None:
     return None if ratio is None else 100 * (1 - ratio)
 
 
-def _ordered(schedulers: Iterable[str]) -> list[str]:
-    """The paper's designs in its order, then any others by name."""
+def scheduler_order(schedulers: Iterable[str]) -> list[str]:
+    """``schedulers`` in ``SCHEDULER_ORDER``, then any others by name."""
     present = set(schedulers)
-    return [s for s in PAPER_ORDER if s in present] + sorted(present - set(PAPER_ORDER))
+    return [s for s in SCHEDULER_ORDER if s in present] + sorted(present - set(SCHEDULER_ORDER))
 
 
 def _configs(cells: Iterable[CellResult]) -> list[str]:
@@ -256,7 +210,7 @@ def figure10_rows(cells: Sequence[CellResult]) -> tuple[list[dict], list[dict]]:
     rows, points = [], []
     for config in _configs(cells):
         here = [c for c in cells if c.config == config]
-        schedulers = _ordered(c.scheduler for c in here)
+        schedulers = scheduler_order(c.scheduler for c in here)
         per_seed = {stat: {s: by_seed(here, s, lambda c, stat=stat: _slowdown_stat(c, stat)) for s in schedulers}
                     for stat in PAPER_FIG10}
         for scheduler in schedulers:
@@ -278,7 +232,7 @@ def figure11_rows(cells: Sequence[CellResult]) -> list[dict]:
     rows = []
     for config in _configs(cells):
         here = [c for c in cells if c.config == config]
-        schedulers = _ordered(c.scheduler for c in here)
+        schedulers = scheduler_order(c.scheduler for c in here)
         for metric, paper in PAPER_FIG11.items():
             per_seed = {s: by_seed(here, s, lambda c: c.metrics.get(metric)) for s in schedulers}
             for scheduler, values in per_seed.items():
@@ -302,7 +256,7 @@ def figure12_rows(cells: Sequence[CellResult]) -> list[dict]:
     rows = []
     for config in _configs(cells):
         here = [c for c in cells if c.config == config]
-        schedulers = _ordered(c.scheduler for c in here)
+        schedulers = scheduler_order(c.scheduler for c in here)
         for model in _model_order(here):
             per_seed = {s: by_seed(here, s, lambda c: (c.metrics.get("per_model_avg_sct_s") or {}).get(model))
                         for s in schedulers}
@@ -324,16 +278,18 @@ def fmt(value, kind: str = "ratio") -> str:
             "x": f"{value:g}"}[kind]
 
 
-def _label(scheduler: str) -> str:
+def scheduler_label(scheduler: str) -> str:
     return LABELS.get(scheduler, scheduler)
 
 
-def _colour(scheduler: str, schedulers: Sequence[str]) -> str:
-    """The same colour for a design in every plot: the paper's four first, then the others."""
-    if scheduler in PAPER_ORDER:
-        return f"C{PAPER_ORDER.index(scheduler)}"
-    others = [s for s in schedulers if s not in PAPER_ORDER]
-    return f"C{len(PAPER_ORDER) + others.index(scheduler) % 6}"
+def scheduler_colour(scheduler: str, schedulers: Sequence[str] = ()) -> str:
+    """A cojob scheduler's own colour in every plot (``SCHEDULER_ORDER``); another one
+    takes the spare colours by its place among the others in ``schedulers``."""
+    if scheduler in SCHEDULER_ORDER:
+        return f"C{SCHEDULER_ORDER.index(scheduler)}"
+    others = [s for s in schedulers if s not in SCHEDULER_ORDER]
+    place = others.index(scheduler) if scheduler in others else 0
+    return f"C{len(SCHEDULER_ORDER) + place % (10 - len(SCHEDULER_ORDER))}"
 
 
 def _header(title: str, cells: Sequence[CellResult], left_out: Sequence[str]) -> list[str]:
@@ -360,7 +316,8 @@ def figure10_markdown(rows, cells, left_out, solo_note: str) -> str:
         lines += [f"## {config}", "", markdown_table(
             ["scheduler", "stages", "avg slowdown", "p90 slowdown", "Grouper's ASSD reduction vs it", "paper",
              "Grouper's p90 reduction vs it", "paper"],
-            [[_label(r["scheduler"]), str(r["stages"]), fmt(r["avg_stage_slowdown"]), fmt(r["p90_stage_slowdown"]),
+            [[scheduler_label(r["scheduler"]), str(r["stages"]), fmt(r["avg_stage_slowdown"]),
+              fmt(r["p90_stage_slowdown"]),
               fmt(r["grouper_reduction_avg_stage_slowdown_pct"], "pct"),
               fmt(r["paper_grouper_reduction_avg_stage_slowdown_pct"], "pct"),
               fmt(r["grouper_reduction_p90_stage_slowdown_pct"], "pct"),
@@ -378,7 +335,7 @@ def figure11_markdown(rows, cells, left_out) -> str:
     for config, block in _by_config(rows).items():
         lines += [f"## {config}", "", markdown_table(
             ["metric", "scheduler", "seeds", "mean (s)", "÷FS", "paper ÷FS", "Grouper's reduction vs it", "paper"],
-            [[FIG11_LABELS[r["metric"]], _label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
+            [[FIG11_LABELS[r["metric"]], scheduler_label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
               fmt(r["normalised_to_fs"]), fmt(r["paper_normalised_to_fs"]),
               fmt(r["grouper_reduction_pct"], "pct"), fmt(r["paper_grouper_reduction_pct"], "pct")]
              for r in block]), ""]
@@ -391,7 +348,7 @@ def figure12_markdown(rows, cells, left_out) -> str:
     for config, block in _by_config(rows).items():
         lines += [f"## {config}", "", markdown_table(
             ["model", "scheduler", "seeds", "mean SCT (s)", "÷FS", "paper ÷FS"],
-            [[r["model"], _label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
+            [[r["model"], scheduler_label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
               fmt(r["normalised_to_fs"]), fmt(r["paper_normalised_to_fs"])] for r in block]), ""]
     return "\n".join(lines)
 
@@ -404,8 +361,8 @@ def _bars(ax, groups: Sequence[str], rows_by_group: Mapping[str, Mapping[str, di
     for i, scheduler in enumerate(schedulers):
         xs = [g + (i - (len(schedulers) - 1) / 2) * width for g in range(len(groups))]
         rows = [rows_by_group[group].get(scheduler, {}) for group in groups]
-        ax.bar(xs, [r.get(value) or 0 for r in rows], width, label=_label(scheduler),
-               color=_colour(scheduler, schedulers))
+        ax.bar(xs, [r.get(value) or 0 for r in rows], width, label=scheduler_label(scheduler),
+               color=scheduler_colour(scheduler, schedulers))
         if paper:
             marks = [(x, r[paper]) for x, r in zip(xs, rows) if r.get(paper) is not None]
             ax.plot([x for x, _ in marks], [y for _, y in marks], "k_", markersize=12, markeredgewidth=2,
@@ -425,10 +382,10 @@ def figure10_plot(rows, points, path: Path, solo_note: str) -> None:
                      if p["config"] == config and p["scheduler"] == r["scheduler"]]
             if curve:  # from 0 at the smallest slowdown, so a single stage still draws a step
                 cdf_ax.step([curve[0][0]] + [x for x, _ in curve], [0.0] + [y for _, y in curve], where="post",
-                            label=_label(r["scheduler"]), color=_colour(r["scheduler"], schedulers))
+                            label=scheduler_label(r["scheduler"]), color=scheduler_colour(r["scheduler"], schedulers))
         cdf_ax.set(xlabel="stage slowdown", ylabel="CDF", title=f"(a) CDF of stage slowdown ({config})")
-        bar_ax.bar([_label(r["scheduler"]) for r in block], [r["avg_stage_slowdown"] or 0 for r in block],
-                   color=[_colour(s, schedulers) for s in schedulers])
+        bar_ax.bar([scheduler_label(r["scheduler"]) for r in block], [r["avg_stage_slowdown"] or 0 for r in block],
+                   color=[scheduler_colour(s, schedulers) for s in schedulers])
         bar_ax.set(ylabel="average stage slowdown", title="(b) average stage slowdown")
         if not any(r["stages"] for r in block):
             cdf_ax.text(0.5, 0.5, textwrap.fill(solo_note, 45), ha="center", va="center", fontsize=9,
@@ -447,7 +404,7 @@ def figure11_plot(rows, path: Path) -> None:
     for ax, config in zip(axes[:, 0], configs):
         block = [r for r in rows if r["config"] == config]
         by_metric = {FIG11_LABELS[m]: {r["scheduler"]: r for r in block if r["metric"] == m} for m in FIG11_LABELS}
-        _bars(ax, list(by_metric), by_metric, _ordered(r["scheduler"] for r in block), "normalised_to_fs",
+        _bars(ax, list(by_metric), by_metric, scheduler_order(r["scheduler"] for r in block), "normalised_to_fs",
               "paper_normalised_to_fs")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set(ylabel="normalised to FS", title=f"average completion times ({config})")
@@ -464,7 +421,7 @@ def figure12_plot(rows, path: Path) -> None:
         block = [r for r in rows if r["config"] == config]
         models = list(dict.fromkeys(r["model"] for r in block))
         by_model = {m: {r["scheduler"]: r for r in block if r["model"] == m} for m in models}
-        _bars(ax, models, by_model, _ordered(r["scheduler"] for r in block), "normalised_to_fs")
+        _bars(ax, models, by_model, scheduler_order(r["scheduler"] for r in block), "normalised_to_fs")
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set(ylabel="average SCT normalised to FS", title=f"average SCT per model ({config})")
         ax.legend(fontsize=8, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.1))

@@ -42,11 +42,11 @@ from pathlib import Path
 import matplotlib
 
 from experiments.cojob import metrics as gm
-from experiments.cojob.figures import (FS, GROUPER, LABELS, PAPER_ORDER, backends, by_seed, canonical,
-                                       check_cojob_sweep, fmt, no_cell_left, other_backend, reduction_pct)
+from experiments.cojob.figures import (FS, GROUPER, IMMEDIATE, OFFLINE, by_seed, canonical, check_cojob_sweep, fmt,
+                                       reduction_pct, scheduler_colour, scheduler_label, scheduler_order)
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
-from experiments.results import csv_value, lookup
+from experiments.results import cell_backends, csv_value, lookup, usable_cells
 from experiments.stats import mean, paired_mean_ratio, percentile
 from experiments.store import read_csv, write_csv
 from experiments.validation import read_yaml
@@ -56,9 +56,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 WORKLOAD, RATIO, PERIOD, SOLO = ("workload.arrivals.workload_factor", "workload.comm_comp_ratio",
                                  "scheduler.period_s", "workload.only_cojob")
-OFFLINE, IMMEDIATE = "grouper-offline", "grouper-immediate"
 METRICS = {"avg_sct_s": "SCT", "avg_jct_s": "JCT"}
-SIM_LABELS = {**LABELS, OFFLINE: "Grouper-Offline", IMMEDIATE: "Grouper-Immediate"}
 
 # What §V-C's text says of each figure (the figures' points are not given as numbers).
 PAPER = {
@@ -131,44 +129,28 @@ def _value(text: str):
 
 
 def load(results_dir: str | Path) -> SimSweep:
-    """The usable cells of a simulated sweep directory, with what was left out and the base point."""
+    """The usable simulated cells of a sweep directory (``results.usable_cells``, each
+    with its events), with what was left out and the base point."""
     results_dir = Path(results_dir)
-    table, record_path = results_dir / "results.csv", results_dir / "sweep.yaml"
-    for path in (table, record_path):
-        if not path.is_file():
-            raise SpecError("dir", f"{path}: no such file (a sweep directory of `trainbed sweep`)")
+    record_path = results_dir / "sweep.yaml"
+    if not record_path.is_file():
+        raise SpecError("dir", f"{record_path}: no such file (a sweep directory of `trainbed sweep`)")
     record = read_yaml(record_path, "sweep", "sweep record")
     if not isinstance(record, dict) or not isinstance(record.get("base_spec"), dict):
         raise SpecError("dir", f"{record_path}: not a sweep record")
     check_cojob_sweep(record, record_path, "grouper-sim")
     fields = list(record.get("grid") or {})
     base = {field: _value(csv_value(lookup(record["base_spec"], field))) for field in fields}
-    rows = read_csv(table)
-    for column in ("cell", "scheduler", "seed", "completed", "trustworthy", *fields):
-        if rows and column not in rows[0]:
-            raise SpecError(table.name, f"has no column {column!r}")
-    ran_on = backends(record)
-    cells, left_out = [], []
-    for row in rows:
-        run_dir = results_dir / "cells" / row["cell"]
-        if other := other_backend(row["cell"], ran_on, "simulated"):
-            left_out.append(other)
-        elif row["completed"] != "true":
-            left_out.append(f"{row['cell']}: not completed")
-        elif row["trustworthy"] != "true":
-            left_out.append(f"{row['cell']}: untrustworthy")
-        elif not gm.has_run(run_dir):
-            left_out.append(f"{row['cell']}: no events.jsonl and workload.json")
-        else:
-            if row["seed"] and not row["seed"].isdigit():
-                raise SpecError(table.name, f"{row['cell']}: seed must be an integer, got {row['seed']!r}")
-            values = {field: _value(row[field]) for field in fields}
-            cells.append(SimCell(row["cell"], canonical(row["scheduler"]), int(row["seed"]) if row["seed"] else None,
-                                 values, gm.summarise(*gm.read_run(run_dir)), run_dir))
+
+    def has_events(cell) -> str | None:  # the metrics are recomputed from them
+        return None if gm.has_run(cell.run_dir) else "no events.jsonl and workload.json"
+
+    used, left_out = usable_cells(results_dir, record, "simulated", ("scheduler", *fields), needs=has_events)
+    cells = [SimCell(c.row["cell"], canonical(c.row["scheduler"]), c.seed, {f: _value(c.row[f]) for f in fields},
+                     gm.summarise(*gm.read_run(c.run_dir)), c.run_dir) for c in used]
     scale = lookup(record["base_spec"], "workload.iterations_scale")
-    if not cells:
-        raise SpecError("dir", f"{results_dir}: {no_cell_left(left_out)}")
-    not_run = len({cell for cell, backend in ran_on.items() if backend == "simulated"} - {row["cell"] for row in rows})
+    ran = {row["cell"] for row in read_csv(results_dir / "results.csv")}
+    not_run = sum(backend == "simulated" and cid not in ran for cid, backend in cell_backends(record).items())
     return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0, not_run)
 
 
@@ -203,12 +185,6 @@ def at_base(sweep: SimSweep, schedulers: Iterable[str], free: Iterable[str] = ()
     return list(chosen.values())
 
 
-def _ordered(schedulers: Iterable[str]) -> list[str]:
-    order = (*PAPER_ORDER, OFFLINE, IMMEDIATE)
-    present = set(schedulers)
-    return [s for s in order if s in present] + sorted(present - set(order))
-
-
 def _change_pct(ratio: float | None) -> float | None:
     return None if ratio is None else 100 * (ratio - 1)
 
@@ -222,7 +198,7 @@ def normalised_rows(sweep: SimSweep, field: str, column: str, schedulers: Sequen
             fs = by_seed(cells, FS, lambda c, m=metric: c.metrics.get(m))
             grouper = by_seed(cells, GROUPER, lambda c, m=metric: c.metrics.get(m))
             offline = by_seed(cells, OFFLINE, lambda c, m=metric: c.metrics.get(m))
-            for scheduler in _ordered(c.scheduler for c in cells):
+            for scheduler in scheduler_order(c.scheduler for c in cells):
                 values = by_seed(cells, scheduler, lambda c, m=metric: c.metrics.get(m))
                 rows.append({column: x, "metric": metric, "scheduler": scheduler, "seeds": len(values),
                              "mean_s": mean(values.values()), "normalised_to_fs": paired_mean_ratio(values, fs)[0],
@@ -272,7 +248,7 @@ def figure17_rows(sweep: SimSweep, solo: dict[int | None, gm.SoloSct]) -> tuple[
                  for c in cells if c.seed in solo}
     average = {s: by_seed(cells, s, lambda c: mean(slowdowns.get(c.cell, []))) for s in {c.scheduler for c in cells}}
     rows, points = [], []
-    for scheduler in _ordered(average):
+    for scheduler in scheduler_order(average):
         values = [v for c in cells if c.scheduler == scheduler for v in slowdowns.get(c.cell, [])]
         rows.append({"scheduler": scheduler, "seeds": len(average[scheduler]), "stages": len(values),
                      "avg_stage_slowdown": mean(values), "p90_stage_slowdown": percentile(values, 90),
@@ -284,10 +260,6 @@ def figure17_rows(sweep: SimSweep, solo: dict[int | None, gm.SoloSct]) -> tuple[
 
 
 # --- Markdown -------------------------------------------------------------------------
-def _label(scheduler: str) -> str:
-    return SIM_LABELS.get(scheduler, scheduler)
-
-
 def _header(number: int, title: str, sweep: SimSweep, used: int) -> list[str]:
     paper = PAPER[number]
     lines = [f"# Fig. {number}: {title}", "",
@@ -308,7 +280,7 @@ def _ordering(rows: Sequence[dict], metric: str, column: str) -> list[str]:
         block = sorted((r for r in rows if r[column] == x and r["metric"] == metric and r["mean_s"] is not None),
                        key=lambda r: r["mean_s"])
         if block:
-            lines.append(f"{fmt(x, 'x')}: " + " < ".join(_label(r["scheduler"]) for r in block))
+            lines.append(f"{fmt(x, 'x')}: " + " < ".join(scheduler_label(r["scheduler"]) for r in block))
     return lines
 
 
@@ -320,7 +292,7 @@ def normalised_markdown(number: int, title: str, rows: Sequence[dict], column: s
         lines += [f"## Average {name}", "", markdown_table(
             [column, "scheduler", "seeds", f"mean {name} (s)", "÷FS", "Grouper's reduction vs it",
              *(["Grouper over Offline"] if offline else [])],
-            [[fmt(r[column], "x"), _label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
+            [[fmt(r[column], "x"), scheduler_label(r["scheduler"]), str(r["seeds"]), fmt(r["mean_s"], "s"),
               fmt(r["normalised_to_fs"]), fmt(r["grouper_reduction_pct"], "pct"),
               *([fmt(r["grouper_over_offline_pct"], "change")] if offline else [])] for r in block]), "",
             f"Ordering by mean {name}, smallest first: " + "; ".join(_ordering(rows, metric, column) or ["n/a"]), ""]
@@ -336,7 +308,7 @@ def figure15_extra(rows: Sequence[dict]) -> list[str]:
 
     return ["## Beside the paper's numbers", "", markdown_table(
         ["metric", "against", "Grouper's largest reduction (ours)", "paper ('up to')"],
-        [[METRICS[metric], _label(s), fmt(largest(metric, s), "pct"), f"{paper}%"]
+        [[METRICS[metric], scheduler_label(s), fmt(largest(metric, s), "pct"), f"{paper}%"]
          for metric, by in PAPER[15]["up_to"].items() for s, paper in by.items()]), ""]
 
 
@@ -346,7 +318,7 @@ def figure16_markdown(rows: Sequence[dict], sweep: SimSweep, used: int) -> str:
     for metric, name in METRICS.items():
         lines += [f"## Average {name}", "", markdown_table(
             ["scheduler", "period (s)", "paper minutes", "seeds", f"mean {name} (s)", "÷FS", "over Immediate"],
-            [[_label(r["scheduler"]), fmt(r["period_s"], "x") if r["period_s"] is not None else "-",
+            [[scheduler_label(r["scheduler"]), fmt(r["period_s"], "x") if r["period_s"] is not None else "-",
               fmt(r["paper_period_min"], "x") if r["paper_period_min"] is not None else "-", str(r["seeds"]),
               fmt(r["mean_s"], "s"), fmt(r["normalised_to_fs"]), fmt(r["over_immediate_pct"], "change")]
              for r in rows if r["metric"] == metric]), ""]
@@ -357,7 +329,7 @@ def figure17_markdown(rows: Sequence[dict], sweep: SimSweep, used: int, solo_see
     lines = _header(17, "stage slowdown, online vs offline (at the base point)", sweep, used)
     lines += [f"Solo calibration: the cells of one cojob alone, {solo_seeds} seed(s).", "", markdown_table(
         ["scheduler", "seeds", "stages", "avg slowdown", "p90 slowdown", "avg over Offline", "paper"],
-        [[_label(r["scheduler"]), str(r["seeds"]), str(r["stages"]), fmt(r["avg_stage_slowdown"]),
+        [[scheduler_label(r["scheduler"]), str(r["seeds"]), str(r["stages"]), fmt(r["avg_stage_slowdown"]),
           fmt(r["p90_stage_slowdown"]), fmt(r["over_offline_pct"], "change"),
           f"+{PAPER[17]['online_over_offline_pct']}%" if r["scheduler"] == GROUPER else ""] for r in rows]), ""]
     return "\n".join(lines)
@@ -373,11 +345,6 @@ def figure18_extra(rows: Sequence[dict]) -> list[str]:
 
 
 # --- plots -------------------------------------------------------------------------------
-def _colour(scheduler: str) -> str:
-    order = (*PAPER_ORDER, OFFLINE, IMMEDIATE)
-    return f"C{order.index(scheduler)}" if scheduler in order else "C9"
-
-
 def _save(fig, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -396,10 +363,10 @@ def _lines_plot(rows: Sequence[dict], column: str, xlabel: str, title: str, path
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), squeeze=False)
     for ax, (metric, name) in zip(axes[0], METRICS.items()):
         block = [r for r in rows if r["metric"] == metric and r["normalised_to_fs"] is not None]
-        for scheduler in _ordered(r["scheduler"] for r in block):
+        for scheduler in scheduler_order(r["scheduler"] for r in block):
             points = [(r[column], r["normalised_to_fs"]) for r in block if r["scheduler"] == scheduler]
-            ax.plot([x for x, _ in points], [y for _, y in points], "o-", label=_label(scheduler),
-                    color=_colour(scheduler))
+            ax.plot([x for x, _ in points], [y for _, y in points], "o-", label=scheduler_label(scheduler),
+                    color=scheduler_colour(scheduler))
         _log_x(ax, [r[column] for r in block])
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set(xlabel=xlabel, ylabel=f"average {name} normalised to FS", title=f"{title}: average {name}")
@@ -415,11 +382,11 @@ def figure16_plot(rows: Sequence[dict], path: Path) -> None:
         block = [r for r in rows if r["metric"] == metric and r["normalised_to_fs"] is not None]
         periodic = [r for r in block if r["paper_period_min"] is not None]
         ax.plot([r["paper_period_min"] for r in periodic], [r["normalised_to_fs"] for r in periodic], "o-",
-                label=_label(GROUPER), color=_colour(GROUPER))
+                label=scheduler_label(GROUPER), color=scheduler_colour(GROUPER))
         for r in block:
             if r["paper_period_min"] is None:
-                ax.axhline(r["normalised_to_fs"], linestyle="--", color=_colour(r["scheduler"]),
-                           label=_label(r["scheduler"]))
+                ax.axhline(r["normalised_to_fs"], linestyle="--", color=scheduler_colour(r["scheduler"]),
+                           label=scheduler_label(r["scheduler"]))
         _log_x(ax, [r["paper_period_min"] for r in periodic])
         ax.set(xlabel="scheduling period (the paper's minutes)", ylabel=f"average {name} normalised to FS",
                title=f"Fig. 16: average {name}")
@@ -435,13 +402,13 @@ def figure17_plot(rows: Sequence[dict], points: Sequence[dict], path: Path) -> N
         curve = [(p["slowdown"], p["cdf"]) for p in points if p["scheduler"] == r["scheduler"]]
         if curve:
             cdf_ax.step([curve[0][0]] + [x for x, _ in curve], [0.0] + [y for _, y in curve], where="post",
-                        label=_label(r["scheduler"]), color=_colour(r["scheduler"]))
+                        label=scheduler_label(r["scheduler"]), color=scheduler_colour(r["scheduler"]))
     cdf_ax.set(xlabel="stage slowdown", ylabel="CDF", title="Fig. 17(a): CDF of stage slowdown")
     cdf_ax.grid(alpha=0.3)
     if points:
         cdf_ax.legend(fontsize=8)
-    bar_ax.bar([_label(r["scheduler"]) for r in rows], [r["avg_stage_slowdown"] or 0 for r in rows],
-               color=[_colour(r["scheduler"]) for r in rows])
+    bar_ax.bar([scheduler_label(r["scheduler"]) for r in rows], [r["avg_stage_slowdown"] or 0 for r in rows],
+               color=[scheduler_colour(r["scheduler"]) for r in rows])
     bar_ax.set(ylabel="average stage slowdown", title="Fig. 17(b): average stage slowdown")
     bar_ax.tick_params(axis="x", labelsize=8)
     _save(fig, path)

@@ -56,7 +56,7 @@ from experiments import store
 from experiments.errors import SpecError
 from experiments.gnn.metrics import binned_host_mbps, training
 from experiments.reports.markdown import markdown_table
-from experiments.results import read_environment
+from experiments.results import read_environment, usable_cells
 from experiments.stats import mean_sd, paired_mean_ratio
 from experiments.validation import read_yaml
 
@@ -80,7 +80,7 @@ class Cell:
 
     placement: str
     scheduler: str
-    seed: int
+    seed: int | None  # None: the sweep set none (results.csv)
     summary: dict
     run_dir: Path
 
@@ -90,37 +90,14 @@ class Cell:
 
 
 def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
-    """The completed, trustworthy gnn cells of a sweep directory, and why others were left out."""
-    root = Path(directory)
-    results = root / "results.csv"
-    if not results.exists():
-        raise SpecError("dir", f"{directory}: has no results.csv: not a sweep directory (trainbed sweep --out DIR)")
-    rows = store.read_csv(results)
-    if rows and "cell" not in rows[0]:
-        raise SpecError(str(results), "has no column 'cell'")
-    cells, left_out = [], []
-    for row in rows:
-        run_dir = root / "cells" / row["cell"]
-        summary_path = store.kept(run_dir / "summary.json")
-        if summary_path is None:
-            left_out.append(f"{row['cell']}: no summary")
-            continue
-        summary = store.read_json(summary_path)
-        if not isinstance(summary, dict):
-            raise SpecError(str(summary_path), "not a run summary (a JSON object)")
-        if not summary.get("completed"):
-            left_out.append(f"{row['cell']}: not completed ({summary.get('error')})")
-        elif not summary.get("trustworthy"):
-            reasons = (summary.get("fidelity") or {}).get("untrustworthy_reasons") or []
-            left_out.append(f"{row['cell']}: untrustworthy ({'; '.join(reasons)})")
-        elif summary.get("time_to_accuracy_s") is None:
-            left_out.append(f"{row['cell']}: never reached the target accuracy")
-        else:
-            cells.append(Cell(summary["placement"], summary["scheduler"], int(summary["seed"]),
-                              _with_first_iteration_split(summary, run_dir), run_dir))
-    if not cells:
-        raise SpecError("dir", f"{directory}: has no completed, trustworthy gnn cell ({len(left_out)} left out)")
-    return cells, left_out
+    """The usable gnn cells of a sweep directory (``results.usable_cells``) that reached
+    the target accuracy, and why others were left out."""
+    def reached(cell) -> str | None:
+        return None if cell.summary.get("time_to_accuracy_s") is not None else "never reached the target accuracy"
+
+    used, left_out = usable_cells(directory, needs=reached)
+    return [Cell(c.summary["placement"], c.summary["scheduler"], c.seed,
+                 _with_first_iteration_split(c.summary, c.run_dir), c.run_dir) for c in used], left_out
 
 
 def _with_first_iteration_split(summary: dict, run_dir: Path) -> dict:

@@ -15,7 +15,7 @@ from experiments.errors import SpecError, one_line
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
 from experiments.reports.rundata import load, num, verdict
-from experiments.results import csv_value, lookup, record_backends
+from experiments.results import cell_dir, csv_value, lookup, record_backends
 from experiments.stats import mean_sd
 from experiments.validation import read_yaml
 
@@ -53,7 +53,7 @@ class SweepData:
         return row.get("completed") != "true" or row.get("trustworthy") == "false"
 
     def _reasons(self, row: dict) -> list[str]:
-        cell = self.path / "cells" / row["cell"]
+        cell = cell_dir(self.path, row["cell"])
         try:
             reasons = verdict(load(cell)).reasons
         except FileNotFoundError:  # the cell failed before writing its summary
@@ -86,7 +86,7 @@ class SweepData:
     def kind(self) -> str | None:
         for row in self.rows:
             try:
-                return load(self.path / "cells" / row["cell"]).kind
+                return load(cell_dir(self.path, row["cell"])).kind
             except (OSError, ValueError):
                 continue
         return None
