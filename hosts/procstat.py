@@ -22,3 +22,15 @@ def box_times(proc: Path = PROC) -> BoxTimes:
     fields += [0.0] * (8 - len(fields))
     # user .. steal; guest and guest_nice (fields 9-10) are already inside user and nice
     return BoxTimes(idle=fields[3] + fields[4], steal=fields[7], total=sum(fields[:8]))
+
+
+def idle_share(before: BoxTimes, after: BoxTimes) -> float:
+    """The share of all CPUs' time between two readings spent idle (0 when none passed)."""
+    total = after.total - before.total
+    return (after.idle - before.idle) / total if total > 0 else 0.0
+
+
+def stolen_share(before: BoxTimes, after: BoxTimes) -> float:
+    """The share of all CPUs' time between two readings the hypervisor took."""
+    total = after.total - before.total
+    return (after.steal - before.steal) / total if total > 0 else 0.0

@@ -13,10 +13,8 @@ timetable runner, any fault still leaves
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from controller.hostnet import tc_show_cmd
 from experiments import store
 from experiments.cojob import conformance, simulated
 from experiments.cojob import metrics as grouper_metrics
@@ -34,8 +32,6 @@ from experiments.platform.fidelity import (
 )
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
-from topologies import queues
-from topologies.fabric import host_interface
 
 # Packets whose TCP sequence number's low 6 bits are 0. Full segments are 8948 bytes
 # (4 x an odd number; 1448 = 8 x odd at MTU 1500), so a connection's sequence numbers
@@ -45,15 +41,6 @@ SAMPLE_FILTER = "tcp and (tcp[7] & 0x3f) == 0"
 SAMPLE_LIMIT = 20000
 SAMPLE_SNAP_BYTES = 96
 SAMPLE_ERRORS = "sample_capture_errors.json"  # raw/: the sampled tcpdumps that failed, when any did
-
-
-def _host_queue_counters(em: Emulation) -> dict:
-    """Per host NIC, per queue: bytes/packets/dropped from ``tc -s class`` in its namespace."""
-    out = {}
-    for host in em.fabric.hosts:
-        cmd = tc_show_cmd(em.host(host.name).pid, "class", host_interface(host.name), stats=True)
-        out[host.name] = queues.queue_counters(subprocess.run(cmd, capture_output=True, text=True).stdout)
-    return out
 
 
 class CojobWorkload:
@@ -86,7 +73,7 @@ class CojobWorkload:
     def collect(self, em: Emulation) -> list[str]:
         """Every counter file; the fabric counters that could not be read, named."""
         raw = self.run_dir / "raw"
-        store.write_json(raw / "host_queue_counters.json", _host_queue_counters(em))
+        store.write_json(raw / "host_queue_counters.json", em.host_queue_counters())
         unread = collect_fabric_counters(em, raw)
         store.write_json(raw / TCP_FILE, host_tcp_counters(em))
         store.write_json(raw / "ovs_reports.json", em.ovs_reports())

@@ -39,13 +39,13 @@ import yaml
 from experiments.colocation.metrics import aggregate, group_boundaries, pmc_errors, summarize
 from experiments.colocation.report import write_report
 from experiments.reports import publish_run
-from experiments.colocation.spec import MIB, build_tasks, load_spec, with_arrival_times
+from experiments.colocation.spec import build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError, one_line
 from experiments.platform.cpu import box_identity
 from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, read_json, resumed,
                                write_csv, write_json, write_spec)
 from experiments.validation import read_yaml
-from hosts.colocation.allocator import class_key, overhead_by_class, size_class
+from hosts.colocation.allocator import MIB, class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
 from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, profile_key, profiled, run_task

@@ -28,12 +28,12 @@ from experiments.validation import (
     read_yaml,
     string,
 )
+from hosts.colocation.allocator import MIB
 from hosts.colocation.datasets import DATASETS, dataset_shape, subgraph_shape
 from hosts.colocation.models import ARTIFACT, MODELS, TRAINBED_V1, VARIANTS
 from hosts.colocation.policies import BASELINE_CONCURRENCY, INFERENCE_POLICIES, TRAINING_POLICIES
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task
 
-MIB = 1 << 20
 TOP_KEYS = {"name", "kind", "seed", "memory", "workers", "repeats", "methods", "primary", "graphs", "queue",
             "arrivals", "pipeline_groups"}
 QUEUE_KEYS = {"tasks", "models", "datasets", "layers", "count", "epochs", "hidden", "variant", "sampling_ratio",

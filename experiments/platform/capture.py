@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from controller.hostnet import tc_show_cmd
 from experiments.errors import SpecError
 from experiments.validation import at, describe, host_name, integer, items, mapping, number, string, word
 from topologies import queues
@@ -159,7 +160,7 @@ class QueueSampler(threading.Thread):
 
     def _read(self, intf: str) -> str:
         """One port's ``tc -s class show``, its CPU time counted (its own rusage)."""
-        proc = subprocess.Popen(["tc", "-s", "class", "show", "dev", intf], stdout=subprocess.PIPE,
+        proc = subprocess.Popen(tc_show_cmd(None, "class", intf, stats=True), stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL)
         out = proc.stdout.read()
         proc.stdout.close()

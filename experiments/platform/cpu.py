@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hosts.procstat import PROC, BoxTimes, box_times
+from hosts.procstat import PROC, BoxTimes, box_times, idle_share, stolen_share
 
 
 def _read(path: Path) -> str | None:
@@ -64,16 +64,6 @@ def cpu_loop_ms(repeats: int = 3) -> float:
             total += i * i
         times.append(time.perf_counter() - start)
     return round(min(times) * 1000, 2)
-
-
-def idle_share(before: BoxTimes, after: BoxTimes) -> float:
-    total = after.total - before.total
-    return (after.idle - before.idle) / total if total > 0 else 0.0
-
-
-def stolen_share(before: BoxTimes, after: BoxTimes) -> float:
-    total = after.total - before.total
-    return (after.steal - before.steal) / total if total > 0 else 0.0
 
 
 def cgroup_cpu_dirs(proc: Path = PROC) -> list[tuple[int, Path]]:

@@ -364,8 +364,17 @@ class Emulation:
         """Per switch port, per queue: bytes/packets/dropped from ``tc -s class``."""
         out = {}
         for _sw, intf, _mbps in self.fabric.switch_ports():
-            text = subprocess.run(["tc", "-s", "class", "show", "dev", intf], capture_output=True, text=True).stdout
+            text = subprocess.run(tc_show_cmd(None, "class", intf, stats=True), capture_output=True, text=True).stdout
             out[intf] = queues.queue_counters(text)
+        return out
+
+    def host_queue_counters(self) -> dict[str, dict[int, dict[str, int]]]:
+        """Per host NIC, per queue: bytes/packets/dropped from ``tc -s class`` in its
+        namespace (the hosts' side of ``port_counters``)."""
+        out = {}
+        for host in self.fabric.hosts:
+            cmd = tc_show_cmd(self.host(host.name).pid, "class", host_interface(host.name), stats=True)
+            out[host.name] = queues.queue_counters(subprocess.run(cmd, capture_output=True, text=True).stdout)
         return out
 
     def host_qdisc_counters(self) -> dict[str, dict[str, int] | None]:

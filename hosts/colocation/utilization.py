@@ -12,7 +12,7 @@ import threading
 
 import torch
 
-from hosts.procstat import BoxTimes, box_times
+from hosts.procstat import BoxTimes, box_times, idle_share
 
 
 class UtilizationSampler:
@@ -40,9 +40,7 @@ class UtilizationSampler:
             self.mean = sum(self._samples) / len(self._samples) if self._samples else None
         elif self._cpu_start is not None:
             now = box_times()
-            elapsed = now.total - self._cpu_start.total
-            busy = elapsed - (now.idle - self._cpu_start.idle)
-            self.mean = busy / elapsed if elapsed > 0 else None
+            self.mean = 1 - idle_share(self._cpu_start, now) if now.total > self._cpu_start.total else None
         return self.mean
 
     def _read_gpu(self) -> float | None:
