@@ -27,6 +27,7 @@ from experiments.platform import cpu
 from experiments.platform.fidelity import host_tcp_counters, queue_drops, tcp_summary
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.platform.spec import FIDELITY_DEFAULTS
+from experiments.results import load_summary
 from experiments.runner import run_any_spec
 from experiments.stats import percentile
 from experiments.timetable import spec as spec_mod
@@ -236,7 +237,7 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
     demo = spec_mod.load(Path(__file__).parent / "specs" / "priority-demo.yaml")
     for label, options in MODES.items():
         run = run_spec(with_mode(demo, f"bench-priority-{label}", options), out=str(workdir / f"priority-{label}"))
-        summary = json.loads((run / "summary.json").read_text())
+        summary = load_summary(run)
         change = demo["policy_changes"][0]
         series = receiver_series((run / "raw" / "low.server.json").read_text(), 0.0)
         samples = [mbps for t, mbps in per_second(series).items() if t >= change["at_s"] + 1]
@@ -257,7 +258,7 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
             raw["scheduler"] = {**raw["scheduler"], "name": scheduler}
             run = run_any_spec(with_mode(raw, f"bench-smoke-{scheduler}-{label}", options),
                                out=str(workdir / f"smoke-{scheduler}-{label}"))
-            summary = json.loads((run / "summary.json").read_text())
+            summary = load_summary(run)
             sct[scheduler] = summary["avg_sct_s"]
             rows += [row(f"{label}_grouper_smoke_{scheduler}_avg_sct_s", sct[scheduler], "s"),
                      row(f"{label}_grouper_smoke_{scheduler}_trustworthy", summary["fidelity"]["trustworthy"])]
@@ -265,7 +266,7 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
         raw = read_yaml(bench_gnn.SMOKE)
         raw["scheduler"] = {"name": "oes"}
         run = run_any_spec(with_mode(raw, f"bench-gnn-oes-{label}", options), out=str(workdir / f"gnn-{label}"))
-        summary = json.loads((run / "summary.json").read_text())
+        summary = load_summary(run)
         rows += [row(f"{label}_gnn_smoke_oes_iteration_s", summary["iteration_s_mean"], "s"),
                  row(f"{label}_gnn_smoke_oes_trustworthy", summary["fidelity"]["trustworthy"])]
     return rows

@@ -13,7 +13,8 @@ summary field whose name is already a column (``seed``) is left out. A cell not 
 yet, or whose run wrote no summary, has ``completed: False`` and nothing else.
 ``as_frame=True`` returns the same rows as a pandas DataFrame, a list an override
 gives (``emulation.queue_weights``) as a tuple, so that it can be grouped by. ``load_summary(RUN)``
-is one run directory's summary. ``usable_cells(DIR)`` is the cells a figure may draw.
+is one run directory's summary, ``summary_verdict`` whether it can be trusted and why
+not. ``usable_cells(DIR)`` is the cells a figure may draw.
 """
 from __future__ import annotations
 
@@ -79,6 +80,26 @@ def read_summary(run_dir: str | Path) -> dict | None:
         return load_summary(run_dir)
     except SpecError:  # missing, garbled or not a summary
         return None
+
+
+def summary_verdict(summary: dict) -> tuple[bool | None, list[str]]:
+    """Whether a run's summary says it can be trusted, and why not: False for a run
+    that did not complete, else its ``trustworthy`` (None: a kind that records no
+    fidelity verdict); the reasons: its failure or what it has left, a failed analysis,
+    the fidelity check's, and where it is untrusted without one, that none was recorded."""
+    failed = summary.get("completed") is False
+    trusted = False if failed else summary.get("trustworthy")
+    reasons = []
+    if failed:
+        reasons.append(f"did not complete: {summary['error']}" if summary.get("error") else
+                       f"not yet complete: left {', '.join(summary['left'])}" if summary.get("left")
+                       else "did not complete")
+    if summary.get("analysis_error"):
+        reasons.append(f"analysis failed: {summary['analysis_error']}")
+    reasons += lookup(summary, "fidelity.untrustworthy_reasons") or []
+    if trusted is False and not reasons:
+        reasons.append("no reason recorded (see summary.json)")
+    return trusted, reasons
 
 
 def read_environment(run_dir: str | Path) -> dict:

@@ -17,7 +17,8 @@ gives the same numbers:
   ends (the p99 of [1, 2] is 2.97): the benchmarks' p99 latencies.
 
 ``mean_sd`` and ``paired_mean_ratio`` are the spread over seeds or repeats, and the
-ratio of two designs' means over the seeds both ran, that the figures and reports print.
+ratio of two designs' means over the seeds both ran, that the figures and reports print;
+``cdf`` the empirical distribution they draw.
 """
 from __future__ import annotations
 
@@ -33,10 +34,18 @@ def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def mean(values: Iterable[float]) -> float | None:
-    """The arithmetic mean; None for no values (a metric of nothing is missing, not zero)."""
+def mean(values: Iterable[float], numpy: bool = False) -> float | None:
+    """The arithmetic mean; None for no values (a metric of nothing is missing, not zero).
+    ``numpy``: np.mean's pairwise sum, which can differ in the last bits: the co-location
+    runs' summaries were computed and kept with it."""
     values = list(values)
-    return sum(values) / len(values) if values else None
+    if not values:
+        return None
+    if numpy:
+        import numpy as np  # only this reading needs it
+
+        return float(np.mean(values))
+    return sum(values) / len(values)
 
 
 def mean_sd(values: Iterable[float], numpy: bool = False) -> tuple[float | None, float | None]:
@@ -50,7 +59,7 @@ def mean_sd(values: Iterable[float], numpy: bool = False) -> tuple[float | None,
     if numpy:
         import numpy as np  # only this reading needs it
 
-        return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else None
+        return mean(values, numpy=True), float(np.std(values, ddof=1)) if len(values) > 1 else None
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
@@ -66,6 +75,12 @@ def paired_mean_ratio(numerator: Mapping, denominator: Mapping, exact: bool = Fa
     average = statistics.fmean if exact else mean
     den = average(denominator[key] for key in keys)
     return (average(numerator[key] for key in keys) / den if den else None), len(keys)
+
+
+def cdf(values: Iterable[float]) -> list[tuple[float, float]]:
+    """The empirical CDF as (value, fraction of values <= it), one point per value, ascending."""
+    ordered = sorted(values)
+    return [(value, (i + 1) / len(ordered)) for i, value in enumerate(ordered)]
 
 
 def percentile(values: Iterable[float], q: float, method: str = "linear") -> float | None:

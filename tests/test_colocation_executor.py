@@ -75,7 +75,7 @@ def test_every_method_runs_the_queue_and_reports_every_metric(tmp_path, spec):
     assert summary["pmc_max_relative_error"] < 0.03
     assert set(summary["allocator_overhead_bytes"].values()) == {0}  # the CPU's allocator reserves nothing beside
     header, _ = colocation_rows(summary)
-    assert "group boundary" in header and "group boundary (s)" in (run / "table.md").read_text()
+    assert "group boundary (s)" in header and "group boundary (s)" in (run / "table.md").read_text()
     for name in ("spec.yaml", "environment.json", "tasks.json", "table.md", "table.csv", "plots/methods.png"):
         assert (run / name).exists(), name
 

@@ -147,10 +147,6 @@ def test_solo_sct_averages_each_model_stage_over_solo_runs_from_their_arrival():
                                                                      ("deepspeech2", 1): 35}
 
 
-def test_cdf():
-    assert gm.cdf([3.0, 1.0, 2.0]) == [(1.0, 1 / 3), (2.0, 2 / 3), (3.0, 1.0)]
-
-
 def test_events_of_another_workload_are_refused_naming_the_event():
     with pytest.raises(SpecError, match=r"^events\[1\]\.cojob: no cojob 9 in the workload$"):
         gm.summarise([EVENTS[0], ev("cojob_arrival", 1, cojob=9)], WORKLOAD)

@@ -1,11 +1,11 @@
-"""experiments.stats: the one mean, mean ± sd, paired ratio and the percentile readings metrics were computed with."""
+"""experiments.stats: the one mean, mean ± sd, paired ratio, CDF and the percentile readings metrics were computed with."""
 import random
 import statistics
 
 import numpy as np
 import pytest
 
-from experiments.stats import METHODS, is_number, mean, mean_sd, paired_mean_ratio, percentile
+from experiments.stats import METHODS, cdf, is_number, mean, mean_sd, paired_mean_ratio, percentile
 
 FOUR = [4.0, 1.0, 3.0, 2.0]
 
@@ -14,6 +14,17 @@ def test_mean_of_values_and_of_nothing():
     assert mean([1.0, 2.0, 6.0]) == 3.0
     assert mean(x for x in (2, 3)) == 2.5  # any iterable, read once
     assert mean([]) is None
+
+
+def test_mean_by_numpy_is_np_mean():
+    rng = random.Random(3)
+    values = [rng.expovariate(1.0) for _ in range(100)]
+    assert mean(values, numpy=True) == float(np.mean(values)) and mean([], numpy=True) is None
+
+
+def test_cdf():
+    assert cdf([3.0, 1.0, 2.0]) == [(1.0, 1 / 3), (2.0, 2 / 3), (3.0, 1.0)]
+    assert cdf([]) == []
 
 
 def test_every_method_of_no_values_is_none_and_of_one_is_it():

@@ -135,22 +135,22 @@ def simulated_vs_emulated(workdir, emulate_smoke: bool = True) -> list[dict]:
     SCTs: the recorded cells' ``avg_sct_s`` predates SCT counting from the cojob's
     arrival (it is a stage's duration), and an emulated SCT would also count the
     tasks' start-up, which the simulator does not model."""
-    import csv
-    import json
     from pathlib import Path
+
+    from experiments import store
+    from experiments.results import load_summary
+    from experiments.stats import mean
 
     rows = []
     emulated: dict[tuple[str, int], float] = {}
     for name in TESTBED_EMULATED:
-        with open(name) as f:
-            for cell in csv.DictReader(f):
-                if cell["completed"] == "true":
-                    emulated[(cell["scheduler"], int(cell["seed"]))] = float(cell["avg_sct_s"])
+        for cell in store.read_csv(Path(name)):
+            if cell["completed"] == "true":
+                emulated[(cell["scheduler"], int(cell["seed"]))] = float(cell["avg_sct_s"])
     for recorded, scheduler in TESTBED_EMULATED_AS.items():
         ratios = [_simulated_s(TESTBED, scheduler, seed)[1]["avg_stage_duration_s"] / emulated[(recorded, seed)]
                   for seed in (1, 2, 3) if (recorded, seed) in emulated]
-        rows.append(row(f"sim_over_emulated_testbed_{scheduler}", sum(ratios) / len(ratios) if ratios else None,
-                        "ratio"))
+        rows.append(row(f"sim_over_emulated_testbed_{scheduler}", mean(ratios), "ratio"))
     if emulate_smoke:
         from experiments.runner import run_any_spec
         from experiments.validation import read_yaml
@@ -158,7 +158,7 @@ def simulated_vs_emulated(workdir, emulate_smoke: bool = True) -> list[dict]:
             raw = read_yaml(SMOKE)
             raw.update(name=f"bench-smoke-{scheduler}", scheduler={**raw["scheduler"], "name": scheduler})
             run = run_any_spec(raw, out=str(Path(workdir) / raw["name"]))
-            measured = json.loads((run / "summary.json").read_text())["avg_stage_duration_s"]
+            measured = load_summary(run)["avg_stage_duration_s"]
             rows.append(row(f"sim_over_emulated_smoke_{scheduler}",
                             _simulated_s(SMOKE, scheduler, raw["seed"])[1]["avg_stage_duration_s"] / measured,
                             "ratio"))

@@ -41,7 +41,7 @@ from experiments.cojob.workload import MODELS
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import lookup, usable_cells
-from experiments.stats import mean, paired_mean_ratio, percentile
+from experiments.stats import cdf, mean, paired_mean_ratio, percentile
 from experiments.store import write_csv
 from experiments.validation import read_yaml
 
@@ -224,7 +224,7 @@ def figure10_rows(cells: Sequence[CellResult]) -> tuple[list[dict], list[dict]]:
                                                         if scheduler != GROUPER else None)
                 row[f"paper_grouper_reduction_{stat}_pct"] = paper.get(scheduler)
             rows.append(row)
-            points += [{"config": config, "scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in gm.cdf(values)]
+            points += [{"config": config, "scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in cdf(values)]
     return rows, points
 
 

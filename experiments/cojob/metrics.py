@@ -176,12 +176,6 @@ def stage_slowdown(scts: Sequence[Mapping], solo: Mapping[tuple[str, int], float
             for row in scts if solo.get((row["model"], row["stage"]))]
 
 
-def cdf(values: Iterable[float]) -> list[tuple[float, float]]:
-    """The empirical CDF as (value, fraction of values <= it), one point per value, ascending."""
-    ordered = sorted(values)
-    return [(value, (i + 1) / len(ordered)) for i, value in enumerate(ordered)]
-
-
 def per_model_avg_sct(scts: Sequence[Mapping]) -> dict[str, float]:
     """Average SCT of each model's stages (the paper's Fig. 12), by model name."""
     by_model: dict[str, list[float]] = {}

@@ -47,7 +47,7 @@ from experiments.cojob.figures import (FS, GROUPER, IMMEDIATE, OFFLINE, by_seed,
 from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import cell_backends, csv_value, lookup, usable_cells
-from experiments.stats import mean, paired_mean_ratio, percentile
+from experiments.stats import cdf, mean, paired_mean_ratio, percentile
 from experiments.store import read_csv, write_csv
 from experiments.validation import read_yaml
 
@@ -255,7 +255,7 @@ def figure17_rows(sweep: SimSweep, solo: dict[int | None, gm.SoloSct]) -> tuple[
                      "over_offline_pct": (_change_pct(paired_mean_ratio(average[scheduler],
                                                                         average.get(OFFLINE, {}))[0])
                                           if scheduler != OFFLINE else None)})
-        points += [{"scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in gm.cdf(values)]
+        points += [{"scheduler": scheduler, "slowdown": x, "cdf": y} for x, y in cdf(values)]
     return rows, points
 
 

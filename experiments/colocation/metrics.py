@@ -1,16 +1,14 @@
 """Metrics of one method's run over a queue (CoGNN Table V, GNNSched Fig. 5-8)."""
 from __future__ import annotations
 
-import numpy as np
-
-from experiments.stats import is_number, mean_sd, percentile
+from experiments.stats import is_number, mean, mean_sd, percentile
 from hosts.colocation.estimator import relative_error
 from hosts.colocation.executor import TaskRecord
 
 
 def summarize(records: list[TaskRecord]) -> dict:
-    """Makespan, JCT, queuing time, latency percentiles (np.percentile's, as the kept
-    runs were summarised), QoS violations, memory violations and the estimator's error
+    """Makespan, JCT, queuing time, latency percentiles (np.mean's and np.percentile's,
+    as the kept runs were summarised), QoS violations, memory violations and the estimator's error
     against the measured peaks.
 
     A failed task (out of memory, over its budget, its worker dead) delivered no
@@ -22,15 +20,15 @@ def summarize(records: list[TaskRecord]) -> dict:
     method's numbers."""
     finished = [r for r in records if r.end_s is not None and r.start_s is not None]
     delivered = [r for r in finished if r.error is None]
-    jct = np.array([r.end_s - r.arrival_s for r in delivered])
-    queuing = np.array([r.start_s - r.arrival_s for r in delivered])
+    jct = [r.end_s - r.arrival_s for r in delivered]
+    queuing = [r.start_s - r.arrival_s for r in delivered]
     first_arrival = min(r.arrival_s for r in records)
     summary = {
         "tasks": len(records),
         "failed": sum(r.error is not None for r in records),
         "makespan_s": max(r.end_s for r in finished) - first_arrival if finished else None,
-        "avg_jct_s": _mean(jct),
-        "avg_queuing_s": _mean(queuing),
+        "avg_jct_s": mean(jct, numpy=True),
+        "avg_queuing_s": mean(queuing, numpy=True),
         "median_latency_s": percentile(jct, 50, method="numpy"),
         "p90_latency_s": percentile(jct, 90, method="numpy"),
         "p99_latency_s": percentile(jct, 99, method="numpy"),
@@ -39,22 +37,22 @@ def summarize(records: list[TaskRecord]) -> dict:
         "over_capacity_tasks": sum(r.over_capacity for r in records),
         "out_of_memory_tasks": sum(r.error == "out of memory" for r in records),
     }
-    boundaries = np.array(group_boundaries(records))
-    summary["group_boundary_s"] = _mean(boundaries)
-    summary["group_boundary_max_s"] = float(boundaries.max()) if boundaries.size else None
+    boundaries = group_boundaries(records)
+    summary["group_boundary_s"] = mean(boundaries, numpy=True)
+    summary["group_boundary_max_s"] = max(boundaries, default=None)
     with_qt = [r for r in records if r.qt_s]
     if with_qt:
         met = [r.error is None and r.end_s is not None and r.end_s - r.arrival_s <= r.qt_s for r in with_qt]
         delivered_qt = [r for r in delivered if r.qt_s]
-        normalized = np.array([(r.end_s - r.arrival_s) / r.qt_s for r in delivered_qt])
+        normalized = [(r.end_s - r.arrival_s) / r.qt_s for r in delivered_qt]
         summary.update({
-            "qos_violation_rate": 1.0 - float(np.mean(met)),
+            "qos_violation_rate": 1.0 - mean(met, numpy=True),
             "median_latency_qt": percentile(normalized, 50, method="numpy"),
             "p90_latency_qt": percentile(normalized, 90, method="numpy"),
             "p99_latency_qt": percentile(normalized, 99, method="numpy"),
             # Fig. 7's "average JCT normalised to QT" read as the mean of each request's JCT / QT
-            "avg_jct_qt": _mean(normalized),
-            "avg_queuing_qt": _mean(np.array([(r.start_s - r.arrival_s) / r.qt_s for r in delivered_qt])),
+            "avg_jct_qt": mean(normalized, numpy=True),
+            "avg_queuing_qt": mean([(r.start_s - r.arrival_s) / r.qt_s for r in delivered_qt], numpy=True),
         })
     summary.update(pmc_errors(records))
     return summary
@@ -106,8 +104,4 @@ def error_summary(errors: list[float]) -> dict:
     """The PMC estimator's max and mean relative error (None for no errors): a run's, a
     validation grid's."""
     return {"pmc_max_relative_error": max(errors) if errors else None,
-            "pmc_mean_relative_error": float(np.mean(errors)) if errors else None}
-
-
-def _mean(values: np.ndarray) -> float | None:
-    return float(values.mean()) if values.size else None
+            "pmc_mean_relative_error": mean(errors, numpy=True)}

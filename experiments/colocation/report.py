@@ -17,23 +17,14 @@ import sys
 from pathlib import Path
 
 from experiments.colocation.papers import GNNSCHED_REDUCTIONS, TABLE_V_METRICS, gnnsched, table_v_ratio
+from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
-from experiments.reports.rundata import num
-from experiments.stats import mean_sd
-from experiments.store import read_csv, read_json, write_csv
+from experiments.reports.rundata import COLOCATION_COLUMNS, colocation_rows, spread, spread_of
+from experiments.results import load_summary
+from experiments.stats import cdf, mean_sd
+from experiments.store import read_csv, write_csv
 from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
-
-TRAINING_COLUMNS = [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"),
-                    ("avg_queuing_s", "avg queuing (s)"), ("memory_violations", "memory violations"),
-                    ("device_utilization", "device busy"), ("groups", "groups"),
-                    ("group_boundary_s", "group boundary (s)"), ("failed", "failed tasks")]
-INFERENCE_COLUMNS = [("qos_violation_rate", "QoS violation rate"), ("median_latency_qt", "median latency / QT"),
-                     ("p90_latency_qt", "p90 latency / QT"), ("p99_latency_qt", "p99 latency / QT"),
-                     ("avg_jct_qt", "avg JCT / QT"), ("avg_queuing_qt", "avg queuing / QT"),
-                     ("makespan_s", "makespan (s)"), ("memory_violations", "memory violations"),
-                     ("device_utilization", "device busy"), ("group_boundary_s", "group boundary (s)"),
-                     ("failed", "failed tasks")]
 
 
 def _runs_line(summary: dict) -> str:
@@ -51,19 +42,18 @@ def _runs_line(summary: dict) -> str:
 
 
 def write_report(run: Path, summary: dict, records) -> None:
-    columns = TRAINING_COLUMNS if summary["kind"] == "training" else INFERENCE_COLUMNS
+    columns = COLOCATION_COLUMNS[summary["kind"]]
     methods = summary["methods"]
     write_csv(run / "table.csv", [{**methods[name], "method": name} for name in methods],
               ["method", "repeats", *(f for key, _ in columns for f in (key, f"{key}_sd"))])
     device = summary["device"]["name"]
     lines = [f"# {summary['name']} ({summary['kind']}, {summary['tasks']} tasks, {summary['workers']} workers, "
              f"{device})", "", _runs_line(summary),
-             "", markdown_table(["method", *(label for _, label in columns)],
-                                [[name, *(_fmt_spread(methods[name], key) for key, _ in columns)] for name in methods])]
+             "", markdown_table(*colocation_rows(summary))]
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
                           for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
-    lines += ["", f"PMC relative error over the run's tasks: max {_fmt(summary['pmc_max_relative_error'])}, "
-                  f"mean {_fmt(summary['pmc_mean_relative_error'])}",
+    lines += ["", f"PMC relative error over the run's tasks: max {spread(summary['pmc_max_relative_error'])}, "
+                  f"mean {spread(summary['pmc_mean_relative_error'])}",
               "", "Group boundary: seconds from a group's end (or its batch's first arrival, if later) to the next "
                   f"group's first start; the policies' groups {'' if summary.get('pipeline_groups') else 'not '}"
                   "pipelined (MPS-Base's and MPS's never are).",
@@ -98,10 +88,10 @@ def _plots(run: Path, summary: dict, records, columns) -> None:
 
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for method in methods:
-        jct = sorted(r.end_s - r.arrival_s for r in records  # delivered results only, as the metrics
+        points = cdf(r.end_s - r.arrival_s for r in records  # delivered results only, as the metrics
                      if r.method == method and r.end_s is not None and r.error is None)
-        if jct:
-            ax.step(jct, [(i + 1) / len(jct) for i in range(len(jct))], where="post", label=method)
+        if points:
+            ax.step(*zip(*points), where="post", label=method)
     ax.set_xlabel("JCT (s)")
     ax.set_ylabel("CDF")
     ax.legend(fontsize=8)
@@ -125,7 +115,7 @@ def table_v(runs: list[Path]) -> str:
     """Several runs of one kind, queues as columns, with the papers' numbers beside:
     training as CoGNN Table V (minutes) and as ratios to PipeSwitch beside Table V's;
     inference as GNNSched Fig. 5-8, one table per metric with the paper's statements."""
-    summaries = [read_json(run / "summary.json") for run in runs]
+    summaries = [load_summary(run) for run in runs]
     queues = [_queue(s["name"]) for s in summaries]
     order = [*BASELINE_CONCURRENCY, *POLICIES]  # the papers' order: baselines, then policies
     methods = sorted({m for s in summaries for m in s["methods"]}, key=order.index)
@@ -148,7 +138,7 @@ def _failed_table(summaries, queues, methods) -> str:
     (its failures count as QoS violations, its makespan ends at them)."""
     return "\n".join(["## Failed tasks (a run's mean; out of memory, over budget, a worker dead)", "",
                       markdown_table(["method", *queues], [
-                          [method, *(_fmt_spread(s["methods"][method], "failed") if method in s["methods"] else "-"
+                          [method, *(spread_of(s["methods"][method], "failed") if method in s["methods"] else "-"
                                      for s in summaries)] for method in methods])]) + "\n"
 
 
@@ -156,14 +146,14 @@ def _training_tables(runs, summaries, queues, methods) -> str:
     labels = {"makespan_s": "Makespan", "avg_jct_s": "Average JCT", "avg_queuing_s": "Average queuing"}  # Table V: "QT"
     header = ["Method-policy"] + [f"{labels[key]} (min): {q}" for key in TABLE_V_METRICS for q in queues]
     lines = ["## CoGNN Table V (minutes)", "", markdown_table(header, [
-        [method, *(_fmt_spread(s["methods"][method], key, 60) if method in s["methods"] else "-"
+        [method, *(spread_of(s["methods"][method], key, 60) if method in s["methods"] else "-"
                    for key in TABLE_V_METRICS for s in summaries)] for method in methods])]
     per_repeat = [_runs_csv(run) for run in runs]
     for key in TABLE_V_METRICS:
         header = ["Method-policy"] + [c for q in queues for c in (q, "paper")]
         lines += ["", f"## {labels[key]} / PipeSwitch's, beside Table V's (V100)", "", markdown_table(header, [
             [method, *(cell for queue, rows in zip(queues, per_repeat)
-                       for cell in (_ratio(rows, method, key), _fmt(table_v_ratio(method, key, queue))))]
+                       for cell in (_ratio(rows, method, key), spread(table_v_ratio(method, key, queue))))]
             for method in methods])]
     return "\n".join(lines) + "\n"
 
@@ -175,7 +165,7 @@ def _inference_tables(runs, summaries, queues, methods) -> str:
              "(V100, MPS = MPS-Aggr)."]
     for key, label in GNNSCHED_FIGURES:
         lines += ["", f"## {label}", "", markdown_table(["method", *queues, "paper"], [
-            [method, *(_fmt_spread(s["methods"][method], key) if method in s["methods"] else "-" for s in summaries),
+            [method, *(spread_of(s["methods"][method], key) if method in s["methods"] else "-" for s in summaries),
              gnnsched(key, method, load) or "-"] for method in methods])]
     rows = []
     for key, against in GNNSCHED_REDUCTIONS.items():
@@ -220,20 +210,7 @@ def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:
     """Mean ± sd over the repeats of the method's value over PipeSwitch's in the same repeat."""
     ratios = [float(row[key]) / float(rows[("pipeswitch", repeat)][key]) for (m, repeat), row in rows.items()
               if m == method and row[key] and ("pipeswitch", repeat) in rows and rows[("pipeswitch", repeat)][key]]
-    if not ratios:
-        return "-"
-    average, sd = mean_sd(ratios)
-    return _fmt(average) if sd is None else f"{_fmt(average)} ± {_fmt(sd)}"
-
-
-def _fmt_spread(row: dict, key: str, divisor: float = 1) -> str:
-    value, sd = row.get(key), row.get(f"{key}_sd")
-    return _fmt(value / divisor if value is not None else None) + (f" ± {_fmt(sd / divisor)}" if sd else "")
-
-
-def _fmt(value) -> str:
-    """A number as the run reports print it (``num``); "-" for none, as the paper's tables do."""
-    return "-" if value is None else num(value)
+    return spread(*mean_sd(ratios))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,10 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    for run in args.runs:
-        if not (run / "summary.json").is_file():
-            parser.error(f"{run}: not a co-location run directory (no summary.json)")
-    text = table_v(args.runs)
+    try:
+        text = table_v(args.runs)
+    except SpecError as err:  # a directory that is no run, a garbled summary or spec
+        parser.error(str(err))
     if args.out:
         args.out.write_text(text)
     print(text)

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import io
-import json
 import statistics
 import tempfile
 import time
@@ -21,6 +20,7 @@ from experiments.benchrows import row, show
 from experiments.gnn.coordinator import oes_machines
 from experiments.gnn.driver import OesRates
 from experiments.platform.net import Emulation
+from experiments.results import load_summary
 from experiments.runner import read_spec, run_any_spec
 from experiments.stats import percentile
 from topologies.fabric import star
@@ -72,7 +72,7 @@ def training_side_by_side(workdir: Path) -> list[dict]:
         raw["name"] = f"bench-gnn-{scheduler}"
         raw["scheduler"] = {"name": scheduler}
         run = run_any_spec(raw, str(workdir / raw["name"]))
-        summary = json.loads((run / "summary.json").read_text())
+        summary = load_summary(run)
         iteration_s[scheduler] = summary["iteration_s_mean"]
         rows.append(row(f"gnn_smoke_{scheduler}_cpu_idle_share", summary["cpu_idle_share"], "share", 0.05))
         rows.append(row(f"gnn_smoke_{scheduler}_iteration_s", summary["iteration_s_mean"], "s"))

@@ -84,6 +84,7 @@ from experiments.gnn import spec as gnn_spec
 from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
 from experiments.platform.run import simulate_workload
 from experiments.platform.spec import fabric_of
+from experiments.results import load_summary, summary_verdict
 from experiments.sim.network import FluidNetwork
 from experiments.sim.paths import Paths
 from experiments.validation import read_yaml, shown_path
@@ -719,9 +720,8 @@ def run_profile(run_dir) -> Profile:
     run = Path(run_dir)
     if (run / "profile.json").exists():
         return load_profile(run / "profile.json")
-    summary = store.read_json(run / "summary.json")
-    verdict = {"trustworthy": summary.get("trustworthy"),
-               "untrustworthy_reasons": (summary.get("fidelity") or {}).get("untrustworthy_reasons")}
+    trusted, reasons = summary_verdict(load_summary(run))
+    verdict = {"trustworthy": trusted, "untrustworthy_reasons": reasons}
     events = store.read_jsonl(run / "events.jsonl")
     spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
     iterations = metrics.training(events, None)["iterations"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from experiments import store
 from experiments.errors import SpecError
 from experiments.kinds import COLOCATION_KINDS, kind_of
+from experiments.results import load_summary, summary_verdict
 from experiments.stats import is_number
 from experiments.validation import read_yaml
 
@@ -53,7 +54,7 @@ class RunData:
 def load(run: str | Path) -> RunData:
     """The run directory ``run``; a garbled file is a one-line SpecError naming it."""
     path = Path(run)
-    summary = store.read_json(path / "summary.json")
+    summary = load_summary(path)
     spec_path = path / "spec.yaml"
     spec = read_yaml(spec_path, "spec.yaml", "run spec") if spec_path.exists() else None
     env_path = path / "environment.json"
@@ -90,24 +91,15 @@ class Verdict:
 
 
 def verdict(data: RunData) -> Verdict:
+    """The run's ``summary_verdict`` with the note on what it rests on."""
     s = data.summary
-    failed = s.get("completed") is False
-    trusted = False if failed else s.get("trustworthy")
-    reasons = []
-    if failed:
-        reasons.append(f"did not complete: {s['error']}" if s.get("error") else
-                       f"not yet complete: left {', '.join(s['left'])}" if s.get("left") else "did not complete")
-    if s.get("analysis_error"):
-        reasons.append(f"analysis failed: {s['analysis_error']}")
-    reasons += (s.get("fidelity") or {}).get("untrustworthy_reasons", [])
+    trusted, reasons = summary_verdict(s)
     if trusted is None and data.kind == "colocation":
         note = "co-location runs record no fidelity verdict: read the spreads over repeats"
     elif s.get("backend") == "simulated":
         note = "simulated: a flow-level model, no emulation fidelity to judge"
     else:
         note = _fidelity_note(s)
-    if trusted is False and not reasons:
-        reasons.append("no reason recorded (see summary.json)")
     return Verdict(trusted, reasons, note)
 
 
@@ -228,26 +220,45 @@ def _gnn(data: RunData) -> list[Row]:
     return rows
 
 
+# The co-location methods table, as table.md (experiments.colocation.report) and
+# report.html both print it: (summary field, header) by the queue's kind, CoGNN Table
+# V's measures for training, GNNSched Fig. 5-8's (over QT) for inference, then what
+# says whether a method's numbers are clean.
+COLOCATION_COLUMNS = {
+    "training": [("makespan_s", "makespan (s)"), ("avg_jct_s", "avg JCT (s)"), ("avg_queuing_s", "avg queuing (s)"),
+                 ("memory_violations", "memory violations"), ("device_utilization", "device busy"),
+                 ("groups", "groups"), ("group_boundary_s", "group boundary (s)"), ("failed", "failed tasks")],
+    "inference": [("qos_violation_rate", "QoS violation rate"), ("median_latency_qt", "median latency / QT"),
+                  ("p90_latency_qt", "p90 latency / QT"), ("p99_latency_qt", "p99 latency / QT"),
+                  ("avg_jct_qt", "avg JCT / QT"), ("avg_queuing_qt", "avg queuing / QT"),
+                  ("makespan_s", "makespan (s)"), ("memory_violations", "memory violations"),
+                  ("device_utilization", "device busy"), ("group_boundary_s", "group boundary (s)"),
+                  ("failed", "failed tasks")]}
+
+
+def spread(value, sd=None, divisor: float = 1) -> str:
+    """A mean over repeats as the co-location tables print it: ``± sd`` where there is
+    one (two or more repeats), both over ``divisor`` (60: minutes); "-" for none, as
+    the papers' tables."""
+    if value is None:
+        return "-"
+    return num(value / divisor) + (f" ± {num(sd / divisor)}" if sd else "")
+
+
+def spread_of(row: dict, key: str, divisor: float = 1) -> str:
+    """``spread`` of a methods row's field ``key`` with its ``<key>_sd``."""
+    return spread(row.get(key), row.get(f"{key}_sd"), divisor)
+
+
 def colocation_rows(summary: dict) -> tuple[list[str], list[list[str]]]:
-    """A table of every method: header and rows (makespan, JCT, QoS violations, ...)."""
-    inference = summary.get("kind") == "inference"
-    columns = [("makespan_s", "makespan", "s"), ("avg_jct_s", "avg JCT", "s"), ("avg_queuing_s", "avg queuing", "s")]
-    columns += [("qos_violation_rate", "QoS violations", "%")] if inference else []
-    columns += [("memory_violations", "memory violations", ""), ("failed", "failed", "")]
+    """The methods table: header and a row per method (the primary marked); a column
+    no method has is left out (a run recorded before that measure)."""
     methods = summary.get("methods") or {}
-    if any(m.get("group_boundary_s") is not None for m in methods.values()):  # runs before the pipeline lack it
-        columns.append(("group_boundary_s", "group boundary", "s"))
-    rows = []
-    for method, m in methods.items():
-        cells = [method + (" (primary)" if method == summary.get("primary") else "")]
-        for key, _, unit in columns:
-            value = m.get(key)
-            text = pct(value) if unit == "%" else num(value, unit)
-            if m.get(f"{key}_sd"):
-                text += f" ± {num(m[f'{key}_sd'])}"
-            cells.append(text)
-        rows.append(cells)
-    return ["method"] + [label for _, label, _ in columns], rows
+    kind = "inference" if summary.get("kind") == "inference" else "training"
+    columns = [(key, label) for key, label in COLOCATION_COLUMNS[kind] if any(key in m for m in methods.values())]
+    rows = [[method + (" (primary)" if method == summary.get("primary") else ""),
+             *(spread_of(m, key) for key, _ in columns)] for method, m in methods.items()]
+    return ["method"] + [label for _, label in columns], rows
 
 
 def _colocation(data: RunData) -> list[Row]:

@@ -55,9 +55,8 @@ class SweepData:
     def _reasons(self, row: dict) -> list[str]:
         cell = cell_dir(self.path, row["cell"])
         try:
-            reasons = verdict(load(cell)).reasons
-        except FileNotFoundError:  # the cell failed before writing its summary
-            reasons = ["no summary.json"]
+            reasons = (["no summary.json"] if store.kept(cell / "summary.json") is None  # failed before writing it
+                       else verdict(load(cell)).reasons)
         except (OSError, ValueError) as err:  # a file of the run garbled or unreadable
             reasons = [f"its run cannot be read ({one_line(err)})"]
         if row.get("error") and not any(row["error"] in r for r in reasons):
