@@ -79,7 +79,6 @@ import numpy as np
 from experiments import store
 from experiments.errors import SpecError, one_line
 from experiments.gnn import metrics
-from experiments.gnn import placement as placement_mod
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
 from experiments.platform.run import simulate_workload
