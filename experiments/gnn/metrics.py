@@ -24,11 +24,11 @@ reads it back as each host's Mbit/s over time (the run's report and Fig. 7).
 """
 from __future__ import annotations
 
-import csv
 import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from experiments import store
 from experiments.platform.policysync import flow_key
 from experiments.stats import percentile
 
@@ -223,7 +223,4 @@ def binned_host_mbps(rows: list[dict], t0: float, bin_s: float) -> tuple[dict[st
 
 def write_flows(path: Path, rows: list[dict]) -> None:
     """``flows.csv``: the rows of ``flows``, emulated or simulated."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FLOW_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    store.write_csv(path, rows, FLOW_FIELDS)
