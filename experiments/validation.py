@@ -87,12 +87,12 @@ class _UniqueKeysLoader(yaml.SafeLoader):
                     continue  # a merge (<<) may be overridden by the mapping's own keys
                 key = self.construct_object(key_node, deep=True)
                 try:
-                    first = seen.setdefault(key, key_node.start_mark.line)
+                    if key in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"{key} is given twice (first at line {seen[key] + 1})", key_node.start_mark)
+                    seen[key] = key_node.start_mark.line
                 except TypeError:
                     continue  # an unhashable key: the base class says so
-                if first != key_node.start_mark.line:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"{key} is given twice (first at line {first + 1})", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
 

@@ -2,11 +2,10 @@
 spec that names none, and dispatch to a kind's validate, run and simulate."""
 import copy
 import dataclasses
+import re
 import subprocess
 import sys
 from pathlib import Path
-
-import re
 
 import pytest
 import yaml

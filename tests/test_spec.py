@@ -232,6 +232,9 @@ def test_missing_and_malformed_files_are_named(tmp_path):
     broken.write_text("flows:\n  - src: tbh1\n    src: tbh2\n")
     with pytest.raises(SpecError, match=r"at line 3: src is given twice \(first at line 2\)$"):
         spec_mod.load(broken)
+    broken.write_text("name: x\nflows: [{src: tbh1, dst: tbh2, src: tbh3}]\n")  # one line, as the shipped specs
+    with pytest.raises(SpecError, match=r"at line 2: src is given twice \(first at line 2\)$"):
+        spec_mod.load(broken)
     merged = tmp_path / "merged.yaml"
     merged.write_text("a: &x {b: 1, c: 2}\nd:\n  <<: *x\n  b: 3\n")
     assert read_yaml(merged) == {"a": {"b": 1, "c": 2}, "d": {"b": 3, "c": 2}}

@@ -80,7 +80,7 @@ class Cell:
 
     placement: str
     scheduler: str
-    seed: int | None  # None: the sweep set none (results.csv)
+    seed: int  # the run's own (its summary's): a sweep that sets none runs the spec's default
     summary: dict
     run_dir: Path
 
@@ -96,7 +96,7 @@ def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
         return None if cell.summary.get("time_to_accuracy_s") is not None else "never reached the target accuracy"
 
     used, left_out = usable_cells(directory, needs=reached)
-    return [Cell(c.summary["placement"], c.summary["scheduler"], c.seed,
+    return [Cell(c.summary["placement"], c.summary["scheduler"], int(c.summary["seed"]),
                  _with_first_iteration_split(c.summary, c.run_dir), c.run_dir) for c in used], left_out
 
 
