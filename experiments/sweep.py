@@ -269,7 +269,23 @@ def _grid(raw, path: str = "grid", base: dict | None = None, sweep_path: Path | 
             if key in own:
                 importable_beside(item_path, value, sweep_path.absolute().parent)
         grid[key] = _distinct(where, values)
+        if base is not None and all(value is None for value in values) and not _sets(base, key):
+            raise error(where, f"every value is null, which unsets the field, and the base spec does not set {key}: "
+                               "the key changes no cell (misspelled?)")
     return grid
+
+
+def _sets(spec: Mapping, key: str) -> bool:
+    """Whether ``spec`` holds the dotted field ``key`` (digits index a list)."""
+    node = spec
+    for part in key.split("."):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        elif isinstance(node, Mapping) and part in node:
+            node = node[part]
+        else:
+            return False
+    return True
 
 
 def parse(raw, sweep_path: Path | None = None) -> Sweep:

@@ -103,6 +103,22 @@ def test_a_grid_null_unsets_the_field_so_the_kind_default_holds():
     assert "emulation.queue_weights=null" in sweep_mod.list_lines(sweep.cells)[2]
 
 
+def test_a_grid_key_of_nulls_only_must_name_a_field_the_base_spec_sets():
+    """Nulls alone under a field the base spec lacks change no cell: a misspelled key
+    would otherwise pass silently. A null beside a value is checked by that value's cell."""
+    demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/weighted-demo.yaml").read_text())
+    with pytest.raises(SpecError, match=r"^grid\['emulation.queue_wieghts'\]: every value is null, which unsets the field, "
+                                        r"and the base spec does not set emulation.queue_wieghts: the key changes no "
+                                        r"cell \(misspelled\?\)$"):
+        sweep_mod.parse({"name": "typo", "spec": demo, "grid": {"emulation.queue_wieghts": [None]}})
+    with pytest.raises(SpecError, match=r"^parts\[0\].grid\['flows.9.queue'\]: every value is null"):
+        sweep_mod.parse({"name": "typo", "spec": demo, "parts": [{"name": "p", "grid": {"flows.9.queue": [None]}}]})
+    assert sweep_mod._sets(demo, "emulation.queue_weights") and sweep_mod._sets(demo, "flows.0.name")
+    assert not sweep_mod._sets(demo, "flows.0.name.x") and not sweep_mod._sets(demo, "flows.x")
+    sweep = sweep_mod.parse({"name": "ok", "spec": demo, "grid": {"emulation.tcp_rto_min_ms": [None, 40]}})
+    assert len(sweep.cells) == 2  # a null beside a value: the default against the value
+
+
 def test_a_grid_value_may_be_a_list_of_scalars_spelled_in_its_cell_id(tmp_path):
     """Strict priority against two sets of queue weights, in one grid."""
     demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/priority-demo.yaml").read_text())
