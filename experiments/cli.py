@@ -25,8 +25,11 @@ def _out_run_dir(value: str) -> str:
 def _out_new_run_dir(value: str) -> str:
     """``--out`` of a run that starts afresh (run, simulate): refused before the spec's
     work (an ETP search can take minutes) where it holds a run already."""
-    if (Path(_out_run_dir(value)) / "summary.json").exists():
-        raise argparse.ArgumentTypeError(f"{value}: already holds a run (summary.json); choose a new directory")
+    from experiments.store import refuse_held_run
+    try:
+        refuse_held_run(_out_run_dir(value))
+    except SpecError as err:
+        raise argparse.ArgumentTypeError(err.problem) from None
     return value
 
 

@@ -37,13 +37,19 @@ def results_root() -> Path:
     return Path(os.environ.get("TRAINBED_RESULTS", REPO_ROOT / "results"))
 
 
+def refuse_held_run(out: str | os.PathLike) -> Path:
+    """``out`` as a path, refused where it holds a previous run's summary."""
+    run = Path(out)
+    if (run / "summary.json").exists():
+        raise SpecError("out", f"{run}: already holds a run (summary.json); choose a new directory")
+    return run
+
+
 def new_run_dir(kind: str, name: str, out: str | os.PathLike | None = None) -> Path:
     """Create and return a fresh run directory (``out`` when given, which must not
     hold a previous run's summary)."""
     if out is not None:
-        run = Path(out)
-        if (run / "summary.json").exists():
-            raise SpecError("out", f"{run}: already holds a run (summary.json); choose a new directory")
+        run = refuse_held_run(out)
         run.mkdir(parents=True, exist_ok=True)
         return run
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
