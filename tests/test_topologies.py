@@ -1,7 +1,7 @@
 import pytest
 
 from topologies import fabric as fab
-from topologies import queues
+from topologies import queues, units
 
 
 def test_leaf_spine_plan():
@@ -244,3 +244,12 @@ def test_host_mbps_is_each_hosts_nic_rate_in_host_order():
     f = fab.leaf_spine(1, 2, 2, host_mbps=100, host_mbps_overrides={"tbh3": 25})
     assert f.host_mbps() == {"tbh1": 100.0, "tbh2": 100.0, "tbh3": 25.0, "tbh4": 100.0}
     assert list(f.host_mbps()) == [h.name for h in f.hosts]
+
+
+def test_units_convert_mbit_per_s_and_bytes():
+    assert units.mbps_to_bytes_per_s(100) == 12_500_000
+    assert units.bytes_to_mbit(12_500_000) == 100
+    assert units.mbps_of_bytes(12_500_000, 2) == 50
+    assert units.transfer_s(12_500_000, 50) == 2
+    # The callers' order is kept: bytes x 8 / s / 1e6 is not bytes x 8 / 1e6 / s in the last bit.
+    assert units.mbps_of_bytes(1, 1.1) == 1 * 8 / 1.1 / 1e6 != units.bytes_to_mbit(1) / 1.1

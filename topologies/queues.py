@@ -32,6 +32,8 @@ from __future__ import annotations
 import math
 import re
 
+from topologies.units import mbps_to_bytes_per_s
+
 # Frame sizes a fabric may run at (every interface of the fabric the same): Ethernet's
 # 1500 and up to the common jumbo size. Bytes per packet, not bytes, cost the box CPU.
 MIN_MTU, MAX_MTU = 1500, 9000
@@ -151,7 +153,7 @@ def switch_receive_buffer_bytes(mbps: float) -> int:
     burst from the sender plus what the link brings while the switch waits for the CPU
     (``SWITCH_CPU_WAIT_S``), so that a real switch's lossless ingress stays lossless.
     What is asked of the kernel, which keeps twice as much (as for the send buffer)."""
-    return int((BURST_BYTES + mbps * 1e6 / 8 * SWITCH_CPU_WAIT_S) * SKB_OVERHEAD)
+    return int((BURST_BYTES + mbps_to_bytes_per_s(mbps) * SWITCH_CPU_WAIT_S) * SKB_OVERHEAD)
 
 
 def host_base_cmds(intf: str, mbps: float, weights: tuple[float, ...] | None = None, mtu: int = MAX_MTU) -> list[str]:
@@ -242,7 +244,7 @@ def host_flow_rate_cmds(intf: str, slot: int, mbps: float) -> list[str]:
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
     rate = f"{mbps:g}mbit"
     # A small bucket keeps the class close to its rate over short windows.
-    burst = max(int(mbps * 1e6 / 8 * 0.002), 15_000)
+    burst = max(int(mbps_to_bytes_per_s(mbps) * 0.002), 15_000)
     return [f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {rate} ceil {rate} "
             f"burst {burst} cburst {burst}"]
 

@@ -36,6 +36,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 from experiments.errors import SpecError
 from experiments.validation import ROOT, at, integer, items, mapping, number, sequence, shown_path, string
+from topologies.units import transfer_s
 
 MB = 1_000_000
 REFERENCE_MBPS = 1000.0  # the testbed's 1 GbE
@@ -56,7 +57,7 @@ TRACE_FIELD = "workload.trace"  # the spec field naming a trace file: its unread
 # DeepSpeech2's comm/comp ratio is then 1, and larger models are more
 # communication-bound (ratio = size / 160 MB: 1.44, 1.56, 3.63); the paper finds
 # Grouper's gains insensitive to the ratio above 0.5 (Fig. 15).
-TESTBED_COMPUTE_S = 2 * 160 * MB * 8 / (REFERENCE_MBPS * 1e6)
+TESTBED_COMPUTE_S = transfer_s(2 * 160 * MB, REFERENCE_MBPS)
 
 # Learning curves: the paper reports none (its traces' curves are not public), so a
 # configuration's converged accuracy and time constant are drawn from plausible

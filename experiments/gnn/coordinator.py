@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from controller.schedulers import oes
 from experiments.platform.channel import DriverError
 from experiments.platform.policysync import flow_key
+from topologies.units import bytes_to_mbit
 
 FlowKey = tuple  # (src host, dst host, "tcp", src port, dst port)
 MIN_REMAINING_SHARE = 0.01  # of a transfer: the least remaining volume estimated while it is active
@@ -83,7 +84,7 @@ class RateCoordinator:
             self.started[flow_id] = message
             self.keys[flow_id] = flow_key(message)
             if self.reads_remaining:
-                self.total_mbit[flow_id] = message["bytes"] * 8 / 1e6
+                self.total_mbit[flow_id] = bytes_to_mbit(message["bytes"])
             if not self.pipeline.start(self._flow(message)):
                 return False
         elif flow_id in self.local:

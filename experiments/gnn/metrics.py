@@ -31,6 +31,7 @@ from pathlib import Path
 from experiments import store
 from experiments.platform.policysync import flow_key
 from experiments.stats import percentile
+from topologies.units import bytes_to_mbit, mbps_of_bytes
 
 
 def flows(events: list[dict], decisions: list[dict]) -> list[dict]:
@@ -49,7 +50,7 @@ def flows(events: list[dict], decisions: list[dict]) -> list[dict]:
         rows.append({"flow": fid, "src": e["src"], "dst": e["dst"], "src_task": e["src_task"],
                      "dst_task": e["dst_task"], "phase": e["phase"], "iteration": e["iteration"],
                      "bytes": e["bytes"], "start_t": e["t"], "duration_s": duration,
-                     "achieved_mbps": None if duration is None else e["bytes"] * 8 / duration / 1e6,
+                     "achieved_mbps": None if duration is None else mbps_of_bytes(e["bytes"], duration),
                      "target_mbps": None if end is None else _mean_target(history.get(key, []), e["t"], end)})
     return rows
 
@@ -216,8 +217,8 @@ def binned_host_mbps(rows: list[dict], t0: float, bin_s: float) -> tuple[dict[st
         for k in range(max(int(a / bin_s), 0), min(int((a + d) / bin_s), bins - 1) + 1):
             share = (min(a + d, (k + 1) * bin_s) - max(a, k * bin_s)) / d
             if share > 0:
-                sent[src][k] += share * nbytes * 8 / 1e6 / bin_s
-                received[dst][k] += share * nbytes * 8 / 1e6 / bin_s
+                sent[src][k] += bytes_to_mbit(share * nbytes) / bin_s
+                received[dst][k] += bytes_to_mbit(share * nbytes) / bin_s
     return dict(sent), dict(received)
 
 

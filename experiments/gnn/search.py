@@ -95,6 +95,7 @@ from experiments.gnn import simulated
 from experiments.gnn.simulated import Profile, ProfileError
 from experiments.platform.spec import fabric_of
 from topologies.fabric import simulated_rates
+from topologies.units import mbps_to_bytes_per_s
 
 DEFAULT_STEPS = 10_000  # the issue's headline search size
 MAX_STEPS = 1_000_000  # a spec's or the command line's most (a search of that size takes minutes)
@@ -132,7 +133,8 @@ def problem_from_profile(spec: Mapping, profile: Profile | str | Path) -> Proble
     wire = simulated.wire_factor(spec["emulation"]["mtu"])
     factor = workload.get("compute_factor", {})
     machines = [Machine(host, {RESOURCE_OF[r]: v for r, v in workload["machines"][host].items()},
-                        mbps * 1e6 / 8 / wire, mbps * 1e6 / 8 / wire, speed=1.0 / factor.get(host, 1.0))
+                        mbps_to_bytes_per_s(mbps) / wire, mbps_to_bytes_per_s(mbps) / wire,
+                        speed=1.0 / factor.get(host, 1.0))
                 for host, mbps in hosts.items()]
     profiled = profile.compute_factors()  # the profiled times include their hosts' factors: taken out
 

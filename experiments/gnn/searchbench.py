@@ -45,6 +45,7 @@ from experiments.gnn import spec as gnn_spec
 from experiments.reports.markdown import markdown_table
 from experiments.store import write_csv
 from topologies.fabric import simulated_rates
+from topologies.units import mbps_to_bytes_per_s
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -86,7 +87,7 @@ def paper_size_problem(base: Problem, machines: int = 8, workers: int = 16, per_
     hosts = [f"m{k}" for k in range(machines)]
     gbps = [rng.choice((10, 20, 50)) for _ in hosts]
     fleet = [Machine(h, {"cpu": rng.randint(4, 16), "mem": rng.randint(32, 128), "gpu": rng.randint(1, 4)},
-                     g * 1e9 / 8, g * 1e9 / 8) for h, g in zip(hosts, gbps)]
+                     mbps_to_bytes_per_s(g * 1000), mbps_to_bytes_per_s(g * 1000)) for h, g in zip(hosts, gbps)]
     samplers = [f"sampler{i}" for i in range(workers * per_worker)]
     tasks = ([Task(f"store{m}", "store", exec_s["store"], DEMANDS["store"], home=h) for m, h in enumerate(hosts)]
              + [Task(s, "sampler", exec_s["sampler"], DEMANDS["sampler"]) for s in samplers]

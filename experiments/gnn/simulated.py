@@ -89,6 +89,7 @@ from experiments.sim.paths import Paths
 from experiments.validation import read_yaml, shown_path
 from hosts.gnn import PREFETCH, is_eval, task_kind
 from topologies.fabric import simulated_rates
+from topologies.units import mbps_to_bytes_per_s
 
 # The bytes of a connection still undelivered when a send returns, as measured on the
 # fabric: the median over 2,583 mini-batch sends of every kept OES run (quartiles
@@ -659,7 +660,7 @@ class GnnSimulation:
             connection, mbps = self.by_key[key], installed_mbps(mbps)
             if self.installed.get(connection) != mbps:
                 self.installed[connection] = mbps
-                self.net.set_capacity(self.limit_port(connection), mbps * 1e6 / 8)
+                self.net.set_capacity(self.limit_port(connection), mbps_to_bytes_per_s(mbps))
                 changed.append([*key, mbps, self.connection[connection]])
         if changed:
             self.result.decisions.append({"t": self.now, "active": [(f.src, f.dst) for f in decision.active],

@@ -12,6 +12,8 @@ import math
 import statistics
 from pathlib import Path
 
+from topologies.units import mbps_of_bytes, transfer_s
+
 REQUIRED_COLUMNS = ("iteration", "start_epoch_s", "compute_s", "allreduce_s", "allreduce_bytes", "iteration_s")
 INTEGER_COLUMNS = ("iteration", "allreduce_bytes")
 # The first iterations pay for connection set-up and first-touch allocations.
@@ -28,7 +30,7 @@ def ring_allreduce_ideal_s(nbytes: float, world_size: int, link_mbps: float) -> 
         raise ValueError(f"link_mbps {link_mbps}: must be positive")
     if nbytes < 0:
         raise ValueError(f"nbytes {nbytes}: must not be negative")
-    return 2 * (world_size - 1) / world_size * nbytes * 8 / (link_mbps * 1e6)
+    return transfer_s(2 * (world_size - 1) / world_size * nbytes, link_mbps)
 
 
 def read_iterations(path: str | Path) -> list[dict]:
@@ -110,7 +112,7 @@ def analyse_iterations(rows: list[dict], link_mbps: float, world_size: int,
         "allreduce_s": allreduce_s,
         "allreduce_over_ideal": allreduce_s / ideal_s if ideal_s > 0 else None,
         "allreduce_mbps": statistics.median(
-            nbytes * 8 / r["allreduce_s"] / 1e6 if r["allreduce_s"] > 0 else math.inf for r in measured),
+            mbps_of_bytes(nbytes, r["allreduce_s"]) if r["allreduce_s"] > 0 else math.inf for r in measured),
         "iteration_s_alone": statistics.median(alone) if alone else None,
         "iteration_s_with_competing": statistics.median(with_competing) if with_competing else None,
         "iterations_alone": len(alone),

@@ -36,6 +36,7 @@ from experiments.platform.run import run_workload
 from experiments.programs import allreduce
 from experiments.programs.spec import program_env
 from experiments.store import REPO_ROOT
+from topologies.units import mbps_of_bytes
 
 SAMPLE_S = 0.5
 STOP_GRACE_S = 5.0
@@ -240,8 +241,8 @@ def mean_host_mbps(samples: list[tuple[float, dict]]) -> dict:
     span = t_b - t_a
     if span <= 0:
         return {}
-    return {host: {"sent": (last[host][0] - first[host][0]) * 8 / span / 1e6,
-                   "received": (last[host][1] - first[host][1]) * 8 / span / 1e6} for host in first}
+    return {host: {"sent": mbps_of_bytes(last[host][0] - first[host][0], span),
+                   "received": mbps_of_bytes(last[host][1] - first[host][1], span)} for host in first}
 
 
 def run_programs_spec(spec: dict, out: str | None = None) -> Path:

@@ -18,6 +18,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from experiments.gnn.metrics import binned_host_mbps  # noqa: E402
 from experiments.reports.rundata import RunData  # noqa: E402
+from topologies.units import bytes_to_mbit  # noqa: E402
 
 Figure = tuple[str, bytes]
 QUEUE_OCCUPANCY = "raw/queue_occupancy.csv"  # the queue sampler's: time_s, port, queue, backlog_bytes
@@ -287,7 +288,7 @@ def host_bandwidth(data: RunData) -> list[Figure]:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.5), sharey=True)
     for ax, column, title in ((axes[0], 1, "sent"), (axes[1], 2, "received")):
         for host, points in sorted(by_host.items()):
-            rates = [((a[0] + b[0]) / 2, (b[column] - a[column]) * 8 / 1e6 / (b[0] - a[0]))
+            rates = [((a[0] + b[0]) / 2, bytes_to_mbit(b[column] - a[column]) / (b[0] - a[0]))
                      for a, b in zip(points, points[1:]) if b[0] > a[0]]
             ax.plot([t for t, _ in rates], [v for _, v in rates], label=host, linewidth=1)
         ax.set(title=title, xlabel="time [s]")

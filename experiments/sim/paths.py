@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Hashable
 
 from topologies.fabric import Fabric
+from topologies.units import mbps_to_bytes_per_s
 
 
 class Paths:
@@ -30,7 +31,7 @@ class Paths:
         hosts = set(self.leaf)
         fabric_links = []
         for link in fabric.links:
-            rate = link.mbps * 1e6 / 8
+            rate = mbps_to_bytes_per_s(link.mbps)
             if link.a in hosts:
                 self.capacity[f"{link.a}/out"] = self.capacity[f"{link.a}/in"] = rate
                 behind[link.b] = behind.get(link.b, 0.0) + rate

@@ -23,6 +23,7 @@ from experiments.timetable import metrics, plots
 from experiments.timetable import spec as spec_mod
 from experiments.store import REPO_ROOT
 from hosts import traffic, transfer
+from topologies.units import mbps_of_bytes
 
 INTERVAL_S = 0.5
 GRACE_S = 5.0
@@ -226,7 +227,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
         if f["name"] in completion:  # its goodput over its whole time, start to last byte
             fct = completion[f["name"]]
             summary["flows"][f["name"]] = {"size_bytes": f["size_bytes"], "fct_s": fct,
-                                           "mean_goodput_mbps": f["size_bytes"] * 8 / fct / 1e6}
+                                           "mean_goodput_mbps": mbps_of_bytes(f["size_bytes"], fct)}
             continue
         summary["flows"][f["name"]] = {
             "mean_goodput_mbps": metrics.window_mean(series[f["name"]], f["start_s"] + metrics.SETTLE_S,
