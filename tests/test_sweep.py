@@ -104,17 +104,19 @@ def test_a_grid_null_unsets_the_field_so_the_kind_default_holds():
 
 
 def test_a_grid_key_of_nulls_only_must_name_a_field_the_base_spec_sets():
-    """Nulls alone under a field the base spec lacks change no cell: a misspelled key
+    """Nulls alone under a field the base spec lacks change no cell's spec: a misspelled key
     would otherwise pass silently. A null beside a value is checked by that value's cell."""
     demo = yaml.safe_load((Path(__file__).resolve().parents[1] / "experiments/specs/weighted-demo.yaml").read_text())
     with pytest.raises(SpecError, match=r"^grid\['emulation.queue_wieghts'\]: every value is null, which unsets the field, "
                                         r"and the base spec does not set emulation.queue_wieghts: the key changes no "
-                                        r"cell \(misspelled\?\)$"):
+                                        r"cell's spec \(misspelled\?\)$"):
         sweep_mod.parse({"name": "typo", "spec": demo, "grid": {"emulation.queue_wieghts": [None]}})
-    with pytest.raises(SpecError, match=r"^parts\[0\].grid\['flows.9.queue'\]: every value is null"):
-        sweep_mod.parse({"name": "typo", "spec": demo, "parts": [{"name": "p", "grid": {"flows.9.queue": [None]}}]})
+    with pytest.raises(SpecError, match=r"^parts\[0\].grid\['flows.0.quue'\]: every value is null"):
+        sweep_mod.parse({"name": "typo", "spec": demo, "parts": [{"name": "p", "grid": {"flows.0.quue": [None]}}]})
+    with pytest.raises(SpecError, match=r"^grid\['flows.9.queue'\]: cannot set flows.9.queue: .*; index it 0..1$"):
+        sweep_mod.parse({"name": "past", "spec": demo, "grid": {"flows.9.queue": [None]}})  # the list's length named
     assert sweep_mod._sets(demo, "emulation.queue_weights") and sweep_mod._sets(demo, "flows.0.name")
-    assert not sweep_mod._sets(demo, "flows.0.name.x") and not sweep_mod._sets(demo, "flows.x")
+    assert not sweep_mod._sets(demo, "flows.0.quue") and not sweep_mod._sets(demo, "emulation.x.y")
     sweep = sweep_mod.parse({"name": "ok", "spec": demo, "grid": {"emulation.tcp_rto_min_ms": [None, 40]}})
     assert len(sweep.cells) == 2  # a null beside a value: the default against the value
 

@@ -1,4 +1,5 @@
-"""Mbit/s and bytes: the one copy of their conversions, for every layer.
+"""Mbit/s and bytes: the one copy of their conversions, for every layer but hosts/ (whose
+programs run on emulated hosts and import from no other layer).
 
 Mbit/s is 1e6 bit/s and a byte 8 bits. Each function keeps the arithmetic order its
 callers always used (``x * 8 / s / 1e6`` and ``x * 8 / 1e6 / s`` can differ in the
