@@ -12,13 +12,14 @@ from pathlib import Path
 import yaml
 
 from experiments.errors import SpecError, one_line
+from experiments.store import RESULTS, SWEEP_RECORD
 from experiments.validation import count_flag, dir_flag, errors_only
 
 
 def _out_run_dir(value: str) -> str:
     """``--out`` of one run: a directory, and not a sweep's (whose report it would overwrite)."""
-    if (Path(dir_flag(value)) / "sweep.yaml").exists():
-        raise argparse.ArgumentTypeError(f"{value}: holds a sweep (sweep.yaml); choose a new directory")
+    if (Path(dir_flag(value)) / SWEEP_RECORD).exists():
+        raise argparse.ArgumentTypeError(f"{value}: holds a sweep ({SWEEP_RECORD}); choose a new directory")
     return value
 
 
@@ -403,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     figures.add_argument("paper", choices=("grouper", "grouper-sim", "dgtp"),
                          help="grouper: the testbed's Figs. 10-12; grouper-sim: the simulations' Figs. 14-18; "
                               "dgtp: DGTP's Table III and Figs. 6-8")
-    figures.add_argument("dir", nargs="+", help="sweep directory (holds results.csv); dgtp: one or more")
+    figures.add_argument("dir", nargs="+", help=f"sweep directory (holds {RESULTS}); dgtp: one or more")
     figures.add_argument("--out", type=dir_flag, metavar="DIR",
                          help="write the figures here, leaving the sweep directories as they are (default: into the "
                               "sweep directory, its report rewritten to show them); dgtp: with it, Table III across "

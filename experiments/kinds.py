@@ -29,6 +29,7 @@ from pathlib import Path
 
 from experiments.errors import SpecError
 from experiments.results import lookup
+from experiments.store import SPEC
 from experiments.validation import describe, importable_beside, read_yaml
 
 Validate = Callable[[object], dict]
@@ -131,7 +132,7 @@ def resume_colocation(raw: dict, out: str | Path) -> Path:
     is (its measured repeats kept, as ``trainbed colocate --out`` keeps them), else
     run there afresh. Its spec is the cell's and its code was checked by the sweep."""
     from experiments.colocation.runner import run_colocate
-    held = (Path(out) / "spec.yaml").exists()
+    held = (Path(out) / SPEC).exists()
     return run_colocate(_validate_colocation(raw), _colocation_device(), out, resume=held, force=held)
 
 

@@ -62,11 +62,11 @@ def lookup(data, dotted: str, absent=None):
 def load_summary(run_dir: str | Path) -> dict:
     """A run directory's ``summary.json`` (what ``run_any_spec`` and ``simulate_any_spec``
     return a run directory for); a missing or garbled one is a one-line SpecError."""
-    path = Path(run_dir) / "summary.json"
+    path = Path(run_dir) / store.SUMMARY
     try:
         summary = store.read_json(path)
     except FileNotFoundError:
-        raise SpecError(str(run_dir), "not a run directory: no summary.json") from None
+        raise SpecError(str(run_dir), f"not a run directory: no {store.SUMMARY}") from None
     except OSError as err:
         raise SpecError(str(path), err.strerror or str(err)) from None
     if not isinstance(summary, dict):
@@ -98,7 +98,7 @@ def summary_verdict(summary: dict) -> tuple[bool | None, list[str]]:
         reasons.append(f"analysis failed: {summary['analysis_error']}")
     reasons += lookup(summary, "fidelity.untrustworthy_reasons") or []
     if trusted is False and not reasons:
-        reasons.append("no reason recorded (see summary.json)")
+        reasons.append(f"no reason recorded (see {store.SUMMARY})")
     return trusted, reasons
 
 
@@ -117,7 +117,7 @@ def durations(directory: Path, completed_only: bool = False) -> dict[str, float]
     the completed cells' with ``completed_only`` (a failed cell's says little of how
     long the cell takes)."""
     try:
-        rows = store.read_csv(directory / "results.csv")
+        rows = store.read_csv(directory / store.RESULTS)
     except (OSError, ValueError):  # none, or unreadable: the cells run in their own order
         return {}
     seconds = {}
@@ -158,7 +158,7 @@ def _started(directory: Path) -> str:
     record's ``time_utc``, else the date its name carries (the results store's
     ``YYYYMMDD-HHMMSS-...``, measurements/'s ``...-YYYY-MM-DD``), else ""."""
     try:
-        record = yaml.safe_load((directory / "sweep.yaml").read_text())
+        record = yaml.safe_load((directory / store.SWEEP_RECORD).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         record = None
     stamp = record.get("time_utc") if isinstance(record, dict) else None
@@ -220,7 +220,7 @@ def usable_cells(directory: str | Path, record=None, backend: str | None = None,
     Each refusal is a one-line SpecError naming the file, the cell or ``directory``.
     """
     directory = Path(directory)
-    table = directory / "results.csv"
+    table = directory / store.RESULTS
     if store.kept(table) is None:
         raise SpecError("dir", f"{table}: no such file (a sweep directory of `trainbed sweep` has one)")
     rows = store.read_csv(table)
@@ -234,8 +234,8 @@ def usable_cells(directory: str | Path, record=None, backend: str | None = None,
         if backend and ran_on[cid] != backend:
             left_out.append(f"{cid}: run on the {ran_on[cid]} backend (these figures draw {backend} cells)")
             continue
-        if store.kept(run_dir / "summary.json") is None:
-            left_out.append(f"{cid}: no summary.json")
+        if store.kept(run_dir / store.SUMMARY) is None:
+            left_out.append(f"{cid}: no {store.SUMMARY}")
             continue
         summary = load_summary(run_dir)
         if summary.get("completed") is not True:
@@ -271,7 +271,7 @@ def _ran_on(directory: Path, ids) -> dict[str, str]:
     """``cell_backends`` of the cells ``ids`` of a sweep directory (each on the sweep's
     backend, or emulated, where its record is unreadable)."""
     try:
-        record = yaml.safe_load((directory / "sweep.yaml").read_text())
+        record = yaml.safe_load((directory / store.SWEEP_RECORD).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         record = None
     return cell_backends(record, ids)
@@ -287,9 +287,9 @@ def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None
     there is none. ``exclude``: a directory not to count (the sweep's own)."""
     found = []
     for root in roots:
-        for record in [*Path(root).glob("*/sweep.yaml"), *Path(root).glob("*/*/sweep.yaml")]:
+        for record in [*Path(root).glob(f"*/{store.SWEEP_RECORD}"), *Path(root).glob(f"*/*/{store.SWEEP_RECORD}")]:
             directory = record.parent
-            table = store.kept(directory / "results.csv")
+            table = store.kept(directory / store.RESULTS)
             if table is None or (exclude is not None and directory.resolve() == Path(exclude).resolve()):
                 continue
             if _sweep_name(record) == name:  # the first line only: most records are of other sweeps
@@ -318,13 +318,13 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
     """One row per cell of the sweep in ``directory`` (see the module docstring): a
     list of dicts, or a pandas DataFrame with ``as_frame``."""
     directory = Path(directory)
-    if not (directory / "sweep.yaml").exists() and store.kept(directory / "summary.json"):
+    if not (directory / store.SWEEP_RECORD).exists() and store.kept(directory / store.SUMMARY):
         raise SpecError("DIR", f"{shown_path(directory)} is a run, not a sweep: load_summary reads it")
-    record = read_yaml(directory / "sweep.yaml", "DIR", "sweep record")
+    record = read_yaml(directory / store.SWEEP_RECORD, "DIR", "sweep record")
     cells = record.get("cells") if isinstance(record, dict) else None
     if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("overrides"), dict)
                                               for c in cells):
-        raise SpecError("DIR", f"{shown_path(directory / 'sweep.yaml')}: not a sweep record (no cells)")
+        raise SpecError("DIR", f"{shown_path(directory / store.SWEEP_RECORD)}: not a sweep record (no cells)")
     fields: list[str] = []
     for cell in cells:
         fields.extend(key for key in cell["overrides"] if key not in fields)
@@ -337,7 +337,7 @@ def load_sweep(directory: str | Path, as_frame: bool = False):
         row.update({key: cell["overrides"][key] if key in cell["overrides"] else lookup(record.get("base_spec"), key)
                     for key in fields})
         unset = [key for key in fields if row[key] is None]
-        ran = cell_dir(directory, cell.get("id")) / "spec.yaml"
+        ran = cell_dir(directory, cell.get("id")) / store.SPEC
         if unset and ran.is_file():  # the kind's default it ran with, as resolved in its spec
             try:
                 resolved = read_yaml(ran, "DIR", "cell spec")

@@ -31,6 +31,11 @@ from experiments.platform import cpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "numba", "matplotlib", "PyYAML")
+# The files that mark a run directory and a sweep directory, by name.
+SPEC = "spec.yaml"  # a run's resolved spec, written first
+SUMMARY = "summary.json"  # a run's summary, written last: a directory with one holds a run that ended
+SWEEP_RECORD = "sweep.yaml"  # a sweep's record: its base spec and cells in run order, the code it began under
+RESULTS = "results.csv"  # a sweep's table: one row per cell that ran
 
 
 def results_root() -> Path:
@@ -40,8 +45,8 @@ def results_root() -> Path:
 def refuse_held_run(out: str | os.PathLike) -> Path:
     """``out`` as a path, refused where it holds a previous run's summary."""
     run = Path(out)
-    if (run / "summary.json").exists():
-        raise SpecError("out", f"{run}: already holds a run (summary.json); choose a new directory")
+    if (run / SUMMARY).exists():
+        raise SpecError("out", f"{run}: already holds a run ({SUMMARY}); choose a new directory")
     return run
 
 
@@ -178,7 +183,7 @@ def start_run(spec: dict, out: str | os.PathLike | None = None, simulated: bool 
 
 
 def write_spec(run: Path, resolved: dict) -> None:
-    (run / "spec.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False))
+    (run / SPEC).write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
 def _code(state: dict) -> str:

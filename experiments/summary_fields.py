@@ -17,6 +17,7 @@ every summary a real run of each kind writes holds only fields declared here
 """
 from __future__ import annotations
 
+from experiments.store import SUMMARY
 from experiments.validation import nearest
 
 LIFECYCLE = {  # every run of a network kind (experiments.platform.run)
@@ -432,7 +433,7 @@ def _table(entries: dict[str, str]) -> list[str]:
 
 def markdown() -> str:
     """``docs/summary-fields.md``: every kind's fields, each backend's."""
-    lines = ["# What a run's summary.json holds", "",
+    lines = [f"# What a run's {SUMMARY} holds", "",
              "Generated from `experiments/summary_fields.py` (`python -m experiments.summary_fields >",
              "docs/summary-fields.md`); a test keeps the two the same, and checks every summary a",
              "real run of each kind writes against it. A sweep's `report:` names these fields",

@@ -688,9 +688,9 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
     clean tree that is dirty now) where cells would run, unless ``force``:
     then it warns on one line."""
     now = store.git_state()
-    if directory is not None and (directory / "summary.json").exists():
-        raise SpecError("--out", f"{directory} holds a run (summary.json), not a sweep; choose a new directory")
-    path = directory / "sweep.yaml" if directory is not None else None
+    if directory is not None and (directory / store.SUMMARY).exists():
+        raise SpecError("--out", f"{directory} holds a run ({store.SUMMARY}), not a sweep; choose a new directory")
+    path = directory / store.SWEEP_RECORD if directory is not None else None
     if path is None or not path.exists():
         if "git_note" in now:
             print(f"warning: the sweep records no commit: {now['git_note']}", file=sys.stderr, flush=True)
@@ -705,7 +705,7 @@ def _check_directory(sweep: Sweep, directory: Path | None, runs_cells: bool, for
               file=sys.stderr, flush=True)
     ids = {cell.id for cell in sweep.cells}
     recorded = [c.get("id") for c in previous.get("cells") or [] if isinstance(c, dict)]
-    dropped = [cell for cell in recorded if cell not in ids and (cell_dir(directory, cell) / "summary.json").exists()]
+    dropped = [cell for cell in recorded if cell not in ids and (cell_dir(directory, cell) / store.SUMMARY).exists()]
     if dropped:  # its rows would leave results.csv and sweep.yaml, its directory kept unlisted
         more = f" and {len(dropped) - 1} more" if len(dropped) > 1 else ""
         raise SpecError("--out", f"{directory} holds cells this sweep does not have ({dropped[0]}{more}): a resume "
@@ -742,7 +742,7 @@ def _record(sweep: Sweep, directory: Path, now: dict, previous: dict | None, run
                                                    "git_note": "not recorded by the sweep's first run"}),
                   **({"resumes": resumes} if resumes else {})}
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "sweep.yaml").write_text(yaml.dump(record, Dumper=_SpelledOut, sort_keys=False))
+    (directory / store.SWEEP_RECORD).write_text(yaml.dump(record, Dumper=_SpelledOut, sort_keys=False))
 
 
 # A cell that ran: (the cell, the error its run raised or None, seconds it took or
@@ -909,11 +909,11 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
         if row["completed"] and unchecked:  # a name the first completed cell's summary lacks is a typo's
             missing = [key for key in unchecked if lookup(summary, key, absent=_ABSENT) is _ABSENT]
             if missing:
-                print(f"sweep: warning: report field(s) {', '.join(missing)} not in {cell.id}'s summary.json "
+                print(f"sweep: warning: report field(s) {', '.join(missing)} not in {cell.id}'s {store.SUMMARY} "
                       f"(its fields: {', '.join(sorted(summary))})", flush=True)
             unchecked.clear()
         rows[cell.id] = row
-        write_results(directory / "results.csv", [rows[c.id] for c in sweep.cells if c.id in rows])
+        write_results(directory / store.RESULTS, [rows[c.id] for c in sweep.cells if c.id in rows])
         if left and not kept:  # the last cell's report is written by publish_sweep below
             publish_sweep(directory, console=False)
 
@@ -928,7 +928,7 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     for cell, error_text, seconds in executor.run(sweep, pending, directory, runner, started):
         summary = read_summary(cell_dir(directory, cell.id))
         if error_text is None and summary is None:
-            error_text = "the runner wrote no summary.json"
+            error_text = f"the runner wrote no {store.SUMMARY}"
         left.remove(cell)
         if seconds is not None:
             ran.append((cell.backend, seconds))
@@ -1005,7 +1005,7 @@ def dry_run(sweep: Sweep, directory: str | Path | None, only=(), force: bool = F
     if not to_run:
         estimate = "nothing to run"
     elif estimate:
-        estimate = (f"estimated {estimate} (each cell as long as in {shown_path(source)}'s results.csv, "
+        estimate = (f"estimated {estimate} (each cell as long as in {shown_path(source)}'s {store.RESULTS}, "
                     f"{len(before)} {'cell' if len(before) == 1 else 'cells'}, a cell it lacks at the mean of "
                     f"those of its backend)")
     else:

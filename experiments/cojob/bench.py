@@ -120,10 +120,10 @@ def simulator_timings() -> list[dict]:
 
 TESTBED = "experiments/specs/grouper-testbed.yaml"
 SMOKE = "experiments/specs/grouper-smoke.yaml"
-# The testbed's emulated cells, seeds 1-3 (measurements/grouper-2026-11-23b/README.md).
-TESTBED_EMULATED = ("measurements/grouper-2026-11-23b/tb-fix/results.csv",
-                    "measurements/grouper-2026-11-23b/tb-fix-seed2/results.csv",
-                    "measurements/grouper-2026-11-23b/tb-fix-seed3/results.csv")
+# The sweeps of the testbed's emulated cells, seeds 1-3 (measurements/grouper-2026-11-23b/README.md).
+TESTBED_EMULATED = ("measurements/grouper-2026-11-23b/tb-fix",
+                    "measurements/grouper-2026-11-23b/tb-fix-seed2",
+                    "measurements/grouper-2026-11-23b/tb-fix-seed3")
 # Those cells' scheduler as named today: their "sincronia" ranked cojob stages.
 TESTBED_EMULATED_AS = {"fs": "fs", "baraat": "baraat", "sincronia": "sincronia-stage", "grouper": "grouper"}
 
@@ -143,8 +143,8 @@ def simulated_vs_emulated(workdir, emulate_smoke: bool = True) -> list[dict]:
 
     rows = []
     emulated: dict[tuple[str, int], float] = {}
-    for name in TESTBED_EMULATED:
-        for cell in store.read_csv(Path(name)):
+    for sweep in TESTBED_EMULATED:
+        for cell in store.read_csv(Path(sweep) / store.RESULTS):
             if cell["completed"] == "true":
                 emulated[(cell["scheduler"], int(cell["seed"]))] = float(cell["avg_sct_s"])
     for recorded, scheduler in TESTBED_EMULATED_AS.items():

@@ -42,7 +42,7 @@ from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import lookup, usable_cells
 from experiments.stats import cdf, mean, paired_mean_ratio, percentile
-from experiments.store import write_csv
+from experiments.store import SPEC, SWEEP_RECORD, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -118,7 +118,7 @@ def solo_calibration(run_dirs: Iterable[str | Path], reference: Path | None = No
 
 
 def _same_setting(solo: Path, cell: Path) -> None:
-    ran, wanted = (read_yaml(d / "spec.yaml", "--solo", "run spec") for d in (solo, cell))
+    ran, wanted = (read_yaml(d / SPEC, "--solo", "run spec") for d in (solo, cell))
     for field in ("topology", "workload"):
         a, b = (({k: v for k, v in (spec.get(field) or {}).items() if k not in SOLO_FREE}) for spec in (ran, wanted))
         if a != b:
@@ -139,7 +139,7 @@ def load_results(results_dir: str | Path, solo: gm.SoloSct | None = None) -> tup
     """The usable emulated cells of a sweep directory (``results.usable_cells``), and
     one note per cell left out (why)."""
     results_dir = Path(results_dir)
-    sweep_file = results_dir / "sweep.yaml"
+    sweep_file = results_dir / SWEEP_RECORD
     record = read_yaml(sweep_file, "sweep", "sweep record") if sweep_file.is_file() else {}
     check_cojob_sweep(record, sweep_file, "grouper")
     grid = list((record if isinstance(record, dict) else {}).get("grid") or {})
@@ -436,7 +436,7 @@ def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = (
     returns the paths written."""
     results_dir = Path(results_dir)
     target = Path(out_dir) if out_dir is not None else results_dir
-    reference = next((spec.parent for spec in sorted(results_dir.glob("cells/*/spec.yaml"))), None)
+    reference = next((spec.parent for spec in sorted(results_dir.glob(f"cells/*/{SPEC}"))), None)
     solo = solo_calibration(solo_runs, reference) if solo_runs else None
     cells, left_out = load_results(results_dir, solo)
     if solo:

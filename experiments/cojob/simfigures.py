@@ -48,7 +48,7 @@ from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import cell_backends, csv_value, lookup, usable_cells
 from experiments.stats import cdf, mean, paired_mean_ratio, percentile
-from experiments.store import read_csv, write_csv
+from experiments.store import RESULTS, SWEEP_RECORD, read_csv, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -132,7 +132,7 @@ def load(results_dir: str | Path) -> SimSweep:
     """The usable simulated cells of a sweep directory (``results.usable_cells``, each
     with its events), with what was left out and the base point."""
     results_dir = Path(results_dir)
-    record_path = results_dir / "sweep.yaml"
+    record_path = results_dir / SWEEP_RECORD
     if not record_path.is_file():
         raise SpecError("dir", f"{record_path}: no such file (a sweep directory of `trainbed sweep`)")
     record = read_yaml(record_path, "sweep", "sweep record")
@@ -149,7 +149,7 @@ def load(results_dir: str | Path) -> SimSweep:
     cells = [SimCell(c.row["cell"], canonical(c.row["scheduler"]), c.seed, {f: _value(c.row[f]) for f in fields},
                      gm.summarise(*gm.read_run(c.run_dir)), c.run_dir) for c in used]
     scale = lookup(record["base_spec"], "workload.iterations_scale")
-    ran = {row["cell"] for row in read_csv(results_dir / "results.csv")}
+    ran = {row["cell"] for row in read_csv(results_dir / RESULTS)}
     not_run = sum(backend == "simulated" and cid not in ran for cid, backend in cell_backends(record).items())
     return SimSweep(cells, left_out, base, float(scale) if isinstance(scale, (int, float)) else 1.0, not_run)
 

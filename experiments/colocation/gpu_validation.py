@@ -34,7 +34,7 @@ from experiments.colocation.report import table_v
 from experiments.colocation.runner import run_colocate_file
 from experiments.colocation.validate import run_validation
 from experiments.errors import SpecError
-from experiments.store import new_run_dir, point_latest
+from experiments.store import SUMMARY, new_run_dir, point_latest
 from experiments.validation import choice, count_flag, dir_flag
 from hosts.colocation.policies import BASELINE_CONCURRENCY, INFERENCE_POLICIES, TRAINING_POLICIES
 
@@ -67,7 +67,7 @@ def _method(text: str) -> str:
 def measured(root: Path, names: list[str]) -> list[Path]:
     """The campaign's queues of ``names`` that hold a summary, whichever call measured
     them: a table covers the campaign, not only the queues this call ran."""
-    return [root / name for name in names if (root / name / "summary.json").exists()]
+    return [root / name for name in names if (root / name / SUMMARY).exists()]
 
 
 def write_table(path: Path, runs: list[Path]) -> None:
@@ -120,7 +120,7 @@ def _campaign(args: argparse.Namespace) -> int:
                           resume=True, force=args.force, repeats_now=args.repeats_now, methods_now=args.methods_now)
 
     if args.part in ("all", "validation"):
-        if not (root / "validation" / "summary.json").exists():  # an interrupted grid runs again whole
+        if not (root / "validation" / SUMMARY).exists():  # an interrupted grid runs again whole
             # shrunk graphs (--scale < 1): the estimator's scaled-down grid too
             grid = "cpu" if args.scale is not None and args.scale < 1 else "gpu"
             run_validation(args.device, grid, out=root / "validation")

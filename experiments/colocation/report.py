@@ -22,7 +22,7 @@ from experiments.reports.markdown import markdown_table
 from experiments.reports.rundata import COLOCATION_COLUMNS, colocation_rows, spread, spread_of
 from experiments.results import load_summary
 from experiments.stats import cdf, mean_sd
-from experiments.store import read_csv, write_csv
+from experiments.store import SPEC, read_csv, write_csv
 from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
@@ -198,7 +198,7 @@ def _queue(name: str) -> str:
 
 def _load(run: Path) -> str | None:
     """GNNSched's loads: 1 (low) or 2 (high) requests per tick on average."""
-    spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
+    spec = read_yaml(run / SPEC, SPEC, "run spec")
     return {1: "low", 2: "high"}.get(spec.get("arrivals", {}).get("mean_per_tick"))
 
 

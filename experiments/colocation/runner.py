@@ -42,8 +42,8 @@ from experiments.reports import publish_run
 from experiments.colocation.spec import build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError, one_line
 from experiments.platform.cpu import box_identity
-from experiments.store import (check_same_code, environment, git_state, new_run_dir, point_latest, read_json, resumed,
-                               write_csv, write_json, write_spec)
+from experiments.store import (SPEC, SUMMARY, check_same_code, environment, git_state, new_run_dir, point_latest,
+                               read_json, resumed, write_csv, write_json, write_spec)
 from experiments.validation import read_yaml
 from hosts.colocation.allocator import MIB, class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
@@ -103,8 +103,8 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
                         spec["methods"] if methods_now is None else set(methods_now))
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json with what was measured, re-raised
         done = {method: aggregate(rows) for method, rows in runs.items() if rows}
-        write_json(run / "summary.json", {"completed": False, "error": one_line(err), **base, **profile,
-                                          "methods": done})
+        write_json(run / SUMMARY, {"completed": False, "error": one_line(err), **base, **profile,
+                                   "methods": done})
         (run / "traceback.txt").write_text("".join(traceback.format_exception(err)))
         write_runs_csv(run / "runs.csv", runs)
         point_latest(run)  # results/latest and report.html, as at every runner's end, failed or not
@@ -123,7 +123,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
         **profile,
         "methods": methods,
     }
-    write_json(run / "summary.json", summary)
+    write_json(run / SUMMARY, summary)
     write_report(run, summary, all_records)
     point_latest(run)
     publish_run(run)
@@ -135,9 +135,9 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
     Without ``resume``, an ``out`` holding a run is refused: its measured parts would
     be kept, unchecked, under this spec."""
     run = Path(out) if out is not None else None
-    holds_run = run is not None and (run / "spec.yaml").exists()
+    holds_run = run is not None and (run / SPEC).exists()
     if holds_run and not resume:
-        raise SpecError("--out", f"{run} holds a co-location run (spec.yaml); choose a new directory")
+        raise SpecError("--out", f"{run} holds a co-location run ({SPEC}); choose a new directory")
     if not holds_run:
         run = new_run_dir("colocate", spec["name"], out)
         write_spec(run, spec)
@@ -145,8 +145,8 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
         env["device"] = describe_device(dev)
         write_json(run / "environment.json", env)
         return run
-    if read_yaml(run / "spec.yaml", "spec.yaml", "run spec") != yaml.safe_load(yaml.safe_dump(spec, sort_keys=False)):
-        raise SpecError("--out", f"{run} holds a run of another spec (spec.yaml differs); choose a new directory")
+    if read_yaml(run / SPEC, SPEC, "run spec") != yaml.safe_load(yaml.safe_dump(spec, sort_keys=False)):
+        raise SpecError("--out", f"{run} holds a run of another spec ({SPEC} differs); choose a new directory")
     env = read_json(run / "environment.json")
     now = git_state()
     check_same_code(str(run), env, now, force)

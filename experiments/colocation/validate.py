@@ -14,7 +14,7 @@ from pathlib import Path
 from experiments.colocation.metrics import error_summary
 from experiments.colocation.runner import describe_device, resolve_device
 from experiments.reports.markdown import markdown_table
-from experiments.store import environment, new_run_dir, point_latest, write_json
+from experiments.store import SUMMARY, environment, new_run_dir, point_latest, write_json
 from experiments.validation import dir_flag
 from hosts.colocation.datasets import dataset_shape, subgraph_shape
 from hosts.colocation.models import MODELS
@@ -55,7 +55,7 @@ def run_validation(device: str, grid: str, out: str | Path | None = None) -> tup
                **error_summary([r["relative_error"] for r in rows])}
     write_json(run / "validation.json", {"summary": summary, "rows": rows})
     (run / "validation.md").write_text(markdown(rows, summary))
-    write_json(run / "summary.json", summary)  # last: a grid with a summary is complete
+    write_json(run / SUMMARY, summary)  # last: a grid with a summary is complete
     point_latest(run)
     return run, rows
 

@@ -172,7 +172,7 @@ def gains(cells: Sequence[Cell], searched: str, on_mixed: bool = False) -> list[
 
 
 def _spec(cell: Cell) -> dict:
-    return read_yaml(cell.run_dir / "spec.yaml", "spec.yaml", "run spec")
+    return read_yaml(cell.run_dir / store.SPEC, store.SPEC, "run spec")
 
 
 def _shape(cell: Cell) -> str:

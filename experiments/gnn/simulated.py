@@ -723,7 +723,7 @@ def run_profile(run_dir) -> Profile:
     trusted, reasons = summary_verdict(load_summary(run))
     verdict = {"trustworthy": trusted, "untrustworthy_reasons": reasons}
     events = store.read_jsonl(run / "events.jsonl")
-    spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
+    spec = read_yaml(run / store.SPEC, store.SPEC, "run spec")
     iterations = metrics.training(events, None)["iterations"]
     return Profile.parse(metrics.profile(events, iterations, spec, verdict), f"{shown_path(run)} (its events)")
 
@@ -733,7 +733,7 @@ def compare(run_dir, profile=None) -> dict:
     fabric, scheduler) over as many iterations: from ``profile`` (a profile.json path, e.g.
     of the profiling run, for a placement it never ran), else from the run's own."""
     run = Path(run_dir)
-    spec = read_yaml(run / "spec.yaml", "spec.yaml", "run spec")
+    spec = read_yaml(run / store.SPEC, store.SPEC, "run spec")
     events = store.read_jsonl(run / "events.jsonl")
     measured = metrics.training(events, None)
     used = load_profile(profile) if profile is not None else run_profile(run)

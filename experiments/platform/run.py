@@ -178,7 +178,7 @@ def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) 
         summary["trustworthy"] = False
     if error is not None:
         summary["trustworthy"] = False
-    store.write_json(run / "summary.json", summary)
+    store.write_json(run / store.SUMMARY, summary)
     store.point_latest(run)
     publish_run(run)
     if isinstance(error, KeyboardInterrupt):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from experiments.errors import one_line
 from experiments.reports.run import run_summary, write_run_report
-from experiments.reports.sweep import RESULTS, sweep_summary, write_sweep_report
+from experiments.reports.sweep import sweep_summary, write_sweep_report
+from experiments.store import RESULTS
 
 
 def main(argv: list[str] | None = None) -> int:

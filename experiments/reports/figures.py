@@ -18,6 +18,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from experiments.gnn.metrics import binned_host_mbps  # noqa: E402
 from experiments.reports.rundata import RunData  # noqa: E402
+from experiments.store import SUMMARY  # noqa: E402
 from topologies.units import bytes_to_mbit  # noqa: E402
 
 Figure = tuple[str, bytes]
@@ -147,7 +148,7 @@ def cojob_sct(data: RunData) -> list[Figure]:
     ax.set(ylabel="SCT [s]")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3, axis="y")
-    return [(f"Stage completion times (SCT), scheduler {data.summary.get('scheduler', 'n/a')} (summary.json sct_s)",
+    return [(f"Stage completion times (SCT), scheduler {data.summary.get('scheduler', 'n/a')} ({SUMMARY} sct_s)",
              _png(fig))]
 
 

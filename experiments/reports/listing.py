@@ -21,7 +21,8 @@ from pathlib import Path
 from experiments.errors import one_line
 from experiments.kinds import kind_of
 from experiments.reports.rundata import headline, load, verdict
-from experiments.reports.sweep import RESULTS, SweepData, backends
+from experiments.reports.sweep import SweepData, backends
+from experiments.store import RESULTS, SPEC, SUMMARY, SWEEP_RECORD
 from experiments.validation import read_yaml
 
 FIELDS = ("directory", "type", "kind", "backend", "cells", "completed", "trustworthy", "headline")
@@ -30,8 +31,8 @@ KEY_FIGURES = {"timetable": ("high's share while both ran", "rate limit achieved
                "gnn": ("training", "time to target accuracy", "iteration time"),
                "programs": ("all-reduce over the ring's ideal",),
                "colocation": ("(primary) makespan",)}
-SWEEP_MARKERS = ("sweep.yaml", RESULTS)
-RUN_MARKERS = ("summary.json", "spec.yaml")  # a run writes its spec first, its summary last
+SWEEP_MARKERS = (SWEEP_RECORD, RESULTS)
+RUN_MARKERS = (SUMMARY, SPEC)  # a run writes its spec first, its summary last
 
 
 def _key_figures(kind: str, rows: list[tuple[str, str]]) -> str:
@@ -48,8 +49,8 @@ def _spec_kind(spec) -> str:
 
 
 def _run(path: Path) -> dict:
-    if not (path / "summary.json").exists():  # still running, or killed before its end
-        spec = read_yaml(path / "spec.yaml", "spec.yaml", "run spec")
+    if not (path / SUMMARY).exists():  # still running, or killed before its end
+        spec = read_yaml(path / SPEC, SPEC, "run spec")
         return {"kind": _spec_kind(spec), "completed": "running or killed"}
     data = load(path)
     judged = verdict(data)
@@ -66,9 +67,9 @@ def _sweep(path: Path) -> dict:
         record, rows = data.record, data.rows
     else:  # none before its first cell lands
         data, rows = None, []
-        record = read_yaml(path / "sweep.yaml", "sweep.yaml", "sweep record")
+        record = read_yaml(path / SWEEP_RECORD, SWEEP_RECORD, "sweep record")
         if not isinstance(record, dict):
-            raise ValueError("sweep.yaml is not a sweep record (a mapping)")
+            raise ValueError(f"{SWEEP_RECORD} is not a sweep record (a mapping)")
     cells = record.get("cells")
     base = record.get("base_spec")
     kind = _spec_kind(base) if isinstance(base, dict) else rows and data.kind() or "unknown"
@@ -118,9 +119,9 @@ def row(path: Path) -> tuple[float, dict] | None:
         if not path.is_dir():
             return None
         if any((path / m).exists() for m in SWEEP_MARKERS):
-            entry["type"], markers = "sweep", [path / RESULTS, path / "sweep.yaml"]
+            entry["type"], markers = "sweep", [path / RESULTS, path / SWEEP_RECORD]
         elif any((path / m).exists() for m in RUN_MARKERS):
-            entry["type"], markers = "run", [path / "summary.json", path]
+            entry["type"], markers = "run", [path / SUMMARY, path]
         else:
             return None
         written = next(m for m in markers if m.exists()).stat().st_mtime

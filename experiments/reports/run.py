@@ -9,6 +9,7 @@ from pathlib import Path
 from experiments.errors import one_line
 from experiments.reports import html
 from experiments.reports.rundata import RunData, headline, load, num, tables, verdict
+from experiments.store import SPEC, SUMMARY
 from experiments.validation import shown_path
 
 REPORT = "report.html"
@@ -76,10 +77,10 @@ def render_run(data: RunData) -> str:
     if shown:
         parts.append(html.section("Figures", *shown))
     parts.append(html.section("Summary", html.preformatted(json.dumps(data.summary, indent=2, sort_keys=True),
-                                                           "summary.json")))
-    spec = data.path / "spec.yaml"
+                                                           SUMMARY)))
+    spec = data.path / SPEC
     parts.append(html.section("Resolved spec", html.preformatted(spec.read_text()) if spec.exists()
-                              else html.paragraph("This run was recorded without its spec.yaml.")))
+                              else html.paragraph(f"This run was recorded without its {SPEC}.")))
     if data.environment:
         parts.append(html.section("Environment", html.preformatted(
             json.dumps(data.environment, indent=2, sort_keys=True), "environment.json")))

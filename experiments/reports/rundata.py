@@ -55,8 +55,8 @@ def load(run: str | Path) -> RunData:
     """The run directory ``run``; a garbled file is a one-line SpecError naming it."""
     path = Path(run)
     summary = load_summary(path)
-    spec_path = path / "spec.yaml"
-    spec = read_yaml(spec_path, "spec.yaml", "run spec") if spec_path.exists() else None
+    spec_path = path / store.SPEC
+    spec = read_yaml(spec_path, store.SPEC, "run spec") if spec_path.exists() else None
     env_path = path / "environment.json"
     environment = store.read_json(env_path) if env_path.exists() else {}
     return RunData(path, summary, spec, environment, _kind(spec, summary))

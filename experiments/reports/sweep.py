@@ -19,7 +19,6 @@ from experiments.results import cell_dir, csv_value, lookup, record_backends
 from experiments.stats import mean_sd
 from experiments.validation import read_yaml
 
-RESULTS = "results.csv"
 # What a sweep compares its schedulers by, per kind of its cells (column, label, unit);
 # the kinds without a scheduler compare in their results table only.
 COMPARED = {"cojob": ("avg_sct_s", "avg SCT", "s"), "gnn": ("iteration_s_median", "median iteration time", "s")}
@@ -35,11 +34,11 @@ def backends(record: dict) -> str:
 class SweepData:
     def __init__(self, directory: str | Path):
         self.path = Path(directory)
-        self.rows = store.read_csv(self.path / RESULTS)
-        record = self.path / "sweep.yaml"
-        self.record = read_yaml(record, "sweep.yaml", "sweep record") if record.exists() else {}
+        self.rows = store.read_csv(self.path / store.RESULTS)
+        record = self.path / store.SWEEP_RECORD
+        self.record = read_yaml(record, store.SWEEP_RECORD, "sweep record") if record.exists() else {}
         if not isinstance(self.record, dict):
-            raise SpecError("sweep.yaml", f"{record} is not a sweep record (a mapping)")
+            raise SpecError(store.SWEEP_RECORD, f"{record} is not a sweep record (a mapping)")
         self.name = self.record.get("name") or self.path.name
 
     @functools.cached_property
@@ -55,7 +54,7 @@ class SweepData:
     def _reasons(self, row: dict) -> list[str]:
         cell = cell_dir(self.path, row["cell"])
         try:
-            reasons = (["no summary.json"] if store.kept(cell / "summary.json") is None  # failed before writing it
+            reasons = ([f"no {store.SUMMARY}"] if store.kept(cell / store.SUMMARY) is None  # failed before writing it
                        else verdict(load(cell)).reasons)
         except (OSError, ValueError) as err:  # a file of the run garbled or unreadable
             reasons = [f"its run cannot be read ({one_line(err)})"]
@@ -196,7 +195,7 @@ def render_sweep(sweep: SweepData) -> str:
             ["cell", "reasons"], [[cell, "; ".join(reasons)] for cell, reasons in sweep.problems.items()],
             bad=[True] * len(sweep.problems))))
     header = list(sweep.rows[0]) if sweep.rows else []
-    parts.append(html.section(f"Results ({RESULTS}, every digit there; six significant here)", html.table(
+    parts.append(html.section(f"Results ({store.RESULTS}, every digit there; six significant here)", html.table(
         header, [[_readable(row.get(h, "")) for h in header] for row in sweep.rows],
         bad=[row["cell"] in sweep.problems for row in sweep.rows])))
     figures = _figures(sweep)
@@ -215,7 +214,7 @@ def render_sweep(sweep: SweepData) -> str:
     parts.append(html.section("Cells", f"<ul>{''.join(cells)}</ul>"))
     if sweep.record:
         parts.append(html.section("Sweep record", html.preformatted(yaml.safe_dump(sweep.record, sort_keys=False),
-                                                                    "sweep.yaml")))
+                                                                    store.SWEEP_RECORD)))
     top = [p.name for p in sorted(sweep.path.iterdir()) if p.is_file() and p.name != REPORT]
     parts.append(html.section("Files", f"<ul>{''.join(f'<li>{html.link(n, n)}</li>' for n in top)}</ul>"))
     return html.page(f"sweep {sweep.name}", subtitle, parts)
@@ -249,7 +248,7 @@ def sweep_summary(sweep_dir: str | Path) -> str:
     report = sweep.path / REPORT
     if report.exists():
         lines.append(f"report: {where(report)}")
-    lines.append(f"results: {where(sweep.path / RESULTS)}")
+    lines.append(f"results: {where(sweep.path / store.RESULTS)}")
     return "\n".join(lines)
 
 
