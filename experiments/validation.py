@@ -390,7 +390,7 @@ def own_function(name: str, signature: str, arguments: int):
             sys.path.append(place)  # after everything else: it shadows nothing installed
     module, _, function = name.partition(":")
     try:
-        found = getattr(importlib.import_module(module), function)
+        found = getattr(_current_module(module), function)
     # the researcher's module may fail any way as it is imported, exit included
     except (Exception, SystemExit) as err:  # pylint: disable=broad-except
         raise ValueError(f"{name}: cannot import it ({one_line(err)})") from None
@@ -402,6 +402,27 @@ def own_function(name: str, signature: str, arguments: int):
         raise ValueError(f"{name}: takes {_parameters(found)}, not {signature}") from None
     except ValueError:  # no signature to read (some built-ins): its call will say
         pass
+    return found
+
+
+# module name -> its file's (mtime, size) when ``own_function`` last imported it
+_OWN_MODULE_STAMPS: dict[str, tuple[int, int] | None] = {}
+
+
+def _current_module(module: str):
+    """``module`` imported, and imported again where its file changed since
+    ``own_function`` last imported it: a researcher who edits their function between
+    two runs in one Python process (a notebook) runs the edit, not the first version."""
+    loaded = module in sys.modules
+    found = importlib.import_module(module)
+    try:
+        info = os.stat(found.__file__)
+        stamp = (info.st_mtime_ns, info.st_size)
+    except (AttributeError, TypeError, OSError):  # no file to compare (a namespace package)
+        stamp = None
+    if loaded and module in _OWN_MODULE_STAMPS and stamp != _OWN_MODULE_STAMPS[module]:
+        found = importlib.reload(found)
+    _OWN_MODULE_STAMPS[module] = stamp
     return found
 
 

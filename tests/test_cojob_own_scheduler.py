@@ -22,6 +22,7 @@ from experiments.errors import SpecError
 from experiments.platform.run import RunError
 from experiments.platform.spec import fabric_of
 from experiments.runner import read_spec
+from experiments.validation import own_function
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE = "experiments/specs/grouper-smoke.yaml"
@@ -371,3 +372,18 @@ def test_an_own_scheduler_runs_on_the_fabric_and_its_order_is_on_the_wire(tmp_pa
     assert summary["conformance"]["dscp_match_share"] >= 0.95
     spec = cojob_spec.validate(raw)
     assert_nothing_left(fabric_of(spec), private_state, run, namespaces)
+
+
+def test_an_own_module_edited_between_two_validations_in_one_process_is_imported_again(tmp_path, monkeypatch):
+    """A notebook that edits its scheduler and runs again runs the edit; an unedited
+    module is not imported again (its state, as CALLS, stays)."""
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = tmp_path / "edited_sched.py"
+    module.write_text("def order(every, running):\n    return []\n")
+    first = own_function("edited_sched:order", "(every, running)", 2)
+    assert own_function("edited_sched:order", "(every, running)", 2) is first  # unchanged: the same function
+    module.write_text("def order(every, running):\n    return sorted(running)  # edited\n")
+    os.utime(module, ns=(module.stat().st_atime_ns, module.stat().st_mtime_ns + 2_000_000_000))
+    edited = own_function("edited_sched:order", "(every, running)", 2)
+    assert edited is not first and edited([], [2, 1]) == [1, 2]
