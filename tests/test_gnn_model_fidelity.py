@@ -78,8 +78,8 @@ def test_the_model_predicts_each_oes_run_within_15_percent(compared):
 
 
 @pytest.mark.xfail(strict=True, reason="known gap: under default scheduling TCP loses packets at the slow "
-                                       "ports and recovers by timeouts, where the loss-free fluid model predicts its iterations "
-                                       "up to 31% short (docs/gnn-oes.md)")
+                                       "ports and recovers by timeouts, where the loss-free fluid model predicts "
+                                       "its iterations up to 31% short (docs/gnn-oes.md)")
 def test_the_model_predicts_default_scheduling_within_15_percent(compared):
     default = {run: row for run, row in compared.items() if _scheduler(run) == "default"}
     assert default
