@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from experiments.errors import SpecError, one_line
-from experiments.store import RESULTS, SWEEP_RECORD
+from experiments.store import RESULTS, SWEEP_RECORD, refuse_held_run
 from experiments.validation import count_flag, dir_flag, errors_only
 
 
@@ -26,7 +26,6 @@ def _out_run_dir(value: str) -> str:
 def _out_new_run_dir(value: str) -> str:
     """``--out`` of a run that starts afresh (run, simulate): refused before the spec's
     work (an ETP search can take minutes) where it holds a run already."""
-    from experiments.store import refuse_held_run
     try:
         refuse_held_run(_out_run_dir(value))
     except SpecError as err:

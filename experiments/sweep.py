@@ -269,27 +269,17 @@ def _grid(raw, path: str = "grid", base: dict | None = None, sweep_path: Path | 
             if key in own:
                 importable_beside(item_path, value, sweep_path.absolute().parent)
         grid[key] = _distinct(where, values)
-        if base is not None and all(value is None for value in values) and not _sets(base, key):
+        if base is not None and all(value is None for value in values) and not _sets(base, key, where):
             raise error(where, f"every value is null, which unsets the field, and the base spec does not set {key}: "
                                "the key changes no cell's spec (misspelled?)")
     return grid
 
 
-def _sets(spec: Mapping, key: str) -> bool:
-    """Whether ``spec`` holds the dotted field ``key`` (digits index a list). Only a
-    mapping's missing key answers no: a walk that meets an index past a list's end or a
-    scalar answers yes, for ``apply_overrides`` to name the list's length or the scalar."""
-    node = spec
-    for part in key.split("."):
-        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        elif isinstance(node, Mapping):
-            if part not in node:
-                return False
-            node = node[part]
-        else:
-            return True
-    return True
+def _sets(spec: Mapping, key: str, where: str | None = None) -> bool:
+    """Whether ``spec`` sets the dotted field ``key``: unsetting it changes the spec. A
+    key ``apply_overrides`` cannot follow (an index past a list's end, a scalar on the
+    way) is refused by it, at ``where``."""
+    return apply_overrides(spec, {key: None}, {key: where} if where else None) != spec
 
 
 def parse(raw, sweep_path: Path | None = None) -> Sweep:
