@@ -36,7 +36,7 @@ from experiments.timetable.runner import run_spec
 from experiments.validation import read_yaml
 from hosts import mesh
 from hosts.traffic import receiver_series
-from topologies.fabric import leaf_spine
+from topologies.fabric import host_interface, leaf_spine
 
 # The fabrics compared, side by side in one run: ``new`` is the default
 # (``EmulationOptions()``); ``old`` the fabric as first built (one ovs-vswitchd,
@@ -54,7 +54,7 @@ SETTLE_S = 2.0
 
 def cpu_during(action) -> tuple[dict, object]:
     """The box's CPU shares while ``action`` runs (``cpu.shares``: idle, stolen, this
-    process's quota), judged as a run's are, and its result."""
+    process's quota), and its result."""
     dirs = cpu.cgroup_cpu_dirs()
     first = cpu.sample(dirs)
     result = action()
@@ -66,7 +66,8 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
     """Every host sends bulk TCP (``congestion``) to every other (one ``hosts.mesh`` process per host);
     the receiver goodput of each host link over the steady seconds, over its rate, and
     per OVS instance the cores it used and the share of the run its main thread was
-    ready but off the CPU (``vswitchd_waited``)."""
+    ready but off the CPU (``vswitchd_waited``); ``trustworthy`` when ``verdict`` gives
+    no ``untrustworthy_reasons``."""
     names = [h.name for h in fabric.hosts]
     rate = fabric.host_mbps()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -93,15 +94,22 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
         steady = [mbps for t, mbps in mesh.goodput_series(report) if SETTLE_S < t <= seconds - 0.5]
         ratios.append(statistics.fmean(steady) / rate[n] if steady else 0.0)
     elapsed = seconds + 3.0
-    # a run's default fidelity limits, judged by a run's own rules
-    reasons = (cpu.cpu_reasons(shares, FIDELITY_DEFAULTS)
-               + link_reasons(dict(zip(names, ratios)), FIDELITY_DEFAULTS)
-               + ([f"{failed} of {len(names)} senders failed"] if failed else []))
-    return {"min": min(ratios), "median": statistics.median(ratios), "cpu_idle": shares["cpu_idle_share"], "up_s": up_s,
+    reasons = verdict(shares, {host_interface(n): r for n, r in zip(names, ratios)}, failed, len(names))
+    return {"min": min(ratios), "median": statistics.median(ratios), "cpu_idle": shares["cpu_idle_share"],
+            "cpu_lost": shares["cpu_stolen_share"] + shares["cpu_throttled_share"], "up_s": up_s,
             "vswitchd_cores": [round(c / elapsed, 3) for c in vswitchd],
             "vswitchd_waited": [round(w / elapsed, 3) for w in waited], "failed": failed, "trustworthy": not reasons,
             "untrustworthy_reasons": reasons,
             "aggregate_mbps": sum(r * rate[n] for r, n in zip(ratios, names)), **packets}
+
+
+def verdict(shares: dict, link_ratios: dict[str, float], failed: int, processes: int) -> list[str]:
+    """Why an all-to-all run cannot be trusted ([] when it can), by a run's own default
+    fidelity limits: the box's CPU (``cpu.cpu_reasons`` over ``shares``: idle, steal,
+    quota), each host link's goodput ratio (``link_reasons``), and mesh processes that
+    failed."""
+    return (cpu.cpu_reasons(shares, FIDELITY_DEFAULTS) + link_reasons(link_ratios, FIDELITY_DEFAULTS)
+            + ([f"{failed} of {processes} mesh processes failed"] if failed else []))
 
 
 def print_progress(what: str, r: dict) -> dict:
@@ -159,6 +167,7 @@ def bench_capacity(workdir: Path, quick: bool) -> list[dict]:
                      row(f"{base}_min_received_in_2_runs", trusted[1] if len(trusted) > 1 else None, "of rate"),
                      row(f"{base}_median_received", statistics.median(r["median"] for r in results), "of rate"),
                      row(f"{base}_cpu_idle", statistics.median(r["cpu_idle"] for r in results), "share"),
+                     row(f"{base}_cpu_lost_share", statistics.median(r["cpu_lost"] for r in results), "share"),
                      row(f"{base}_vswitchd_cores", statistics.median(sum(r["vswitchd_cores"]) for r in results),
                          "cores"),
                      row(f"{base}_vswitchd_waited_share", statistics.median(max(r["vswitchd_waited"]) for r in results),

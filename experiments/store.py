@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "numba", "matplotlib", "PyYAML")
 # The files that mark a run directory and a sweep directory, by name.
 SPEC = "spec.yaml"  # a run's resolved spec, written first
-ENVIRONMENT = "environment.json"  # a run's box and code (``environment()``), written beside its spec
+ENVIRONMENT = "environment.json"  # a run's box and code (``environment()``), written as it starts
 SUMMARY = "summary.json"  # a run's summary, written last: a directory with one holds a run that ended
 SWEEP_RECORD = "sweep.yaml"  # a sweep's record: its base spec and cells in run order, the code it began under
 RESULTS = "results.csv"  # a sweep's table: one row per cell that ran
@@ -176,8 +176,9 @@ def start_run(spec: dict, out: str | os.PathLike | None = None, kind: str = "run
               device: dict | None = None) -> Path:
     """A fresh run directory holding the resolved spec and the environment (with
     ``device``, the accelerator a co-location run measures on): how every runner
-    begins, named ``<stamp>-<kind>-<name>`` (``run`` on the fabric, which also gets an
-    empty ``raw/`` for its raw logs; ``simulate``; ``colocate``)."""
+    begins: ``out`` where given (``new_run_dir``), else ``<stamp>-<kind>-<name>`` (``run``
+    on the fabric, which also gets an empty ``raw/`` for its raw logs; ``simulate``;
+    ``colocate``)."""
     run = new_run_dir(kind, spec["name"], out)
     write_spec(run, spec)
     write_environment(run, device)
