@@ -185,10 +185,10 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
                     reasons: Sequence[str] = (), outage_reasons: Sequence[str] | None = None,
                     cpu_window: tuple[float, float] | None = None) -> dict:
     """The summary fields that say whether a run can be trusted: the CPU shares
-    (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` and
-    ``packet_losses`` and ``tcp`` with its ``tcp_retransmitted_share`` and ``tcp_timeouts``
-    (from ``raw``; None where a file is missing), ``fidelity`` (the CPU shares, ``untrustworthy_reasons``, ``trustworthy``) and
-    ``trustworthy``.
+    (``cpu.summary()``), ``controller_outages``; from ``raw`` (None where a file is
+    missing) ``switch_loss_share``, ``packet_losses`` and ``tcp`` with its
+    ``tcp_retransmitted_share`` and ``tcp_timeouts``; ``fidelity`` (the CPU shares,
+    ``untrustworthy_reasons``, ``trustworthy``) and ``trustworthy``.
 
     The CPU is judged over the whole run, or over ``cpu_window`` (epoch seconds) where
     the kind gives the window its traffic ran in (the GNN job: its iterations; the
