@@ -9,7 +9,7 @@ import pytest
 
 from experiments.platform.cpu import BoxTimes, CpuMonitor, CpuSample
 from experiments.platform.fidelity import (collect_fabric_counters, fidelity_fields, packet_losses,
-                                           read_switch_loss_share, tcp_summary)
+                                           read_switch_loss_share)
 from experiments.platform.spec import FIDELITY_DEFAULTS
 
 PORTS = {"tbl1-eth1": {1: {"bytes": 1500, "packets": 1, "dropped": 0}, 7: {"bytes": 0, "packets": 0, "dropped": 10}}}
@@ -107,9 +107,14 @@ def test_a_run_with_cpu_to_spare_and_no_outage_is_trustworthy_and_reports_its_sw
     collect_fabric_counters(FakeEmulation(), tmp_path)
     fields = fidelity_fields(monitor(idle=0.5), FIDELITY_DEFAULTS, [], tmp_path)
     shares = {"cpu_idle_share": 0.5, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
+    tcp = {"segments": 1200, "retransmissions_tried": 12, "retransmissions_tried_share": 12 / 1200,
+           "retransmitted_on_wire": 10, "retransmitted_on_wire_share": 10 / 1200, "timeouts": 3, "loss_probes": 0,
+           "spurious_timeouts": 0, "retransmissions_held_in_sender_queue": 0, "fast_retransmits": 0,
+           "sack_recoveries": 0, "retransmissions_refused_by_sender_queue": 2, "dsacks_received": 0,
+           "reorderings_seen": 0, "receiver_drops": 0}
     assert fields == {**shares, "controller_outages": [], "switch_loss_share": 20 / 2000,
-                      "packet_losses": packet_losses(tmp_path), "tcp": tcp_summary(TCP),
-                      "tcp_retransmitted_share": 10 / 1200, "tcp_timeouts": 3,
+                      "packet_losses": {"switch_queues": 10, "switch_internal": 20, "interfaces": 4, "host_queues": 6},
+                      "tcp": tcp, "tcp_retransmitted_share": 10 / 1200, "tcp_timeouts": 3,
                       "fidelity": {**shares, "untrustworthy_reasons": [], "trustworthy": True},
                       "trustworthy": True}
 
