@@ -31,12 +31,12 @@ from experiments.results import load_summary
 from experiments.runner import run_any_spec
 from experiments.stats import percentile
 from experiments.timetable import spec as spec_mod
-from experiments.timetable.metrics import per_second
+from experiments.timetable.metrics import link_reasons, per_second
 from experiments.timetable.runner import run_spec
 from experiments.validation import read_yaml
 from hosts import mesh
 from hosts.traffic import receiver_series
-from topologies.fabric import leaf_spine
+from topologies.fabric import host_interface, leaf_spine
 
 # The fabrics compared, side by side in one run: ``new`` is the default
 # (``EmulationOptions()``); ``old`` the fabric as first built (one ovs-vswitchd,
@@ -52,10 +52,13 @@ MESH_SECONDS = 10.0
 SETTLE_S = 2.0
 
 
-def cpu_idle_during(action) -> tuple[float, object]:
-    first = cpu.box_times()
+def cpu_during(action) -> tuple[dict, object]:
+    """The box's CPU shares while ``action`` runs (``cpu.shares``: idle, stolen, this
+    process's quota), and its result."""
+    dirs = cpu.cgroup_cpu_dirs()
+    first = cpu.sample(dirs)
     result = action()
-    return cpu.idle_share(first, cpu.box_times()), result
+    return cpu.shares(first, cpu.sample(dirs)), result
 
 
 def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float = MESH_SECONDS,
@@ -63,7 +66,8 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
     """Every host sends bulk TCP (``congestion``) to every other (one ``hosts.mesh`` process per host);
     the receiver goodput of each host link over the steady seconds, over its rate, and
     per OVS instance the cores it used and the share of the run its main thread was
-    ready but off the CPU (``vswitchd_waited``)."""
+    ready but off the CPU (``vswitchd_waited``); ``trustworthy`` when ``verdict`` gives
+    no ``untrustworthy_reasons``."""
     names = [h.name for h in fabric.hosts]
     rate = fabric.host_mbps()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -80,7 +84,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
                                       "--duration-s", f"{seconds:g}", "--start-at", f"{start_at:.3f}",
                                       "--congestion", congestion, "--connect-timeout-s", "30",
                                       "--out", str(workdir / f"mesh-{n}.json")]))
-        idle, codes = cpu_idle_during(lambda: [p.wait(timeout=seconds + 90) for p in procs])
+        shares, codes = cpu_during(lambda: [p.wait(timeout=seconds + 90) for p in procs])
         vswitchd = [after - before for before, after in zip(cpu_before, em.vswitchd_cpu_seconds())]
         waited = [after - before for before, after in zip(wait_before, em.vswitchd_cpu_wait_seconds())]
         packets = what_packets_did(em)
@@ -90,13 +94,29 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
         steady = [mbps for t, mbps in mesh.goodput_series(report) if SETTLE_S < t <= seconds - 0.5]
         ratios.append(statistics.fmean(steady) / rate[n] if steady else 0.0)
     elapsed = seconds + 3.0
-    # a run's default fidelity limits; only the idle share: the bench does not sample steal or quota
-    trustworthy = (failed == 0 and idle >= FIDELITY_DEFAULTS["min_cpu_idle"]
-                   and min(ratios) >= FIDELITY_DEFAULTS["min_link_goodput_ratio"])
-    return {"min": min(ratios), "median": statistics.median(ratios), "cpu_idle": idle, "up_s": up_s,
+    reasons = verdict(shares, {host_interface(n): r for n, r in zip(names, ratios)}, failed, len(names))
+    return {"min": min(ratios), "median": statistics.median(ratios), "cpu_idle": shares["cpu_idle_share"],
+            "cpu_lost": shares["cpu_stolen_share"] + shares["cpu_throttled_share"], "up_s": up_s,
             "vswitchd_cores": [round(c / elapsed, 3) for c in vswitchd],
-            "vswitchd_waited": [round(w / elapsed, 3) for w in waited], "failed": failed, "trustworthy": trustworthy,
+            "vswitchd_waited": [round(w / elapsed, 3) for w in waited], "failed": failed, "trustworthy": not reasons,
+            "untrustworthy_reasons": reasons,
             "aggregate_mbps": sum(r * rate[n] for r, n in zip(ratios, names)), **packets}
+
+
+def verdict(shares: dict, link_ratios: dict[str, float], failed: int, processes: int) -> list[str]:
+    """Why an all-to-all run cannot be trusted ([] when it can), by a run's own default
+    fidelity limits: the box's CPU (``cpu.cpu_reasons`` over ``shares``: idle, steal,
+    quota), each host link's goodput ratio (``link_reasons``), and mesh processes that
+    failed."""
+    return (cpu.cpu_reasons(shares, FIDELITY_DEFAULTS) + link_reasons(link_ratios, FIDELITY_DEFAULTS)
+            + ([f"{failed} of {processes} mesh processes failed"] if failed else []))
+
+
+def print_progress(what: str, r: dict) -> dict:
+    """``r``, an ``all_to_all`` result, after one line of progress: the slowest link and the verdict."""
+    verdict = "trustworthy" if r["trustworthy"] else f"untrustworthy ({'; '.join(r['untrustworthy_reasons'])})"
+    print(f"{what}: slowest link {r['min']:.3f} of its rate, {verdict}", flush=True)
+    return r
 
 
 def what_packets_did(em: Emulation) -> dict:
@@ -136,6 +156,8 @@ def bench_capacity(workdir: Path, quick: bool) -> list[dict]:
         for i in range(ROUNDS):
             for label, options in MODES.items():
                 runs[label].append(all_to_all(options, fabric, workdir / f"a2a-{n_hosts}-{label}-{i}"))
+                print_progress(f"all-to-all {n_hosts} x {mbps:g} Mbit/s, {label}, round {i + 1} of {ROUNDS}",
+                               runs[label][-1])
         for label, results in runs.items():
             base = f"{label}_all_to_all_{n_hosts}x{mbps:g}"
             trusted = sorted((r["min"] for r in results if r["trustworthy"]), reverse=True)
@@ -145,6 +167,7 @@ def bench_capacity(workdir: Path, quick: bool) -> list[dict]:
                      row(f"{base}_min_received_in_2_runs", trusted[1] if len(trusted) > 1 else None, "of rate"),
                      row(f"{base}_median_received", statistics.median(r["median"] for r in results), "of rate"),
                      row(f"{base}_cpu_idle", statistics.median(r["cpu_idle"] for r in results), "share"),
+                     row(f"{base}_cpu_lost_share", statistics.median(r["cpu_lost"] for r in results), "share"),
                      row(f"{base}_vswitchd_cores", statistics.median(sum(r["vswitchd_cores"]) for r in results),
                          "cores"),
                      row(f"{base}_vswitchd_waited_share", statistics.median(max(r["vswitchd_waited"]) for r in results),
@@ -171,7 +194,8 @@ def bench_big_fabric(workdir: Path) -> list[dict]:
     """The Grouper paper's simulation fabric, scaled down in rate: 6 leaves x 6 spines,
     60 hosts at 10 Mbit/s, all-to-all (3,540 flows)."""
     fabric = leaf_spine(spines=6, leaves=6, hosts_per_leaf=10, host_mbps=10.0, fabric_mbps=100.0)
-    r = all_to_all(MODES["new"], fabric, workdir / "a2a-60", seconds=12.0)
+    r = print_progress("all-to-all 60 x 10 Mbit/s",
+                       all_to_all(MODES["new"], fabric, workdir / "a2a-60", seconds=12.0))
     return [row("fabric_6x6_60_hosts_bring_up_s", r["up_s"], "s", 60.0, lower_is_better=True),
             row("all_to_all_60x10_min_received", r["min"], "of rate", GOODPUT_TARGET),
             row("all_to_all_60x10_median_received", r["median"], "of rate"),

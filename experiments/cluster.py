@@ -46,7 +46,7 @@ from distributed.scheduler import KilledWorker
 from distributed.worker import thread_state
 
 from experiments.errors import SpecError, one_line
-from experiments.store import REPO_ROOT, write_json
+from experiments.store import ENVIRONMENT, REPO_ROOT, write_json
 from experiments.results import cell_dir
 from experiments.sweep import Cell, RunCell, Sweep, groups
 
@@ -124,7 +124,7 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
             error = f"the cell's process exited with status {process.returncode}{last}"
         else:
             error = None
-        environment = out / "environment.json"
+        environment = out / ENVIRONMENT
         if environment.exists():
             write_json(environment, {**json.loads(environment.read_text()), "worker": address})
         return {"error": error, "seconds": seconds, "files": _pack(out) if out.is_dir() else None}

@@ -106,7 +106,7 @@ def read_environment(run_dir: str | Path) -> dict:
     """A run directory's ``environment.json``; {} when missing, garbled or not a mapping
     (a cell that failed before writing one)."""
     try:
-        environment = store.read_json(Path(run_dir) / "environment.json")
+        environment = store.read_json(Path(run_dir) / store.ENVIRONMENT)
     except (OSError, SpecError):
         return {}
     return environment if isinstance(environment, dict) else {}

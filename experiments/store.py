@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import metadata
@@ -26,13 +27,14 @@ from pathlib import Path
 
 import yaml
 
-from experiments.errors import SpecError
+from experiments.errors import SpecError, one_line
 from experiments.platform import cpu
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("torch", "torch-geometric", "os-ken", "scapy", "numpy", "numba", "matplotlib", "PyYAML")
 # The files that mark a run directory and a sweep directory, by name.
 SPEC = "spec.yaml"  # a run's resolved spec, written first
+ENVIRONMENT = "environment.json"  # a run's box and code (``environment()``), written as it starts
 SUMMARY = "summary.json"  # a run's summary, written last: a directory with one holds a run that ended
 SWEEP_RECORD = "sweep.yaml"  # a sweep's record: its base spec and cells in run order, the code it began under
 RESULTS = "results.csv"  # a sweep's table: one row per cell that ran
@@ -170,16 +172,36 @@ def box(environment: Mapping) -> str | None:
     return f"{environment.get('machine')}/{boot[:8]}" if isinstance(boot, str) and boot else None
 
 
-def start_run(spec: dict, out: str | os.PathLike | None = None, simulated: bool = False) -> Path:
-    """A fresh run directory holding the resolved spec, the environment and, for the
-    emulated fabric's raw logs, an empty ``raw/``: how every runner begins
-    (``<stamp>-run-<name>``, or ``<stamp>-simulate-<name>`` for the simulator)."""
-    run = new_run_dir("simulate" if simulated else "run", spec["name"], out)
+def start_run(spec: dict, out: str | os.PathLike | None = None, kind: str = "run",
+              device: dict | None = None) -> Path:
+    """A fresh run directory holding the resolved spec and the environment (with
+    ``device``, the accelerator a co-location run measures on): how every runner
+    begins: ``out`` where given (``new_run_dir``), else ``<stamp>-<kind>-<name>`` (``run``
+    on the fabric, which also gets an empty ``raw/`` for its raw logs; ``simulate``;
+    ``colocate``)."""
+    run = new_run_dir(kind, spec["name"], out)
     write_spec(run, spec)
-    write_json(run / "environment.json", environment())
-    if not simulated:
+    write_environment(run, device)
+    if kind == "run":
         (run / "raw").mkdir(exist_ok=True)
     return run
+
+
+def write_environment(run: Path, device: dict | None = None) -> dict:
+    """``environment()`` (with ``device`` where given) written as the run's ``environment.json``."""
+    env = environment()
+    if device is not None:
+        env["device"] = device
+    write_json(run / ENVIRONMENT, env)
+    return env
+
+
+def record_error(run: Path, summary: dict, error: BaseException) -> None:
+    """A fault as every run records it: ``completed: false`` and the error on one line
+    in ``summary`` (written by the caller), its traceback in ``traceback.txt``."""
+    summary["completed"] = False
+    summary["error"] = one_line(error)
+    (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
 
 
 def write_spec(run: Path, resolved: dict) -> None:

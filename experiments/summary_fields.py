@@ -46,6 +46,10 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
                           " missing"),
     "packet_losses": ("packets lost: {switch_queues, switch_internal, interfaces (kernel rx+tx), host_queues}; null: "
                       "file missing"),
+    "tcp": "the hosts' TCP counters summed over the hosts (the tcp table below); null if raw/tcp_counters.json unread",
+    "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: (TcpRetransSegs - TCPRetransFail) / TcpOutSegs over "
+                                "hosts; null if no tcp"),
+    "tcp_timeouts": "tcp.timeouts: TCP retransmission timeouts (TcpExtTCPTimeouts) summed over hosts; null if no tcp",
     "fidelity": "the verdict: its fields in the fidelity table below",
     "collect_errors": ("only when some fabric counter/file could not be read: 'file: error' lines (run made "
                        "untrustworthy)"),
@@ -94,10 +98,6 @@ _COJOB_EMULATED = {
     "model_error": "only when the model simulation raised: its one-line error (model_avg_sct_s then null)",
     "decisions": "count of scheduler decisions applied (one a line in decisions.jsonl)",
     "max_apply_s": "longest s one decision's policy batch took to apply (decisions.jsonl apply_s); null if none",
-    "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: (TcpRetransSegs - TCPRetransFail) / TcpOutSegs over "
-                                "hosts"),
-    "tcp_timeouts": "tcp.timeouts: TCP retransmission timeouts (TcpExtTCPTimeouts) summed over hosts",
-    "tcp": "TCP counters summed over the hosts (its fields: the tcp table below)",
     "conformance": "{sampled_packets, dscp_match_share, sender_queue_match_share, per_host, [sample_capture_errors]}",
 }
 
@@ -176,9 +176,6 @@ _GNN_EMULATED = {
     "oes_rate_max_rel_error": ("max |installed - target| / target over tc rate read-backs (1.0: class missing); null if"
                                " none"),
     "rate_readbacks": "count of per-policy rate read-backs (after decisions 1, 11, 21 ... and at close); 0 if none",
-    "tcp": "TCP counters summed over the hosts (the tcp table below); null if unread",
-    "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: retransmissions that left the hosts / segments sent; "
-                                "null if no tcp"),
 }
 
 _RATE_UPDATES = {  # the sub-fields of a gnn run's rate_updates

@@ -480,8 +480,8 @@ def keep_beside(name, directory: Path) -> None:
     """Copies the module of a ``module:function`` into ``directory``, beside the run's
     ``spec.yaml``, so that the run keeps the code it ran and its spec runs again from
     there: a single-file module, or the top package of a dotted one (links kept as
-    links), unless it lies in the checkout with git tracking it (the run's commit holds
-    it) or in an installed environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or
+    links), unless it lies in the checkout with git tracking it unchanged (the run's
+    commit holds it) or in an installed environment, is larger than ``KEPT_PACKAGE_MAX_BYTES``, or
     would land on a file of the run. What is not copied, or cannot be, is a warning line: the run goes on."""
     if not (isinstance(name, str) and OWN_FUNCTION.fullmatch(name)):
         return
@@ -512,19 +512,23 @@ def keep_beside(name, directory: Path) -> None:
 
 def _installed_or_committed(path: Path) -> bool:
     """Whether a module lies in an installed environment, or in the checkout with every
-    file of it tracked by git (the run's commit then holds it)."""
+    file of it tracked by git as committed (the run's commit then holds it; a file
+    edited since, staged or not, is not held, though the run records a dirty tree)."""
     roots = [sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages()]
     if any(path.is_relative_to(Path(root).resolve()) for root in roots):
         return True
     checkout = Path(REPO_ROOT).resolve()
     if not path.is_relative_to(checkout):
         return False
-    try:
-        untracked = subprocess.run(["git", "-C", str(checkout), "ls-files", "--others", "--", str(path)],
-                                   capture_output=True, text=True, timeout=30, check=True).stdout.split()
+    def files(*args: str) -> list[str]:
+        return subprocess.run(["git", "-C", str(checkout), *args, "--", str(path)], capture_output=True, text=True,
+                              timeout=30, check=True).stdout.splitlines()
+
+    try:  # untracked (ignored too), then tracked but changed against the commit
+        changed = files("ls-files", "--others") + files("diff", "--name-only", "HEAD")
     except (OSError, subprocess.SubprocessError):  # no git, or not a repository: nothing holds it
         return False
-    return not [f for f in untracked if "__pycache__" not in Path(f).parts]
+    return not [f for f in changed if "__pycache__" not in Path(f).parts]
 
 
 def _parameters(function) -> str:

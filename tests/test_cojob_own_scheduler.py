@@ -199,6 +199,11 @@ def test_a_package_in_the_checkout_or_installed_is_not_copied_into_a_run(tmp_pat
     assert list((tmp_path / "run").iterdir()) == []
     validation.keep_beside("untracked_pkg:first", tmp_path / "run")  # in the checkout, in no commit
     assert (tmp_path / "run" / "untracked_pkg" / "__init__.py").is_file()
+    # tracked, then edited: the commit no longer holds what runs
+    (tmp_path / "checkout" / "inside_pkg" / "__init__.py").write_text("def first(every, running):\n    return [1]\n")
+    validation.keep_beside("inside_pkg:first", tmp_path / "edited")
+    assert "return [1]" in (tmp_path / "edited" / "inside_pkg" / "__init__.py").read_text()
+    subprocess.run([*git, "checkout", "-q", "--", "inside_pkg/__init__.py"], check=True)
     monkeypatch.setattr(validation, "REPO_ROOT", tmp_path / "elsewhere")
     validation.keep_beside("inside_pkg:first", tmp_path / "run")
     assert (tmp_path / "run" / "inside_pkg" / "__init__.py").is_file()

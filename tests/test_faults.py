@@ -58,6 +58,9 @@ def _wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
+ALL_READY_AGAIN = re.compile(r"ready \((\d+)/\1\) after recovery")
+
+
 def _policy_flows(record: dict, switches=("tbl1", "tbl2", "tbl3")) -> list[str]:
     """Table-0 rules of the leaves, without counters and ages (each from its own OVS instance)."""
     strip = re.compile(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,\s]+,?\s*")
@@ -87,7 +90,14 @@ def test_controller_killed_mid_run_is_restarted_with_every_policy(tmp_path, priv
         record = _record(private_state)
         seen["before"] = _policy_flows(record)
         os.kill(_live(record, "controller")[0], signal.SIGKILL)
-        time.sleep(3.5)  # restart + switch reconnect (backoff <= 1 s), before the change due at 11 s
+        # Restart and switch reconnect (backoff <= 1 s) take a few seconds, more on a
+        # loaded box: the rules are read once the new controller has every switch
+        # installed again ("ready (N/N) after recovery").
+        deadline = time.monotonic() + 8.0
+        log = run_dir / "controller.log"
+        while (not ALL_READY_AGAIN.search(log.read_text() if log.exists() else "")
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
         seen["after"] = _policy_flows(_record(private_state))
 
     killer = threading.Thread(target=kill_controller)

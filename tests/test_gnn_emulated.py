@@ -78,9 +78,8 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     # the sender's own per-flow leaf refused (124% of the segments in one CI run, 0.45% on
     # the wire; measurements/oes-losses-2026-11-29).
     tcp = summary["tcp"]
-    # what left the hosts: the kernel also counts the tries its per-flow leaves refused
-    assert 0 <= summary["tcp_retransmitted_share"] == tcp["retransmitted_on_wire_share"] < 0.2, tcp
-    assert tcp["retransmissions_tried"] >= tcp["retransmitted_on_wire"] and tcp["timeouts"] >= 0, tcp
+    # what left the hosts again is little under OES's rates (0.45% in the run above)
+    assert summary["tcp_retransmitted_share"] < 0.05, tcp
     # where packets were lost: every place read (none failed to), counts of packets
     losses = summary["packet_losses"]
     assert set(losses) == {"switch_queues", "switch_internal", "interfaces", "host_queues"}

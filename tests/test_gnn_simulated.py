@@ -258,7 +258,7 @@ def test_a_send_returns_once_its_connection_holds_at_most_the_measured_backlog(m
         assert sent[2] - sent[1] == pytest.approx(on_wire_s(minibatch, 100, spec), rel=1e-9)
 
 
-def test_the_model_runs_every_scheduler_of_a_spec_and_every_rate_policy():
+def test_every_scheduler_a_gnn_spec_accepts_is_the_default_or_a_rate_policy_of_the_model():
     assert set(gnn_spec.SCHEDULERS) == {"default", *oes.rate_policies()}
 
 

@@ -4,22 +4,39 @@ import time
 
 import pytest
 
+from hosts.gnn import task
 from hosts.gnn.task import Job, computed
 
 
-def busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+class Clock:
+    """``time.perf_counter`` and ``time.sleep`` of a task, on a clock the test moves."""
+
+    def __init__(self, now: float):
+        self.now, self.slept = now, []
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
 
 
-@pytest.mark.parametrize("factor", [1.0, 3.0])
-def test_a_step_takes_factor_times_as_long_and_reports_it(factor):
-    job = Job({"tasks": {"worker0": {"host": "tbh1", "ip": "10.0.0.1", "port": 21000, "compute_factor": factor}}})
+def job(factor: float | None) -> Job:
+    spec = {"host": "tbh1", "ip": "10.0.0.1", "port": 21000}
+    return Job({"tasks": {"worker0": spec if factor is None else {**spec, "compute_factor": factor}}})
+
+
+@pytest.mark.parametrize("factor, slept", [(None, []), (1.0, []), (3.0, [0.1])])
+def test_a_step_on_a_machine_f_times_slower_sleeps_f_minus_1_times_its_time_and_reports_the_whole(
+        monkeypatch, factor, slept):
+    clock = Clock(10.05)  # the step began at 10.0: it took 50 ms here
+    monkeypatch.setattr(task, "time", clock)
+    assert computed(job(factor), "worker0", 10.0) == pytest.approx(0.05 * (factor or 1.0))
+    assert clock.slept == pytest.approx(slept)
+
+
+def test_the_report_is_the_real_time_the_step_took():
     started = time.perf_counter()
-    busy(0.05)
-    reported = computed(job, "worker0", started)
-    took = time.perf_counter() - started
-    assert 0 <= took - reported < 0.05  # what it reports is what it took (the box may stall the caller)
-    assert reported >= factor * 0.05 * 0.98  # sleeps cannot be short
-    assert reported < factor * 0.05 + 0.5 * factor  # nor make a slow box look slower than factor x the step
+    reported = computed(job(2.0), "worker0", started - 0.02)  # a step of 20 ms (at least) here
+    assert 0.04 <= reported <= time.perf_counter() - started + 0.02

@@ -19,6 +19,7 @@ from controller.schedulers.grouper import (
     stage_machines,
     to_queues,
 )
+from experiments.cojob import bench as cojob_bench
 from experiments.cojob.bench import pda_timings
 
 # Fig. 3: two cojobs on one bottleneck link of one unit per time step. The caption
@@ -230,10 +231,21 @@ def test_invalid_stages_are_refused():
         pda([Stage("a", "A", 0, {"p": -1})])
 
 
-def test_bench_rows():
+@pytest.mark.parametrize("large_s, ok", [(0.5, True), (1.0, True), (1.5, False)])
+def test_bench_rows_time_pda_on_both_sizes_against_a_second_for_the_large_one(monkeypatch, large_s, ok):
+    timed = []
+    monkeypatch.setattr(cojob_bench, "_seconds", lambda n: timed.append(n) or (0.1 if n == 1_000 else large_s))
     rows = pda_timings()
-    assert [r["name"] for r in rows] == ["pda_1000_stages_480_ports_s", "pda_10000_stages_480_ports_s"]
-    assert rows[1]["target"] == 1.0 and rows[1]["ok"] == (rows[1]["value"] < 1.0)
+    assert timed == [1_000, 10_000]
+    assert [(r["name"], r["value"], r["target"], r["ok"]) for r in rows] == [
+        ("pda_1000_stages_480_ports_s", 0.1, None, None), ("pda_10000_stages_480_ports_s", large_s, 1.0, ok)]
+
+
+def test_bench_stages_are_reproducible_and_lie_on_480_ports():
+    stages = cojob_bench.random_stages(200)
+    assert stages == cojob_bench.random_stages(200) != cojob_bench.random_stages(200, seed=1)
+    assert 2 * cojob_bench.MACHINES == 480 and {p for s in stages for p in s.loads} <= {
+        f"tbh{m}/{end}" for m in range(1, 241) for end in ("out", "in")}
 
 
 # --- properties on random instances --------------------------------------------------

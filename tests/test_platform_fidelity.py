@@ -3,6 +3,7 @@ verdict every kind's summary gives (CPU, controller outages, the kind's own reas
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,11 +19,19 @@ BALANCE = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 
 QDISCS = {"tbh1": {"bytes": 3000, "packets": 2, "dropped": 5}, "tbh2": {"bytes": 0, "packets": 0, "dropped": 1},
           "tbh3": None}  # a host whose NIC had no root qdisc to read
 INTERFACES = {"tbh1-eth0": {"rx": 0, "tx": 3}, "tbl1-eth1": {"rx": 1, "tx": 0}}
+TCP = {"tbh1": {"TcpOutSegs": 1000, "TcpRetransSegs": 12, "TcpExtTCPRetransFail": 2, "TcpExtTCPTimeouts": 3},
+       "tbh2": {"TcpOutSegs": 200}}
 
 
 class FakeEmulation:
-    def __init__(self, ports=PORTS, balance=BALANCE, qdiscs=QDISCS, interfaces=INTERFACES):
-        self.ports, self.balance, self.qdiscs, self.interfaces = ports, balance, qdiscs, interfaces
+    def __init__(self, ports=PORTS, balance=BALANCE, qdiscs=QDISCS, interfaces=INTERFACES, tcp=TCP):
+        self.ports, self.balance, self.qdiscs, self.interfaces, self.tcp = ports, balance, qdiscs, interfaces, tcp
+        self.fabric = SimpleNamespace(hosts=[SimpleNamespace(name=name) for name in TCP])
+
+    def host_counters(self, host, names):
+        if isinstance(self.tcp, Exception):
+            raise self.tcp
+        return {name: self.tcp[host][name] for name in names if name in self.tcp[host]}
 
     def host_qdisc_counters(self):
         return self.qdiscs
@@ -71,6 +80,18 @@ def test_the_packet_losses_say_where_the_fabric_lost_packets(tmp_path):
     assert set(packet_losses(tmp_path / "none").values()) == {None}  # a run that failed before the counters
 
 
+def test_every_kind_keeps_the_hosts_tcp_account(tmp_path):
+    assert collect_fabric_counters(FakeEmulation(), tmp_path) == []
+    assert json.loads((tmp_path / "tcp_counters.json").read_text()) == TCP
+    fields = fidelity_fields(monitor(idle=0.5), FIDELITY_DEFAULTS, [], tmp_path)
+    assert fields["tcp"]["segments"] == 1200 and fields["tcp"]["retransmitted_on_wire"] == 10
+    (tmp_path / "other").mkdir()
+    unread = collect_fabric_counters(FakeEmulation(tcp=OSError("nstat: not found")), tmp_path / "other")
+    assert unread == ["tcp_counters.json: OSError: nstat: not found"]
+    fields = fidelity_fields(monitor(idle=0.5), FIDELITY_DEFAULTS, [], tmp_path / "other")
+    assert (fields["tcp"], fields["tcp_retransmitted_share"], fields["tcp_timeouts"]) == (None, None, None)
+
+
 def test_a_counter_that_cannot_be_read_is_named_and_the_other_still_written(tmp_path):
     unread = collect_fabric_counters(FakeEmulation(balance=OSError("ip: not found")), tmp_path)
     assert unread == ["switch_packets.json: OSError: ip: not found"]
@@ -86,8 +107,14 @@ def test_a_run_with_cpu_to_spare_and_no_outage_is_trustworthy_and_reports_its_sw
     collect_fabric_counters(FakeEmulation(), tmp_path)
     fields = fidelity_fields(monitor(idle=0.5), FIDELITY_DEFAULTS, [], tmp_path)
     shares = {"cpu_idle_share": 0.5, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
+    tcp = {"segments": 1200, "retransmissions_tried": 12, "retransmissions_tried_share": 12 / 1200,
+           "retransmitted_on_wire": 10, "retransmitted_on_wire_share": 10 / 1200, "timeouts": 3, "loss_probes": 0,
+           "spurious_timeouts": 0, "retransmissions_held_in_sender_queue": 0, "fast_retransmits": 0,
+           "sack_recoveries": 0, "retransmissions_refused_by_sender_queue": 2, "dsacks_received": 0,
+           "reorderings_seen": 0, "receiver_drops": 0}
     assert fields == {**shares, "controller_outages": [], "switch_loss_share": 20 / 2000,
-                      "packet_losses": packet_losses(tmp_path),
+                      "packet_losses": {"switch_queues": 10, "switch_internal": 20, "interfaces": 4, "host_queues": 6},
+                      "tcp": tcp, "tcp_retransmitted_share": 10 / 1200, "tcp_timeouts": 3,
                       "fidelity": {**shares, "untrustworthy_reasons": [], "trustworthy": True},
                       "trustworthy": True}
 

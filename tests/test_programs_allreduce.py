@@ -14,6 +14,7 @@ from experiments.programs.allreduce import (
     read_iterations,
     ring_allreduce_ideal_s,
 )
+from hosts import ddp_example
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "hosts" / "ddp_example.py"
@@ -154,8 +155,11 @@ def test_three_ranks_train_in_step(launch):
         result = json.loads((proc.out / "ddp_result.json").read_text())
         assert result["parameters"] == SMALL_MODEL_PARAMS
         results.append(result)
-    # Every rank trained on its own data: equal parameters mean the gradients were averaged.
+    # Every rank trained on its own data: equal parameters mean the gradients were
+    # averaged, and parameters other than the untrained model's that they trained.
     assert len({r["params_sha256"] for r in results}) == 1
+    untrained = ddp_example.params_sha256(list(ddp_example.build_model(SMALL_MODEL_PARAMS, 0).parameters()))
+    assert results[0]["params_sha256"] != untrained
     analysis = analyse_iterations(read_iterations(ranks[0].out / "iterations.csv"), 1000, 3, [])
     assert analysis["iterations"] == iterations and analysis["allreduce_bytes"] == 4 * SMALL_MODEL_PARAMS
 

@@ -163,13 +163,15 @@ def test_host_nics_run_at_the_fabrics_mtu_and_segment_only_as_asked():
 
 
 def test_a_switch_send_buffer_holds_every_queue_of_its_ports_full():
-    assert queues.switch_send_buffer_bytes(3) == 3 * queues.N_QUEUES * queues.LEAF_LIMIT_BYTES * queues.SKB_OVERHEAD
+    # 3 ports x 8 queues x 150 KB, twice over for the kernel's per-packet overhead
+    assert queues.switch_send_buffer_bytes(3) == 7_200_000
+    assert queues.switch_send_buffer_bytes(2, 30_000) == 960_000  # a spec's smaller switch buffers
     assert queues.switch_send_buffer_bytes(1) > 208 * 1024  # the kernel's default, shared by all ports
 
 
 def test_a_switch_port_socket_holds_a_burst_and_what_its_link_brings_while_the_switch_waits():
-    wire = queues.BURST_BYTES + 100e6 / 8 * queues.SWITCH_CPU_WAIT_S  # 1.4 MB at 100 Mbit/s
-    assert queues.switch_receive_buffer_bytes(100) == int(wire * queues.SKB_OVERHEAD)
+    # a 150 KB burst + 100 ms at 100 Mbit/s (1.25 MB) = 1.4 MB, twice over
+    assert queues.switch_receive_buffer_bytes(100) == 2_800_000
     assert queues.switch_receive_buffer_bytes(1000) > queues.switch_receive_buffer_bytes(100)
     assert queues.switch_receive_buffer_bytes(1) > 208 * 1024  # the kernel's default: 8 ms at 100 Mbit/s
 

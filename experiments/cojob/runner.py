@@ -23,13 +23,7 @@ from experiments.cojob.driver import CojobDriver
 from experiments.errors import one_line
 from experiments.platform.capture import start_packet_captures, stop_packet_captures
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import (
-    TCP_FILE,
-    collect_fabric_counters,
-    fidelity_fields,
-    host_tcp_counters,
-    tcp_summary,
-)
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 
@@ -75,7 +69,6 @@ class CojobWorkload:
         raw = self.run_dir / "raw"
         store.write_json(raw / "host_queue_counters.json", em.host_queue_counters())
         unread = collect_fabric_counters(em, raw)
-        store.write_json(raw / TCP_FILE, host_tcp_counters(em))
         store.write_json(raw / "ovs_reports.json", em.ovs_reports())
         return unread
 
@@ -99,7 +92,6 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))
     if (run / "raw" / SAMPLE_ERRORS).exists():
         check["sample_capture_errors"] = json.loads((run / "raw" / SAMPLE_ERRORS).read_text())
-    tcp = tcp_summary(json.loads((run / "raw" / TCP_FILE).read_text()))
     try:
         model_sct, model_error = simulated.model_avg_sct_s(resolved), None
     except Exception as err:  # noqa: BLE001 - the model failing any way must not cost the run its analysis
@@ -110,7 +102,6 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
             # the model simulates the whole workload: a run cut short is compared on no stage
             "sct_over_model": (measured / model_sct if measured and model_sct
                                and metrics["stages_completed"] == metrics["stages_planned"] else None),
-            "tcp": tcp, "tcp_timeouts": tcp["timeouts"], "tcp_retransmitted_share": tcp["retransmitted_on_wire_share"],
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
             "conformance": check, **fidelity_fields(cpu, spec["fidelity"], outages, run / "raw")}
 

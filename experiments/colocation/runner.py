@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import time
-import traceback
 from collections.abc import Callable, Collection
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -40,10 +39,10 @@ from experiments.colocation.metrics import aggregate, group_boundaries, pmc_erro
 from experiments.colocation.report import write_report
 from experiments.reports import publish_run
 from experiments.colocation.spec import build_tasks, load_spec, with_arrival_times
-from experiments.errors import SpecError, one_line
+from experiments.errors import SpecError
 from experiments.platform.cpu import box_identity
-from experiments.store import (SPEC, SUMMARY, check_same_code, environment, git_state, new_run_dir, point_latest,
-                               read_json, resumed, write_csv, write_json, write_spec)
+from experiments.store import (ENVIRONMENT, SPEC, SUMMARY, check_same_code, git_state, point_latest, read_json,
+                               record_error, resumed, start_run, write_csv, write_json)
 from experiments.validation import read_yaml
 from hosts.colocation.allocator import MIB, class_key, overhead_by_class, size_class
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
@@ -86,7 +85,7 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
                 f"more than the {allocatable / MIB:.1f} MiB allocatable"))
 
     run = _open_run(spec, dev, out, resume, force)
-    env = read_json(run / "environment.json")
+    env = read_json(run / ENVIRONMENT)
     print(f"run directory: {run} ({len(tasks)} tasks, {len(spec['methods'])} methods x {spec['repeats']} repeats "
           f"on {dev.type}{f'; if stopped, {continue_with(run)} continues it' if continue_with else ''})", flush=True)
 
@@ -102,10 +101,9 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
                         spec["repeats"] if repeats_now is None else repeats_now,
                         spec["methods"] if methods_now is None else set(methods_now))
     except BaseException as err:  # noqa: BLE001 - recorded in summary.json with what was measured, re-raised
-        done = {method: aggregate(rows) for method, rows in runs.items() if rows}
-        write_json(run / SUMMARY, {"completed": False, "error": one_line(err), **base, **profile,
-                                   "methods": done})
-        (run / "traceback.txt").write_text("".join(traceback.format_exception(err)))
+        failed = {**base, **profile, "methods": {method: aggregate(rows) for method, rows in runs.items() if rows}}
+        record_error(run, failed, err)
+        write_json(run / SUMMARY, failed)
         write_runs_csv(run / "runs.csv", runs)
         point_latest(run)  # results/latest and report.html, as at every runner's end, failed or not
         publish_run(run)
@@ -139,15 +137,10 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
     if holds_run and not resume:
         raise SpecError("--out", f"{run} holds a co-location run ({SPEC}); choose a new directory")
     if not holds_run:
-        run = new_run_dir("colocate", spec["name"], out)
-        write_spec(run, spec)
-        env = environment()
-        env["device"] = describe_device(dev)
-        write_json(run / "environment.json", env)
-        return run
+        return start_run(spec, out, kind="colocate", device=describe_device(dev))
     if read_yaml(run / SPEC, SPEC, "run spec") != yaml.safe_load(yaml.safe_dump(spec, sort_keys=False)):
         raise SpecError("--out", f"{run} holds a run of another spec ({SPEC} differs); choose a new directory")
-    env = read_json(run / "environment.json")
+    env = read_json(run / ENVIRONMENT)
     now = git_state()
     check_same_code(str(run), env, now, force)
     there, here = env["device"], describe_device(dev)
@@ -156,7 +149,7 @@ def _open_run(spec: dict, dev: torch.device, out: str | Path | None, resume: boo
                            for key in sorted(there.keys() | here.keys()) if there.get(key) != here.get(key))
         raise SpecError("--device", f"{run} was measured on another device ({differ})")
     env["resumes"] = resumed(env, now)
-    write_json(run / "environment.json", env)
+    write_json(run / ENVIRONMENT, env)
     return run
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from experiments.colocation.metrics import error_summary
 from experiments.colocation.runner import describe_device, resolve_device
 from experiments.reports.markdown import markdown_table
-from experiments.store import SUMMARY, environment, new_run_dir, point_latest, write_json
+from experiments.store import SUMMARY, new_run_dir, point_latest, write_environment, write_json
 from experiments.validation import dir_flag
 from hosts.colocation.datasets import dataset_shape, subgraph_shape
 from hosts.colocation.models import MODELS
@@ -47,9 +47,7 @@ def grid_tasks(grid: str) -> list[Task]:
 def run_validation(device: str, grid: str, out: str | Path | None = None) -> tuple[Path, list[dict]]:
     dev = resolve_device(device)
     run = new_run_dir("colocate", f"validate-{grid}", out)
-    env = environment()
-    env["device"] = describe_device(dev)
-    write_json(run / "environment.json", env)
+    env = write_environment(run, describe_device(dev))
     rows = validate_estimator(grid_tasks(grid), dev)
     summary = {"device": env["device"], "grid": grid, "cases": len(rows),
                **error_summary([r["relative_error"] for r in rows])}

@@ -28,14 +28,7 @@ from experiments import store
 from experiments.gnn import metrics
 from experiments.gnn.driver import GnnDriver
 from experiments.platform.cpu import CpuMonitor
-from experiments.platform.fidelity import (
-    TCP_FILE,
-    collect_fabric_counters,
-    fidelity_fields,
-    host_bytes,
-    host_tcp_counters,
-    tcp_summary,
-)
+from experiments.platform.fidelity import collect_fabric_counters, fidelity_fields, host_bytes
 from experiments.platform.net import Emulation
 from experiments.platform.run import run_workload
 from experiments.stats import percentile
@@ -83,7 +76,6 @@ class GnnWorkload:
         raw = self.run_dir / "raw"
         store.write_json(raw / "fabric_bytes.json", {"before": self.bytes_before, "after": host_bytes_into_fabric(em)})
         unread = collect_fabric_counters(em, raw)
-        store.write_json(raw / TCP_FILE, host_tcp_counters(em))
         if self.driver is not None:
             readbacks = self.driver.oes.readback_errors if self.driver.oes is not None else []
             store.write_json(raw / "driver.json", {"readback_max_rel_error": max(readbacks, default=None),
@@ -116,8 +108,6 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
         fabric = json.loads(fabric_path.read_text())
         counted = sum(fabric["after"][h] - fabric["before"][h] for h in fabric["before"])
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    tcp_path = run / "raw" / TCP_FILE
-    tcp = tcp_summary(json.loads(tcp_path.read_text())) if tcp_path.exists() else None
     rel_error = state.get("readback_max_rel_error")
     readback_reasons = ([f"an installed rate is {rel_error:.1%} off its OES target"]
                         if rel_error is not None and rel_error > MAX_READBACK_ERROR else [])
@@ -137,8 +127,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
             "oes_rate_max_rel_error": rel_error, "rate_readbacks": state.get("readbacks", 0),
             "achieved_over_target_median": round(percentile(ratios, 50, "higher"), 3) if ratios else None,
             "rate_updates": metrics.rate_updates(decisions), "compute_s_per_iteration": metrics.compute_by_task(events),
-            "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"),
-            "tcp": tcp, "tcp_retransmitted_share": tcp and tcp["retransmitted_on_wire_share"], **fidelity}
+            "edge_cut_share": state.get("edge_cut_share"), "task_placement": state.get("placement"), **fidelity}
 
 
 def prediction(spec: dict, events: list[dict], verdict: dict, iterations: int) -> dict:

@@ -23,13 +23,15 @@ INTERFACE_DROPS = "interface_drops.json"  # per fabric interface: packets the ke
 
 def collect_fabric_counters(em, raw: Path) -> list[str]:
     """Write ``QUEUE_COUNTERS`` (``em.port_counters``), ``SWITCH_PACKETS``
-    (``em.switch_packet_balance``), ``HOST_QDISCS`` (``em.host_qdisc_counters``) and
-    ``INTERFACE_DROPS`` (``em.interface_drops``) into ``raw``, each on its own: one that
+    (``em.switch_packet_balance``), ``HOST_QDISCS`` (``em.host_qdisc_counters``),
+    ``INTERFACE_DROPS`` (``em.interface_drops``) and ``TCP_FILE`` (``host_tcp_counters``:
+    the hosts' TCP account, for every kind) into ``raw``, each on its own: one that
     cannot be read is not written and is named in the returned list (``file: error``,
     one line each), the others still are."""
     unread = []
     for name, read in ((QUEUE_COUNTERS, em.port_counters), (SWITCH_PACKETS, em.switch_packet_balance),
-                       (HOST_QDISCS, em.host_qdisc_counters), (INTERFACE_DROPS, em.interface_drops)):
+                       (HOST_QDISCS, em.host_qdisc_counters), (INTERFACE_DROPS, em.interface_drops),
+                       (TCP_FILE, lambda: host_tcp_counters(em))):
         try:
             counters = read()
         except Exception as err:  # noqa: BLE001 - a missing part must not lose the other
@@ -183,10 +185,10 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
                     reasons: Sequence[str] = (), outage_reasons: Sequence[str] | None = None,
                     cpu_window: tuple[float, float] | None = None) -> dict:
     """The summary fields that say whether a run can be trusted: the CPU shares
-    (``cpu.summary()``), ``controller_outages``, ``switch_loss_share`` and
-    ``packet_losses`` (from ``raw``),
-    ``fidelity`` (the CPU shares, ``untrustworthy_reasons``, ``trustworthy``) and
-    ``trustworthy``.
+    (``cpu.summary()``), ``controller_outages``; from ``raw`` (None where a file is
+    missing) ``switch_loss_share``, ``packet_losses`` and ``tcp`` with its
+    ``tcp_retransmitted_share`` and ``tcp_timeouts``; ``fidelity`` (the CPU shares,
+    ``untrustworthy_reasons``, ``trustworthy``) and ``trustworthy``.
 
     The CPU is judged over the whole run, or over ``cpu_window`` (epoch seconds) where
     the kind gives the window its traffic ran in (the GNN job: its iterations; the
@@ -207,7 +209,11 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
     if outage_reasons is None:
         outage_reasons = [f"controller outage at {o['start_s']:.1f} s" for o in outages]
     untrustworthy = cpu_reasons(cpu_shares, limits) + list(outage_reasons) + list(reasons)
+    tcp_path = raw / TCP_FILE
+    tcp = tcp_summary(store.read_json(tcp_path)) if tcp_path.exists() else None
     return {**cpu_shares, "controller_outages": outages, "switch_loss_share": read_switch_loss_share(raw),
-            "packet_losses": packet_losses(raw),
+            "packet_losses": packet_losses(raw), "tcp": tcp,
+            "tcp_retransmitted_share": tcp and tcp["retransmitted_on_wire_share"],
+            "tcp_timeouts": tcp and tcp["timeouts"],
             "fidelity": {**cpu_shares, "untrustworthy_reasons": untrustworthy, "trustworthy": not untrustworthy},
             "trustworthy": not untrustworthy}

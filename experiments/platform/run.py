@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import time
-import traceback
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -54,7 +53,7 @@ class Workload(Protocol):
 def _start(spec: dict, out: str | None, simulated: bool = False) -> Path:
     """The run directory, its spec written, with the module of a scheduler of your own
     beside it (a placement of your own is recorded as its tasks)."""
-    run = store.start_run(spec, out, simulated=simulated)
+    run = store.start_run(spec, out, kind="simulate" if simulated else "run")
     keep_beside(lookup(spec, "scheduler.name"), run)
     return run
 
@@ -169,8 +168,7 @@ def finish_run(run: Path, summary: dict, error: BaseException | None, analysis) 
     ``RunError`` after any other fault."""
     summary["completed"] = error is None
     if error is not None:
-        summary["error"] = one_line(error)
-        (run / "traceback.txt").write_text("".join(traceback.format_exception(error)))
+        store.record_error(run, summary, error)
     try:
         summary.update(analysis())
     except Exception as err:  # noqa: BLE001 - a partial run may lack what the analysis needs

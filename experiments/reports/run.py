@@ -9,7 +9,7 @@ from pathlib import Path
 from experiments.errors import one_line
 from experiments.reports import html
 from experiments.reports.rundata import RunData, headline, load, num, tables, verdict
-from experiments.store import SPEC, SUMMARY
+from experiments.store import ENVIRONMENT, SPEC, SUMMARY
 from experiments.validation import shown_path
 
 REPORT = "report.html"
@@ -83,7 +83,7 @@ def render_run(data: RunData) -> str:
                               else html.paragraph(f"This run was recorded without its {SPEC}.")))
     if data.environment:
         parts.append(html.section("Environment", html.preformatted(
-            json.dumps(data.environment, indent=2, sort_keys=True), "environment.json")))
+            json.dumps(data.environment, indent=2, sort_keys=True), ENVIRONMENT)))
     parts.append(html.section("Files", html.file_list(data.path, skip=[REPORT])))
     return html.page(data.name, _subtitle(data), parts)
 
