@@ -520,6 +520,7 @@ def _installed_or_committed(path: Path) -> bool:
     checkout = Path(REPO_ROOT).resolve()
     if not path.is_relative_to(checkout):
         return False
+
     def files(*args: str) -> list[str]:
         return subprocess.run(["git", "-C", str(checkout), *args, "--", str(path)], capture_output=True, text=True,
                               timeout=30, check=True).stdout.splitlines()
