@@ -24,7 +24,6 @@ worker.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import signal
@@ -46,7 +45,7 @@ from distributed.scheduler import KilledWorker
 from distributed.worker import thread_state
 
 from experiments.errors import SpecError, one_line
-from experiments.store import ENVIRONMENT, REPO_ROOT, write_json
+from experiments.store import ENVIRONMENT, REPO_ROOT, read_environment, write_json
 from experiments.results import cell_dir
 from experiments.sweep import Cell, RunCell, Sweep, groups
 
@@ -124,9 +123,9 @@ def _run_in_process(cell_id: str, spec: dict, run_cell: RunCell, emulated: bool,
             error = f"the cell's process exited with status {process.returncode}{last}"
         else:
             error = None
-        environment = out / ENVIRONMENT
-        if environment.exists():
-            write_json(environment, {**json.loads(environment.read_text()), "worker": address})
+        environment = read_environment(out, garbled_ok=True)
+        if environment:  # a garbled one stays as the cell left it
+            write_json(out / ENVIRONMENT, {**environment, "worker": address})
         return {"error": error, "seconds": seconds, "files": _pack(out) if out.is_dir() else None}
 
 

@@ -102,16 +102,6 @@ def summary_verdict(summary: dict) -> tuple[bool | None, list[str]]:
     return trusted, reasons
 
 
-def read_environment(run_dir: str | Path) -> dict:
-    """A run directory's ``environment.json``; {} when missing, garbled or not a mapping
-    (a cell that failed before writing one)."""
-    try:
-        environment = store.read_json(Path(run_dir) / store.ENVIRONMENT)
-    except (OSError, SpecError):
-        return {}
-    return environment if isinstance(environment, dict) else {}
-
-
 def durations(directory: Path, completed_only: bool = False) -> dict[str, float]:
     """Seconds per cell id from ``directory/results.csv`` ({} when it has none); only
     the completed cells' with ``completed_only`` (a failed cell's says little of how

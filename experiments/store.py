@@ -196,6 +196,25 @@ def write_environment(run: Path, device: dict | None = None) -> dict:
     return env
 
 
+def read_environment(run: Path, garbled_ok: bool = False) -> dict:
+    """A run directory's ``environment.json``; {} when missing (a run that failed before
+    writing one). A garbled file, or one that is not a mapping, is a SpecError naming it,
+    or {} with ``garbled_ok`` (a sweep's table, a figure's labels, a worker adding its
+    address: one bad cell must not stop them)."""
+    path = Path(run) / ENVIRONMENT
+    if kept(path) is None:
+        return {}
+    try:
+        env = read_json(path)
+        if not isinstance(env, dict):
+            raise SpecError(str(path), f"not a mapping ({type(env).__name__})")
+    except (OSError, SpecError):
+        if garbled_ok:
+            return {}
+        raise
+    return env
+
+
 def record_error(run: Path, summary: dict, error: BaseException) -> None:
     """A fault as every run records it: ``completed: false`` and the error on one line
     in ``summary`` (written by the caller), its traceback in ``traceback.txt``."""

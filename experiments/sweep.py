@@ -87,7 +87,6 @@ from experiments.results import (
     durations,
     earlier_sweep_run,
     lookup,
-    read_environment,
     read_summary,
 )
 from experiments.runner import is_colocation, run_any_spec, simulate_any_spec, simulated_kind, validate_any
@@ -602,7 +601,7 @@ def _shown(value) -> str:
 def _row(sweep: Sweep, cell: Cell, run_dir: Path, summary: dict | None, error_text: str | None,
          seconds: float | None) -> dict:
     summary = summary or {}
-    environment = read_environment(run_dir)
+    environment = store.read_environment(run_dir, garbled_ok=True)
     row = {"cell": cell.id, **({"part": cell.part} if sweep.parts else {}),
            **({"repeat": cell.repeat} if sweep.repeats > 1 else {}),
            **({"backend": cell.backend} if len(sweep.backends) > 1 else {}),

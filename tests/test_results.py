@@ -216,3 +216,17 @@ def test_a_sweep_no_figure_can_draw_is_refused_in_one_line(tmp_path):
     (out / "cells" / "c" / "summary.json").write_text("{garbled")  # refused, not left out: a figure reads every cell
     with pytest.raises(SpecError, match=r"cells/c/summary.json: not JSON"):
         usable_cells(out)
+
+
+def test_a_run_environment_is_read_strictly_for_one_run_and_forgivingly_for_a_table(tmp_path):
+    from experiments import store
+    assert store.read_environment(tmp_path) == {}  # a cell that failed before writing one
+    (tmp_path / "environment.json.gz").write_bytes(gzip.compress(b'{"machine": "box"}'))  # kept in measurements/
+    assert store.read_environment(tmp_path) == {"machine": "box"}
+    for garbled, problem in (("{", "not JSON"), ("[1]", "not a mapping (list)")):
+        (tmp_path / "environment.json.gz").unlink(missing_ok=True)
+        (tmp_path / "environment.json").write_text(garbled)
+        with pytest.raises(SpecError, match=re.escape(problem)) as err:
+            store.read_environment(tmp_path)
+        assert str(tmp_path / "environment.json") in str(err.value)
+        assert store.read_environment(tmp_path, garbled_ok=True) == {}

@@ -56,7 +56,7 @@ from experiments import store
 from experiments.errors import SpecError
 from experiments.gnn.metrics import binned_host_mbps, training
 from experiments.reports.markdown import markdown_table
-from experiments.results import read_environment, usable_cells
+from experiments.results import usable_cells
 from experiments.stats import mean_sd, paired_mean_ratio
 from experiments.validation import read_yaml
 
@@ -313,7 +313,7 @@ def dgtp_figures(directory: str | Path, out_dir: str | Path | None = None) -> li
 def boxes(cells: Iterable[Cell]) -> str:
     """The boxes that ran ``cells`` (``store.box``): their number, and how many cells
     have none recorded (run before boot ids were): "1", "2", "1 + 3 unrecorded"."""
-    labels = [store.box(read_environment(c.run_dir)) for c in cells]
+    labels = [store.box(store.read_environment(c.run_dir, garbled_ok=True)) for c in cells]
     known, unknown = {label for label in labels if label}, labels.count(None)
     return " + ".join(part for part in (str(len(known)) if known else "", f"{unknown} unrecorded" if unknown else "")
                       if part)

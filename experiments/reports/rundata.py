@@ -57,9 +57,7 @@ def load(run: str | Path) -> RunData:
     summary = load_summary(path)
     spec_path = path / store.SPEC
     spec = read_yaml(spec_path, store.SPEC, "run spec") if spec_path.exists() else None
-    env_path = path / store.ENVIRONMENT
-    environment = store.read_json(env_path) if env_path.exists() else {}
-    return RunData(path, summary, spec, environment, _kind(spec, summary))
+    return RunData(path, summary, spec, store.read_environment(path), _kind(spec, summary))
 
 
 def _kind(spec: dict | None, summary: dict) -> str:
