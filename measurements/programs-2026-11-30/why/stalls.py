@@ -1,6 +1,6 @@
 """The ring's stalls against TCP's timeouts, per same-queue run of 2026-11-30 (#1 and #2
-at 18:45-19:27, before the programs kind kept the hosts' TCP counters; #3 and #4 at
-01:00-01:05 the next night, with them). Same rules as why_bulk_share.py (imported):
+at 18:45-19:27, before the programs kind kept the hosts' TCP counters; #3 to #6 at
+01:00-01:10 that night, with them). Same rules as why_bulk_share.py (imported):
 the window is the iterations with the bulk flow; a stall is a 0.5 s sample in it in
 which neither tbh3 nor tbh4 received IDLE_MBPS. Writes stalls.txt beside itself.
 
@@ -43,14 +43,16 @@ def analyse(run: Path) -> dict:
     tcp_file = run / "raw/tcp_counters.json"
     tcp = json.loads(tcp_file.read_text()) if tcp_file.exists() else None
     return {"window": w1 - w0, "iterations": len(withb), "median": statistics.median(r["iteration_s"] for r in withb),
+            "allreduce": statistics.median(r["allreduce_s"] for r in withb) / s["allreduce_ideal_s"],
             "stalled": stalled, "longest": longest, "q2_drops": q["tbx1-eth1"]["2"]["dropped"],
             "idle": s["fidelity"]["cpu_idle_share"], "tcp": tcp}
 
 
 def main() -> None:
     out = ["stalls.py: the ring's stalls (0.5 s samples, neither tbh3 nor tbh4 receiving "
-           f"{IDLE_MBPS:g} Mbit/s) and TCP's timeouts, same-queue runs of 2026-11-30", "",
-           f"  {'run':4s} {'window s':>8s} {'iters':>5s} {'median s':>8s} {'stalled s':>9s} {'longest s':>9s} "
+           f"{IDLE_MBPS:g} Mbit/s) and TCP's timeouts, same-queue runs of 2026-11-30;",
+           "  median s and AR/ideal (all-reduce over the ring's ideal): medians over the iterations beside the bulk flow", "",
+           f"  {'run':4s} {'window s':>8s} {'iters':>5s} {'median s':>8s} {'AR/ideal':>8s} {'stalled s':>9s} {'longest s':>9s} "
            f"{'q2 drops':>8s} {'CPU idle':>8s}  TCP timeouts / fast retransmits (tbh2: DDP into tbh1; tbh5: bulk)"]
     for label, run in RUNS.items():
         r = analyse(run)
@@ -59,7 +61,7 @@ def main() -> None:
         else:
             tcp = "; ".join(f"{h} {r['tcp'][h].get('TcpExtTCPTimeouts', 0)} / {r['tcp'][h].get('TcpExtTCPFastRetrans', 0)}"
                             for h in ("tbh2", "tbh5"))
-        out.append(f"  {label:4s} {r['window']:8.1f} {r['iterations']:5d} {r['median']:8.2f} {r['stalled']:9.1f} "
+        out.append(f"  {label:4s} {r['window']:8.1f} {r['iterations']:5d} {r['median']:8.2f} {r['allreduce']:8.2f} {r['stalled']:9.1f} "
                    f"{r['longest']:9.1f} {r['q2_drops']:8d} {r['idle']:8.2f}  {tcp}")
     text = "\n".join(out) + "\n"
     (Path(__file__).resolve().parent / "stalls.txt").write_text(text)
