@@ -1,6 +1,6 @@
 """The ring's stalls against TCP's timeouts, per same-queue run of 2026-11-30 (#1 and #2
-at 18:45-19:27, before the programs kind kept the hosts' TCP counters; #3 to #6 at
-01:00-01:10 that night, with them). Same rules as why_bulk_share.py (imported):
+at 18:45-19:27, before the programs kind kept the hosts' TCP counters; #3 to #8 at
+01:00-02:01 that night, with them). Same rules as why_bulk_share.py (imported):
 the window is the iterations with the bulk flow; a stall is a 0.5 s sample in it in
 which neither tbh3 nor tbh4 received IDLE_MBPS. Writes stalls.txt beside itself.
 
@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from why_bulk_share import IDLE_MBPS, M, iterations, load_host_bytes, mbps  # noqa: E402
 
-RUNS = {f"#{n}": M / f"programs-2026-11-30/same-queue{'' if n == 1 else f'-{n}'}" for n in (1, 2, 3, 4, 5, 6)}
+RUNS = {f"#{n}": M / f"programs-2026-11-30/same-queue{'' if n == 1 else f'-{n}'}" for n in (1, 2, 3, 4, 5, 6, 7, 8)}
 
 
 def analyse(run: Path) -> dict:
