@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from experiments import store
 from experiments import sweep as sweep_mod
 from experiments.errors import SpecError
 from experiments.results import flatten, load_sweep, usable_cells
@@ -116,16 +117,14 @@ def test_load_summary_is_one_runs_summary_or_one_line(tmp_path):
 
 
 def test_a_run_into_a_directory_holding_a_run_is_one_line(tmp_path):
-    from experiments.store import new_run_dir
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(SpecError, match=r"^out: .*: already holds a run \(summary.json\); choose a new directory$"):
-        new_run_dir("run", "x", tmp_path)
+        store.new_run_dir("run", "x", tmp_path)
 
 
 def test_runs_started_in_one_second_get_a_directory_each(tmp_path, monkeypatch):
     """The name is claimed by making it (another process may have made it between a
     check and a make)."""
-    from experiments import store
     monkeypatch.setenv("TRAINBED_RESULTS", str(tmp_path))
     monkeypatch.setattr(store.time, "strftime", lambda fmt, t=None: "20261129-010000")
     (tmp_path / "20261129-010000-run-x").mkdir()  # another process's, made a moment ago
@@ -219,7 +218,6 @@ def test_a_sweep_no_figure_can_draw_is_refused_in_one_line(tmp_path):
 
 
 def test_a_run_environment_is_read_strictly_for_one_run_and_forgivingly_for_a_table(tmp_path):
-    from experiments import store
     assert store.read_environment(tmp_path) == {}  # a cell that failed before writing one
     (tmp_path / "environment.json.gz").write_bytes(gzip.compress(b'{"machine": "box"}'))  # kept in measurements/
     assert store.read_environment(tmp_path) == {"machine": "box"}
