@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv
-# chromium: the headless browser the report tests load report.html in
-APT_PACKAGES="mininet openvswitch-switch iperf3 tcpdump iptables ethtool iputils-ping iproute2 util-linux python3-venv chromium"
+# chromium: the headless browser the report tests load report.html in; gcc: builds
+# experiments/platform/ovs_send.c, the sendmmsg the switches run with
+APT_PACKAGES="mininet openvswitch-switch iperf3 tcpdump iptables ethtool iputils-ping iproute2 util-linux python3-venv chromium gcc libc6-dev"
 
 stamp_inputs() { cat setup.cfg pyproject.toml scripts/install.sh scripts/install-gnn.sh; }
 want=$(stamp_inputs | sha256sum | cut -c1-16)

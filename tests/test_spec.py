@@ -183,6 +183,7 @@ BAD = [
     ("emulation.switch_buffer_bytes", 9000, "emulation.switch_buffer_bytes: must be in [18000, 4000000], got 9000"),
     ("emulation.switch_buffer_bytes", 1.5e5, "emulation.switch_buffer_bytes: must be an integer"),
     ("emulation.queue_weights", [2, 1], "emulation.queue_weights: must be a list of 7 weights"),
+    ("emulation.switch_drop", "tail", "emulation.switch_drop: must be one of packet, batch"),
     ("flows.0.rate_mbps", 400, "flows[0].rate_mbps: 400 Mbit/s is above tbh3's link (100 Mbit/s): the limit could "
                                "never bind"),
     ("policy_changes.0.rate_mbps", 100.5, "policy_changes[0].rate_mbps: 100.5 Mbit/s is above tbh3's link"),

@@ -19,18 +19,21 @@ QUEUE_COUNTERS = "queue_counters.json"  # per switch port, per queue: bytes/pack
 SWITCH_PACKETS = "switch_packets.json"  # per switch: packets its ports received and transmitted
 HOST_QDISCS = "host_qdisc_counters.json"  # per host, its NIC's root qdisc: bytes/packets/dropped
 INTERFACE_DROPS = "interface_drops.json"  # per fabric interface: packets the kernel dropped, rx and tx
+SWITCH_SENDS = "switch_sends.json"  # per OVS instance: packets sent, refused by a queue, failed (ovs.send_counts)
 
 
 def collect_fabric_counters(em, raw: Path) -> list[str]:
     """Write ``QUEUE_COUNTERS`` (``em.port_counters``), ``SWITCH_PACKETS``
     (``em.switch_packet_balance``), ``HOST_QDISCS`` (``em.host_qdisc_counters``),
-    ``INTERFACE_DROPS`` (``em.interface_drops``) and ``TCP_FILE`` (``host_tcp_counters``:
+    ``INTERFACE_DROPS`` (``em.interface_drops``), ``SWITCH_SENDS`` (``em.switch_send_counts``)
+    and ``TCP_FILE`` (``host_tcp_counters``:
     the hosts' TCP account, for every kind) into ``raw``, each on its own: one that
     cannot be read is not written and is named in the returned list (``file: error``,
     one line each), the others still are."""
     unread = []
     for name, read in ((QUEUE_COUNTERS, em.port_counters), (SWITCH_PACKETS, em.switch_packet_balance),
                        (HOST_QDISCS, em.host_qdisc_counters), (INTERFACE_DROPS, em.interface_drops),
+                       (SWITCH_SENDS, em.switch_send_counts),
                        (TCP_FILE, lambda: host_tcp_counters(em))):
         try:
             counters = read()

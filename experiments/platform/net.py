@@ -16,11 +16,12 @@ real. Invariants:
 - ``stop()`` runs every tear-down step even if an earlier one fails, releases the
   fabric lock last, and raises one ``TeardownError`` naming every failed step.
   It is safe to call twice and after a partial start.
+- A port's queue that refuses a packet drops that packet alone, and counts it
+  (``switch_drop: "packet"``, ``experiments.platform.ovs``); OVS by itself gives up
+  the rest of the packet's send batch too.
 - Every OVS instance's one send socket holds all the queues it feeds, full, and
   each port's receive socket what its link brings while the switch waits for the
-  CPU (``size_socket_buffers``): only queues drop packets, and they count them
-  (but for the rest of a send batch that OVS gives up with a queue's drop:
-  ``experiments.platform.ovs``).
+  CPU (``size_socket_buffers``): only queues drop packets, and they count them.
 - Under a cgroup CPU quota, everything the emulation starts runs on as many CPUs
   as the quota covers (``experiments.platform.cpu.pinned_to_quota``): spread over more, the
   run spends its quota early in each period and is frozen for the rest of it.
@@ -68,6 +69,7 @@ class EmulationOptions:
     tcp_congestion: str | None = None  # the spec's top-level tcp_congestion; None: the kernel's default
     switch_buffer_bytes: int = queues.LEAF_LIMIT_BYTES  # each switch queue's buffer (bfifo limit)
     queue_weights: tuple[float, ...] | None = None  # queues 1..7 weighted (queues.check_weights); None: strict priority
+    switch_drop: str = "packet"  # experiments.platform.ovs.SWITCH_DROPS: what a port queue's refusal drops
 
     def instances_for(self, switches: list[str]) -> list[list[str]]:
         """Switch names grouped by OVS instance (round-robin, so leaves spread out)."""
@@ -139,7 +141,7 @@ class Emulation:
         ovs_dir = self.record.path.parent / self.run_id
         self.record.set_ovs_dir(str(ovs_dir))
         for i, switches in enumerate(self.options.instances_for([s.name for s in self.fabric.switches])):
-            instance = PrivateOVS(ovs_dir / f"ovs{i}")
+            instance = PrivateOVS(ovs_dir / f"ovs{i}", self.options.switch_drop)
             self.record.add_ovs_instance(str(instance.base), switches)
             self.ovs.append(instance)
             self.ovs_of_switch.update({name: instance for name in switches})
@@ -431,6 +433,11 @@ class Emulation:
     def vswitchd_cpu_wait_seconds(self) -> list[float]:
         """Seconds each instance's ovs-vswitchd has waited so far for a CPU."""
         return [instance.cpu_wait_seconds() for instance in self.ovs]
+
+    def switch_send_counts(self) -> dict[str, dict[str, int] | None]:
+        """Per OVS instance, the packets it sent and those its ports' queues refused
+        (``PrivateOVS.send_counts``; None under ``switch_drop: "batch"``)."""
+        return {instance.base.name: instance.send_counts() for instance in self.ovs}
 
     def switch_socket_drops(self) -> int:
         """Packets dropped so far at the OVS instances' sockets, before any queue."""

@@ -24,36 +24,44 @@ a 9-host all-to-all at 100 Mbit/s: 18,600 such drops against 1,500 in the queues
 one TCP segment in 13 sent again). ``set_receive_buffers`` sizes each for what its
 link brings while the switch waits for the CPU.
 
-What remains uncounted: ovs-vswitchd hands a port a batch of up to
-``SEND_BATCH_MAX`` packets in one sendmmsg. When a queue drops one, the call stops
-there; OVS sends again from that packet, and if the queue drops it again (so two
-counted drops) OVS gives up the rest of the batch (OVS 3.1
-``netdev_linux_sock_batch_send``), up to 31 packets no counter shows. Rare in
-steady traffic (batches of one or two: 1.0-1.2 re-sent segments per queue drop at
-9 hosts x 100 Mbit/s), about 9 lost per drop in the burst a switch sends after
-waiting for the CPU. Runs report it (``switch_loss_share``).
+A port's queue refuses a packet by failing its send (ENOBUFS; the qdisc counts the
+drop). ovs-vswitchd hands a port a batch of up to 32 packets (``NETDEV_MAX_BURST``) in
+one sendmmsg, which stops at the refused packet; OVS 3.1 (``netdev_linux_sock_batch_send``)
+sends again from it and, refused again, gives up the rest of the batch: packets of any
+queue, which no counter shows, and one drop counted twice. Measured on the Grouper
+testbed (measurements/switch-losses-2026-12-01): 0.2-0.6% of the switches' packets,
+a third of a packet for every queue drop under strict priority. With ``switch_drop:
+"packet"`` (the default) each instance runs with ``ovs_send.c`` preloaded: a batch's
+packets go one by one and a refused one is dropped alone, as a switch's tail-drop
+queue does, and the instance counts what it sent and refused (``send_counts``).
+``"batch"`` keeps OVS's own behaviour. Runs report what the switches lost besides
+their queues (``switch_loss_share``).
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
 
-from experiments.platform.records import proc_stat
+from experiments.platform.records import proc_stat, state_dir
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
 DAEMONS = ("ovs-vswitchd", "ovsdb-server")  # stop order
 VSWITCHD_NICE = -10
 SO_SNDBUFFORCE = 32  # <asm-generic/socket.h>: SO_SNDBUF beyond wmem_max, for root
 SO_RCVBUFFORCE = 33  # and SO_RCVBUF beyond rmem_max
-SEND_BATCH_MAX = 32  # OVS's NETDEV_MAX_BURST: the packets one sendmmsg hands a port
 KERNEL_BUFFER_FACTOR = 2  # a socket's buffer is twice what SO_*BUF asks (socket(7): bookkeeping)
 SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
+SWITCH_DROPS = ("packet", "batch")  # what a port queue's refusal drops: that packet; OVS's rest of the batch too
+SEND_LIBRARY_SOURCE = Path(__file__).with_name("ovs_send.c")
+SEND_COUNTS = ("sent", "refused", "failed")  # ovs_send.c's counters, in its file's order
 # A frame no host or switch acts on (IEEE local experimental ethertype), sent by an
 # instance once so that its send socket exists before the workload's first packet.
 PRIMING_FRAME = "ffffffffffff" + "020000000000" + "88b5" + "00" * 46
@@ -65,13 +73,33 @@ def ovs_env(base: str | Path) -> dict[str, str]:
             "OVS_LOGDIR": str(base / "log"), "OVS_SYSCONFDIR": str(base / "etc")}
 
 
+def send_library() -> Path:
+    """``ovs_send.c`` built as a shared library (once per source, in the state dir)."""
+    source = SEND_LIBRARY_SOURCE.read_bytes()
+    library = state_dir() / f"ovs_send-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    if not library.exists():
+        partial = library.with_suffix(f".{os.getpid()}.tmp")
+        proc = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(partial),
+                               str(SEND_LIBRARY_SOURCE), "-ldl"], capture_output=True, text=True)
+        if proc.returncode != 0:
+            partial.unlink(missing_ok=True)
+            raise RuntimeError(f"building {SEND_LIBRARY_SOURCE.name} failed: {proc.stderr.strip()}")
+        os.replace(partial, library)
+    return library
+
+
 class PrivateOVS:
-    def __init__(self, base: str | Path):
+    def __init__(self, base: str | Path, switch_drop: str = "packet"):
+        if switch_drop not in SWITCH_DROPS:
+            raise ValueError(f"switch_drop must be one of {SWITCH_DROPS}, got {switch_drop!r}")
         self.base = Path(base)
         self.env = ovs_env(self.base)
+        self.switch_drop = switch_drop
+        self.send_counts_path = self.base / "run" / "send_counts"
 
-    def _run(self, *cmd: str, timeout: float = 20) -> str:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **self.env}, timeout=timeout)
+    def _run(self, *cmd: str, timeout: float = 20, env: dict[str, str] | None = None) -> str:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **self.env, **(env or {})},
+                              timeout=timeout)
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
         return proc.stdout
@@ -88,9 +116,12 @@ class PrivateOVS:
         # --enable-dummy: bridges of datapath type "dummy" (dpif-netdev without a kernel tap) exist.
         # nice -10: a switch is hardware of its own, so it goes before the hosts' programs when
         # they compete for the CPU (measured under a 0.7-core quota: high-priority share 0.17 -> 0.44).
+        preload = {}
+        if self.switch_drop == "packet":
+            preload = {"LD_PRELOAD": str(send_library()), "TRAINBED_SEND_COUNTS": str(self.send_counts_path)}
         self._run("nice", "-n", f"{VSWITCHD_NICE}", "ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid",
                   "--detach",
-                  f"--log-file={log}/ovs-vswitchd.log")
+                  f"--log-file={log}/ovs-vswitchd.log", env=preload)
         self._run("ovs-vsctl", "--timeout=10", "show")
 
     def send_out(self, bridge: str, port: int) -> None:
@@ -152,6 +183,15 @@ class PrivateOVS:
         No queue counts these."""
         out = subprocess.run(["ss", "-H", "-0", "-a", "-m", "-p"], capture_output=True, text=True, check=True).stdout
         return parse_packet_socket_drops(out, self.pids().get("ovs-vswitchd"))
+
+    def send_counts(self) -> dict[str, int] | None:
+        """What ``ovs_send.c`` counted so far (``SEND_COUNTS``): packets the instance
+        sent, refused by a port's queue, and ended by another error; None under
+        ``switch_drop: "batch"``."""
+        if self.switch_drop != "packet":
+            return None
+        data = self.send_counts_path.read_bytes()
+        return dict(zip(SEND_COUNTS, struct.unpack(f"={len(SEND_COUNTS)}Q", data)))
 
     def appctl(self, *args: str) -> str:
         return self._run("ovs-appctl", "--timeout=10", *args)

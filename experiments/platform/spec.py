@@ -14,6 +14,7 @@ from controller.policy import validate as validate_policy
 from experiments.errors import SpecError
 from experiments.platform.capture import validate_capture
 from experiments.platform.net import EmulationOptions
+from experiments.platform.ovs import SWITCH_DROPS
 from experiments.validation import at, choice, host_name, integer, mapping, number, relocate, string, word
 from topologies import fabric as fabric_mod
 from topologies import queues
@@ -21,7 +22,8 @@ from topologies import queues
 CONGESTION_CONTROLS = ("cubic", "bbr", "reno")
 # max_cpu_lost_share: steal plus quota-throttled time over the run (experiments.platform.cpu).
 FIDELITY_DEFAULTS = {"min_cpu_idle": 0.05, "min_link_goodput_ratio": 0.85, "max_cpu_lost_share": 0.05}
-EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms", "switch_buffer_bytes", "queue_weights"}
+EMULATION_FIELDS = {"ovs_instances", "segmentation", "mtu", "tcp_rto_min_ms", "switch_buffer_bytes", "queue_weights",
+                    "switch_drop"}
 # The top-level fields ``validate_common`` reads: every kind's spec allows them.
 COMMON_FIELDS = {"name", "description", "topology", "tcp_congestion", "fidelity", "emulation", "capture"}
 # What a spec may set of a flow's policy (controller.policy.FlowPolicy); the rest names the flow.
@@ -45,6 +47,7 @@ def emulation_options(raw) -> dict:
         rto_min = number("emulation.tcp_rto_min_ms", rto_min, minimum=1, maximum=1000)
     buffer = integer("emulation.switch_buffer_bytes", section.get("switch_buffer_bytes", defaults.switch_buffer_bytes),
                      minimum=queues.MIN_SWITCH_BUFFER_BYTES, maximum=queues.MAX_SWITCH_BUFFER_BYTES)
+    switch_drop = choice("emulation.switch_drop", section.get("switch_drop", defaults.switch_drop), SWITCH_DROPS)
     weights = section.get("queue_weights")
     if weights is not None:
         try:
@@ -52,7 +55,7 @@ def emulation_options(raw) -> dict:
         except ValueError as err:
             raise SpecError("emulation.queue_weights", str(err)) from None
     return {"ovs_instances": instances, "segmentation": segmentation, "mtu": mtu, "tcp_rto_min_ms": rto_min,
-            "switch_buffer_bytes": buffer, "queue_weights": weights}
+            "switch_buffer_bytes": buffer, "queue_weights": weights, "switch_drop": switch_drop}
 
 
 def _topology(raw) -> tuple[dict, fabric_mod.Fabric]:
