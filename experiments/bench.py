@@ -4,7 +4,7 @@ Not a test: it prints each figure next to its target, on this box as it is now
 (noisy, 2 cores), and writes every figure to ``results/bench/latest.json`` as a list
 of ``{"name", "value", "unit", "target", "ok"}`` whose names stay stable. Where a
 change is being judged, the ways compared run one after the other in the same
-invocation (``old_*`` / ``wire1500_*`` / ``new_*`` names, ``MODES``).
+invocation (``old_*`` / ``wire1500_*`` / ``batch_*`` / ``new_*`` names, ``MODES``).
 
 ``--quick`` runs the smaller half (CI-sized).
 """
@@ -41,9 +41,11 @@ from topologies.fabric import host_interface, leaf_spine
 # The fabrics compared, side by side in one run: ``new`` is the default
 # (``EmulationOptions()``); ``old`` the fabric as first built (one ovs-vswitchd,
 # hosts handing GSO super-packets to their NICs); ``wire1500`` the default before
-# jumbo frames (wire packets of 1500 bytes, two ovs-vswitchd).
-MODES = {"old": EmulationOptions(ovs_instances=1, segmentation="offload", mtu=1500),
-         "wire1500": EmulationOptions(mtu=1500),
+# jumbo frames (wire packets of 1500 bytes, two ovs-vswitchd); ``batch`` the default
+# before a queue's refusal dropped one packet alone (OVS's own batch sends).
+MODES = {"old": EmulationOptions(ovs_instances=1, segmentation="offload", mtu=1500, switch_drop="batch"),
+         "wire1500": EmulationOptions(mtu=1500, switch_drop="batch"),
+         "batch": EmulationOptions(switch_drop="batch"),
          "new": EmulationOptions()}
 ROUNDS = 3  # the box is noisy: each all-to-all runs this many times per mode
 GOODPUT_TARGET = 0.93
@@ -249,7 +251,7 @@ def with_mode(raw: dict, name: str, options: EmulationOptions) -> dict:
     spec = json.loads(json.dumps(raw))
     spec["name"] = name
     spec["emulation"] = {"ovs_instances": options.ovs_instances, "segmentation": options.segmentation,
-                         "mtu": options.mtu}
+                         "mtu": options.mtu, "switch_drop": options.switch_drop}
     return spec
 
 

@@ -29,8 +29,8 @@ drop). ovs-vswitchd hands a port a batch of up to 32 packets (``NETDEV_MAX_BURST
 one sendmmsg, which stops at the refused packet; OVS 3.1 (``netdev_linux_sock_batch_send``)
 sends again from it and, refused again, gives up the rest of the batch: packets of any
 queue, which no counter shows, and one drop counted twice. Measured on the Grouper
-testbed (measurements/switch-losses-2026-12-01): 0.2-0.6% of the switches' packets,
-a third of a packet for every queue drop under strict priority. With ``switch_drop:
+testbed (measurements/switch-losses-2026-12-01): 0.2-0.6% of the switches' packets
+under the priority schedulers. With ``switch_drop:
 "packet"`` (the default) each instance runs with ``ovs_send.c`` preloaded: a batch's
 packets go one by one and a refused one is dropped alone, as a switch's tail-drop
 queue does, and the instance counts what it sent and refused (``send_counts``).
