@@ -21,6 +21,7 @@ QDISCS = {"tbh1": {"bytes": 3000, "packets": 2, "dropped": 5}, "tbh2": {"bytes":
 INTERFACES = {"tbh1-eth0": {"rx": 0, "tx": 3}, "tbl1-eth1": {"rx": 1, "tx": 0}}
 TCP = {"tbh1": {"TcpOutSegs": 1000, "TcpRetransSegs": 12, "TcpExtTCPRetransFail": 2, "TcpExtTCPTimeouts": 3},
        "tbh2": {"TcpOutSegs": 200}}
+SENDS = {"ovs0": {"sent": 1960, "refused": 10, "failed": 0}}
 
 
 class FakeEmulation:
@@ -51,6 +52,9 @@ class FakeEmulation:
             raise self.balance
         return self.balance
 
+    def switch_send_counts(self):
+        return SENDS
+
 
 def monitor(idle: float, stolen: float = 0.0) -> CpuMonitor:
     """A CPU monitor that saw the box ``idle`` and ``stolen`` shares of the time."""
@@ -65,6 +69,7 @@ def test_both_counter_files_are_written_and_give_the_switch_loss_share(tmp_path)
     assert collect_fabric_counters(FakeEmulation(), tmp_path) == []
     assert json.loads((tmp_path / "switch_packets.json").read_text()) == BALANCE
     assert json.loads((tmp_path / "queue_counters.json").read_text())["tbl1-eth1"]["7"]["dropped"] == 10
+    assert json.loads((tmp_path / "switch_sends.json").read_text()) == SENDS
     assert read_switch_loss_share(tmp_path) == 20 / 2000  # a queue's drops are no switch loss
 
 

@@ -31,9 +31,11 @@ def collect_fabric_counters(em, raw: Path) -> list[str]:
     cannot be read is not written and is named in the returned list (``file: error``,
     one line each), the others still are."""
     unread = []
-    for name, read in ((QUEUE_COUNTERS, em.port_counters), (SWITCH_PACKETS, em.switch_packet_balance),
+    # the switches' refusals before their queues' drops: traffic that has not quite
+    # stopped can only make the queues count more
+    for name, read in ((SWITCH_SENDS, em.switch_send_counts), (QUEUE_COUNTERS, em.port_counters),
+                       (SWITCH_PACKETS, em.switch_packet_balance),
                        (HOST_QDISCS, em.host_qdisc_counters), (INTERFACE_DROPS, em.interface_drops),
-                       (SWITCH_SENDS, em.switch_send_counts),
                        (TCP_FILE, lambda: host_tcp_counters(em))):
         try:
             counters = read()

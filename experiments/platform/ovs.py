@@ -47,6 +47,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -73,19 +74,37 @@ def ovs_env(base: str | Path) -> dict[str, str]:
             "OVS_LOGDIR": str(base / "log"), "OVS_SYSCONFDIR": str(base / "etc")}
 
 
+SEND_LIBRARY_BUILD = ("cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror")
+
+
 def send_library() -> Path:
-    """``ovs_send.c`` built as a shared library (once per source, in the state dir)."""
-    source = SEND_LIBRARY_SOURCE.read_bytes()
-    library = state_dir() / f"ovs_send-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    """``ovs_send.c`` built as a shared library, once per source and flags, in the
+    state dir, or in ~/.cache/trainbed where the state dir's filesystem is mounted
+    noexec (ld.so would refuse to preload it; /run often is)."""
+    where = state_dir()
+    if os.statvfs(where).f_flag & os.ST_NOEXEC:
+        where = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainbed"
+        where.mkdir(parents=True, exist_ok=True)
+    build = [*SEND_LIBRARY_BUILD, str(SEND_LIBRARY_SOURCE), "-ldl"]
+    digest = hashlib.sha256(SEND_LIBRARY_SOURCE.read_bytes() + " ".join(SEND_LIBRARY_BUILD).encode()).hexdigest()
+    library = (where / f"ovs_send-{digest[:16]}.so").resolve()
     if not library.exists():
-        partial = library.with_suffix(f".{os.getpid()}.tmp")
-        proc = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(partial),
-                               str(SEND_LIBRARY_SOURCE), "-ldl"], capture_output=True, text=True)
+        partial = library.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            proc = subprocess.run([*build[:-2], "-o", str(partial), *build[-2:]], capture_output=True, text=True)
+        except FileNotFoundError:
+            raise RuntimeError(f"building {SEND_LIBRARY_SOURCE.name} needs a C compiler (cc): "
+                               "scripts/install.sh installs gcc") from None
         if proc.returncode != 0:
             partial.unlink(missing_ok=True)
-            raise RuntimeError(f"building {SEND_LIBRARY_SOURCE.name} failed: {proc.stderr.strip()}")
+            raise RuntimeError(f"building {SEND_LIBRARY_SOURCE.name} failed: {_one_line_text(proc.stderr)}")
         os.replace(partial, library)
     return library
+
+
+def _one_line_text(text: str) -> str:
+    """A tool's message (a compiler's, ld.so's) on one line."""
+    return " ".join(text.split())
 
 
 class PrivateOVS:
@@ -118,11 +137,15 @@ class PrivateOVS:
         # they compete for the CPU (measured under a 0.7-core quota: high-priority share 0.17 -> 0.44).
         preload = {}
         if self.switch_drop == "packet":
-            preload = {"LD_PRELOAD": str(send_library()), "TRAINBED_SEND_COUNTS": str(self.send_counts_path)}
+            library = send_library()
+            preload = {"LD_PRELOAD": str(library), "TRAINBED_SEND_COUNTS": str(self.send_counts_path)}
         self._run("nice", "-n", f"{VSWITCHD_NICE}", "ovs-vswitchd", f"unix:{run}/db.sock", "--enable-dummy", f"--pidfile={run}/ovs-vswitchd.pid",
                   "--detach",
                   f"--log-file={log}/ovs-vswitchd.log", env=preload)
         self._run("ovs-vsctl", "--timeout=10", "show")
+        if preload and str(library) not in Path(f"/proc/{self.pids().get('ovs-vswitchd')}/maps").read_text():
+            why = subprocess.run(["true"], env={"LD_PRELOAD": str(library)}, capture_output=True, text=True).stderr
+            raise RuntimeError(f"ovs-vswitchd of {self.base} runs without {library}: {_one_line_text(why) or 'not preloaded'}")
 
     def send_out(self, bridge: str, port: int) -> None:
         """Make the instance send ``PRIMING_FRAME`` out of ``port`` of ``bridge``."""
