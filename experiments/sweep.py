@@ -38,7 +38,8 @@ a comparison alike). ``DIR/sweep.yaml`` records the order, and the commit the sw
 was started under (``git_commit``, ``git_dirty``); a resume that would run cells
 under another commit, or from a dirty tree where the first run's was clean, is
 refused unless forced (``run_sweep(..., force=True)``, ``trainbed sweep --force``),
-and then recorded under ``resumes``.
+and then recorded under ``resumes``. A second sweep in a directory another sweep is
+running in is refused (``sweep_lock``).
 
 Instead of one grid, a sweep may list ``parts``, each its own product over the same
 base spec, so that one directory holds sweeps of different fields (a paper's
@@ -60,8 +61,11 @@ part does not set it).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import fnmatch
+import hashlib
 import itertools
 import math
 import os
@@ -79,6 +83,7 @@ import yaml
 from experiments import store, summary_fields
 from experiments.errors import SpecError, one_line
 from experiments.kinds import kind_of, read_spec, resume_colocation
+from experiments.platform.records import state_dir
 from experiments.reports import publish_sweep
 from experiments.reports.run import without_console_summary
 from experiments.results import (
@@ -841,6 +846,23 @@ def _earlier_seconds(sweep: Sweep, directory: Path | None) -> tuple[dict[str, fl
                              exclude=directory)
 
 
+@contextlib.contextmanager
+def sweep_lock(directory: Path | None) -> Iterator[None]:
+    """Hold ``directory``'s lock (a file in the state dir named by its path) while a
+    sweep runs in it: a second sweep there would run the same cells into the same cell
+    directories. A new results directory (None) needs none."""
+    if directory is None:
+        yield
+        return
+    key = hashlib.sha256(str(directory.resolve()).encode()).hexdigest()[:16]
+    with open(state_dir() / f"sweep-{key}.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SpecError("--out", f"another sweep is running in {directory}; wait for it to end") from None
+        yield
+
+
 def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | None = None, only=(),
               force: bool = False, executor: Executor | None = None) -> SweepResult:
     """Run every cell not yet completed in ``directory`` (None: a new results
@@ -848,8 +870,15 @@ def run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | No
     runner, and then every spec to run is checked by its kind before the first runs
     and before anything is written), only those whose id matches a pattern of
     ``only`` where given; ``force``: resume under other code; ``executor``: where the
-    cells run (default: here, one after another). See the module docstring.
+    cells run (default: here, one after another). One sweep at a time in a directory
+    (``sweep_lock``). See the module docstring.
     ``results.csv`` keeps the rows of earlier cells left out by ``only``."""
+    with sweep_lock(Path(directory) if directory is not None else None):
+        return _run_sweep(sweep, directory, run_cell, only, force, executor)
+
+
+def _run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | None, only, force: bool,
+               executor: Executor | None) -> SweepResult:
     runner = (lambda cell: run_cell) if run_cell else backend_runner
     executor = executor or SerialExecutor()
     chosen = select(sweep, only)

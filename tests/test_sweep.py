@@ -197,6 +197,26 @@ def test_resume_keeps_completed_cells_and_reruns_the_others_into_fresh_directori
     assert [r["completed"] for r in read_csv(tmp_path / "out" / "results.csv")] == ["true", "true"]
 
 
+def test_a_second_sweep_in_a_directory_a_sweep_is_running_in_is_refused_and_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINBED_STATE", str(tmp_path / "state"))
+    path, out = write(tmp_path, {"seeds": [1, 2]}), tmp_path / "out"
+    refusals = []
+
+    def second_sweep(spec, cell_dir):  # while the first sweep runs its first cell
+        done = FakeRunner()(spec, cell_dir)
+        if not refusals:
+            with pytest.raises(SpecError, match=r"^--out: another sweep is running in .*out; wait for it to end$"):
+                sweep_mod.run_any_sweep(path, out=str(out), run_cell=FakeRunner())
+            refusals.append(sorted(p.name for p in (out / "cells").iterdir()))
+        return done
+
+    result = sweep_mod.run_any_sweep(path, out=str(out), run_cell=second_sweep)
+    assert refusals == [["seed-1"]] and result.failed == []
+    again = FakeRunner()
+    sweep_mod.run_any_sweep(path, out=str(out), run_cell=again)  # the lock went with the first sweep
+    assert again.calls == []
+
+
 def test_a_runner_that_writes_no_summary_is_a_failed_cell(tmp_path):
     path = write(tmp_path, {"seeds": [1]})
     result = sweep_mod.run_any_sweep(path, out=str(tmp_path / "out"), run_cell=lambda spec, out: out)
