@@ -30,12 +30,12 @@ one sendmmsg, which stops at the refused packet; OVS 3.1 (``netdev_linux_sock_ba
 sends again from it and, refused again, gives up the rest of the batch: packets of any
 queue, which no counter shows, and one drop counted twice. Measured on the Grouper
 testbed (measurements/switch-losses-2026-12-01): 0.2-0.6% of the switches' packets
-under the priority schedulers. With ``switch_drop:
-"packet"`` (the default) each instance runs with ``ovs_send.c`` preloaded: a batch's
-packets go one by one and a refused one is dropped alone, as a switch's tail-drop
-queue does, and the instance counts what it sent and refused (``send_counts``).
-``"batch"`` keeps OVS's own behaviour. Runs report what the switches lost besides
-their queues (``switch_loss_share``).
+under the priority schedulers. With ``switch_drop: "packet"`` (the default) each
+instance runs with ``ovs_send.c`` preloaded: a batch's packets go one by one and a
+refused one is dropped alone, as a switch's tail-drop queue does, and the instance
+counts what it sent and refused (``send_counts``). ``"batch"`` keeps OVS's own
+behaviour. Runs report what the switches lost besides their queues
+(``switch_loss_share``).
 """
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
 SWITCH_DROPS = ("packet", "batch")  # what a port queue's refusal drops: that packet; OVS's rest of the batch too
 SEND_LIBRARY_SOURCE = Path(__file__).with_name("ovs_send.c")
 SEND_COUNTS = ("sent", "refused", "failed")  # ovs_send.c's counters, in its file's order
+SEND_LIBRARY_BUILD = ("cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror")
 # A frame no host or switch acts on (IEEE local experimental ethertype), sent by an
 # instance once so that its send socket exists before the workload's first packet.
 PRIMING_FRAME = "ffffffffffff" + "020000000000" + "88b5" + "00" * 46
@@ -74,9 +75,6 @@ def ovs_env(base: str | Path) -> dict[str, str]:
             "OVS_LOGDIR": str(base / "log"), "OVS_SYSCONFDIR": str(base / "etc")}
 
 
-SEND_LIBRARY_BUILD = ("cc", "-O2", "-shared", "-fPIC", "-Wall", "-Werror")
-
-
 def send_library() -> Path:
     """``ovs_send.c`` built as a shared library, once per source and flags, in the
     state dir, or in ~/.cache/trainbed where the state dir's filesystem is mounted
@@ -85,13 +83,13 @@ def send_library() -> Path:
     if os.statvfs(where).f_flag & os.ST_NOEXEC:
         where = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainbed"
         where.mkdir(parents=True, exist_ok=True)
-    build = [*SEND_LIBRARY_BUILD, str(SEND_LIBRARY_SOURCE), "-ldl"]
     digest = hashlib.sha256(SEND_LIBRARY_SOURCE.read_bytes() + " ".join(SEND_LIBRARY_BUILD).encode()).hexdigest()
     library = (where / f"ovs_send-{digest[:16]}.so").resolve()
     if not library.exists():
         partial = library.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            proc = subprocess.run([*build[:-2], "-o", str(partial), *build[-2:]], capture_output=True, text=True)
+            proc = subprocess.run([*SEND_LIBRARY_BUILD, "-o", str(partial), str(SEND_LIBRARY_SOURCE), "-ldl"],
+                                  capture_output=True, text=True)
         except FileNotFoundError:
             raise RuntimeError(f"building {SEND_LIBRARY_SOURCE.name} needs a C compiler (cc): "
                                "scripts/install.sh installs gcc") from None
@@ -145,7 +143,8 @@ class PrivateOVS:
         self._run("ovs-vsctl", "--timeout=10", "show")
         if preload and str(library) not in Path(f"/proc/{self.pids().get('ovs-vswitchd')}/maps").read_text():
             why = subprocess.run(["true"], env={"LD_PRELOAD": str(library)}, capture_output=True, text=True).stderr
-            raise RuntimeError(f"ovs-vswitchd of {self.base} runs without {library}: {_one_line_text(why) or 'not preloaded'}")
+            raise RuntimeError(f"ovs-vswitchd of {self.base} runs without {library}: "
+                               f"{_one_line_text(why) or 'not preloaded'}")
 
     def send_out(self, bridge: str, port: int) -> None:
         """Make the instance send ``PRIMING_FRAME`` out of ``port`` of ``bridge``."""
