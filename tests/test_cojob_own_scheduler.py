@@ -373,7 +373,9 @@ def test_an_own_scheduler_runs_on_the_fabric_and_its_order_is_on_the_wire(tmp_pa
     assert summary["stages_completed"] == 4 and summary["decisions"] >= 3
     decisions = [json.loads(line) for line in (run / "decisions.jsonl").read_text().splitlines()]
     assert any(d["order"][:2] == ["c1/s0", "c0/s0"] for d in decisions), [d["order"] for d in decisions]
-    assert summary["conformance"]["sampled_packets"] > 200
+    # a run's sample is 180-970 packets, as the box's timing decides how many a capture
+    # window catches (CI met 189 and 180; tests/test_grouper_emulated.py pools three runs)
+    assert summary["conformance"]["sampled_packets"] > 100
     assert summary["conformance"]["dscp_match_share"] >= 0.95
     spec = cojob_spec.validate(raw)
     assert_nothing_left(fabric_of(spec), private_state, run, namespaces)
