@@ -83,7 +83,7 @@ def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, pri
     # 270-570 ms: one smoothed-RTT sample is no verdict on the queue)
     assert min(starved) > 10 and statistics.median(starved) > 50, starved
     assert summary["flows"]["low"]["retransmits"] > 0  # queue 7 overflowed while starved
-    for name in ("spec.yaml", "environment.json", "flows.csv", "cpu.csv", "controller.log"):
+    for name in ("spec.yaml", "environment.json", "goodput.csv", "cpu.csv", "controller.log"):
         assert (run / name).exists(), name
     assert (Path(os.environ["TRAINBED_RESULTS"]) / "latest").resolve() == run.resolve()
     assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
@@ -129,7 +129,7 @@ def test_sized_flows_complete_by_their_priority(tmp_path, private_state):
     assert 1.8 * wire < second["fct_s"] < 2.7 * wire and second["fct_s"] - first["fct_s"] > 0.8 * wire, \
         (first, second)
     assert summary["mean_fct_s"] == pytest.approx((first["fct_s"] + second["fct_s"]) / 2)
-    flows = list(csv.DictReader(open(run / "flows.csv")))  # the receiver's goodput, as the iperf3 flows'
+    flows = list(csv.DictReader(open(run / "goodput.csv")))  # the receiver's goodput, as the iperf3 flows'
     assert {r["flow"] for r in flows} == {"first", "second"}
     assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 

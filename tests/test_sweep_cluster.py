@@ -341,7 +341,7 @@ def test_emulated_cells_run_on_the_fabric_worker_and_a_killed_one_leaves_no_fabr
     assert result.failed == []
     for row in result.rows:
         cell = out / "cells" / row["cell"]
-        assert {"summary.json", "flows.csv", "fabric.json", "controller.log", "raw"} <= set(files(cell))
+        assert {"summary.json", "goodput.csv", "fabric.json", "controller.log", "raw"} <= set(files(cell))
         assert environment(out, row["cell"])["worker"] != cpu_only
     assert list(private_state.glob("*.json")) == [], "a run record is left"
     assert netns_inodes() <= namespaces, "host namespaces (or their processes) left behind"

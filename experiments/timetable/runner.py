@@ -186,7 +186,7 @@ def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
 
 
 def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[dict]) -> dict:
-    """Raw data in the run directory -> summary dict (and flows.csv, tcp.csv, goodput.png).
+    """Raw data in the run directory -> summary dict (and goodput.csv, tcp.csv, goodput.png).
 
     A failed flow is a result: it is listed under ``failed_flows`` (and makes the
     run untrustworthy) while every other flow is analysed as usual.
@@ -205,7 +205,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
             continue
         text = (run / "raw" / f"{f['name']}.server.json").read_text()
         series[f["name"]] = traffic.receiver_series(text, start)
-    with open(run / "flows.csv", "w") as out:
+    with open(run / "goodput.csv", "w") as out:
         out.write("time_s,flow,goodput_mbps\n")
         for name, points in series.items():
             for t, mbps in points:
