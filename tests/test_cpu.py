@@ -91,16 +91,26 @@ def test_lost_cpu_makes_a_run_untrustworthy():
 
 
 def test_the_monitor_reports_shares_of_the_real_box():
+    """The box's time the monitor calls busy covers at least the CPU time this process
+    spent inside the monitored span (other processes only add to it)."""
+    used_before = time.process_time()
     monitor = cpu.CpuMonitor(0.0)
     assert monitor.summary() == {"cpu_idle_share": 1.0, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
     monitor.start()
-    sum(i * i for i in range(2_000_000))
+    busy_until = time.process_time() + 1.0
+    while time.process_time() < busy_until:
+        pass
     time.sleep(1.2)
     monitor.stopped.set()
     monitor.join()
+    used = time.process_time() - used_before
     summary = monitor.summary()
-    assert monitor.samples and all(0.0 <= summary[k] <= 1.0 for k in summary)
-    assert summary["cpu_idle_share"] < 1.0  # the loop above was busy
+    assert len(monitor.samples) >= 2 and all(0.0 <= summary[k] <= 1.0 for k in summary)
+    first, last = monitor.points[0], monitor.points[-1]
+    all_cpus_s = (last.box.total - first.box.total) / os.sysconf("SC_CLK_TCK")
+    assert all_cpus_s == pytest.approx((last.wall - first.wall) * os.cpu_count(), rel=0.1)
+    busy_s = (1 - summary["cpu_idle_share"]) * all_cpus_s
+    assert busy_s >= 0.9 * used - 0.05, (busy_s, used, summary)
 
 
 def test_the_box_is_its_boot_id_cpu_and_memory_and_missing_files_are_none(tmp_path):
