@@ -42,10 +42,9 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
                      "on cpu.csv"),
     "controller_outages": ("list of {start_s, end_s (null: never ended), restarts, exit_code, [error]}, s from the "
                            "run's t0"),
-    "switch_loss_share": ("switch pkts received but neither sent on nor queue-dropped / pkts received; null if counters"
-                          " missing"),
-    "packet_losses": ("packets lost: {switch_queues, switch_internal, interfaces (kernel rx+tx), host_queues}; null: "
-                      "file missing"),
+    "switch_loss_share": "packet_losses.switch_internal / switch pkts received; null if counters missing",
+    "packet_losses": ("packets lost: {switch_queues, switch_sockets, switch_internal, interfaces (kernel rx+tx), "
+                      "host_queues}; null: file missing (switch_sockets: also runs recorded before it was counted, 2026-12-01)"),
     "tcp": "the hosts' TCP counters summed over the hosts (the tcp table below); null if raw/tcp_counters.json unread",
     "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: (TcpRetransSegs - TCPRetransFail) / TcpOutSegs over "
                                 "hosts; null if no tcp"),
@@ -323,7 +322,9 @@ _TCP = {
 }
 _PACKET_LOSSES = {
     "switch_queues": "packets the switch ports' queues dropped",
-    "switch_internal": "packets the switches lost besides their queues (switch_loss_share's count)",
+    "switch_sockets": "packets the switch ports' receive sockets dropped, full while the switch waited for the CPU",
+    "switch_internal": ("packets the switches lost where no counter shows it: received, neither sent on nor dropped by"
+                        " a queue, a receive socket or an interface (switch_loss_share's count)"),
     "interfaces": "packets the kernel dropped on the fabric's interfaces (rx and tx)",
     "host_queues": "packets a host's NIC queue plan refused its own stack",
 }

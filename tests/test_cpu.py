@@ -107,6 +107,8 @@ def test_the_monitor_reports_shares_of_the_real_box():
     summary = monitor.summary()
     assert len(monitor.samples) >= 2 and all(0.0 <= summary[k] <= 1.0 for k in summary)
     first, last = monitor.points[0], monitor.points[-1]
+    # /proc/stat's first line in USER_HZ, over the online CPUs os.cpu_count() counts (a
+    # container whose /proc/stat is virtualised, LXCFS, would differ)
     all_cpus_s = (last.box.total - first.box.total) / os.sysconf("SC_CLK_TCK")
     assert all_cpus_s == pytest.approx((last.wall - first.wall) * os.cpu_count(), rel=0.1)
     busy_s = (1 - summary["cpu_idle_share"]) * all_cpus_s

@@ -82,7 +82,7 @@ def test_smoke_trains_across_the_fabric_at_the_oes_rates(tmp_path, private_state
     assert summary["tcp_retransmitted_share"] < 0.05, tcp
     # where packets were lost: every place read (none failed to), counts of packets
     losses = summary["packet_losses"]
-    assert set(losses) == {"switch_queues", "switch_internal", "interfaces", "host_queues"}
+    assert set(losses) == {"switch_queues", "switch_sockets", "switch_internal", "interfaces", "host_queues"}
     assert all(isinstance(n, int) and n >= 0 for n in losses.values()), losses
     assert "cpu_idle_share" in summary["fidelity"]
     assert_nothing_left(fabric, private_state, out, namespaces)

@@ -72,15 +72,17 @@ def test_smoke_sweep_grouper_beats_fair_share_and_its_decisions_are_on_the_wire(
     # The emulation stays near the iteration-level model of the same run (measured
     # 0.93-1.27x; 1.07-1.76x before the switches' send sockets were sized), and TCP's
     # and the switches' counters were read. Every queue drop is one send its switch saw
-    # refused; what the switches lose besides (their receive sockets, while the box
-    # keeps them off the CPU) stays under 2% (0.4-1.2% before a refusal dropped one
-    # packet alone, 1-6% before the send sockets were sized).
+    # refused, and a switch loses no packet that no counter shows (0.4-1.2% before a
+    # refusal dropped one packet alone, 1-6% before the send sockets were sized).
     for (name, seed), summary in summaries.items():
         assert 0.8 < summary["sct_over_model"] < 1.6, summary["sct_over_model"]
         # on the wire: the kernel's count adds the attempts a sender's own queue refused
         assert summary["tcp"]["segments"] > 10_000 and summary["tcp_retransmitted_share"] < 0.2, \
             summary["tcp"]
-        assert 0 <= summary["switch_loss_share"] < 0.02, summary["switch_loss_share"]
+        # (a closing connection's last packet or two may still be inside a switch: the
+        # counters are read as the jobs stop, without the fabric test's settling pause)
+        assert summary["packet_losses"]["switch_internal"] <= 2, summary["packet_losses"]
+        assert summary["packet_losses"]["switch_sockets"] == 0, summary["packet_losses"]  # sized: only queues drop
         raw = cell_of[(name, seed)] / "raw"
         refused = sum(c["refused"] for c in json.loads((raw / "switch_sends.json").read_text()).values())
         assert refused == summary["packet_losses"]["switch_queues"], (refused, summary["packet_losses"])

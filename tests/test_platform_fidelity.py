@@ -13,12 +13,13 @@ from experiments.platform.fidelity import (collect_fabric_counters, fidelity_fie
 from experiments.platform.spec import FIDELITY_DEFAULTS
 
 PORTS = {"tbl1-eth1": {1: {"bytes": 1500, "packets": 1, "dropped": 0}, 7: {"bytes": 0, "packets": 0, "dropped": 10}}}
-BALANCE = {"tbl1": {"received": 1000, "transmitted": 970}, "tbs1": {"received": 1000, "transmitted": 1000}}
+BALANCE = {"tbl1": {"received": 1000, "transmitted": 960, "receive_socket_drops": 5, "transmit_drops": 5},
+           "tbs1": {"received": 1000, "transmitted": 1000, "receive_socket_drops": 0, "transmit_drops": 0}}
 
 
 QDISCS = {"tbh1": {"bytes": 3000, "packets": 2, "dropped": 5}, "tbh2": {"bytes": 0, "packets": 0, "dropped": 1},
           "tbh3": None}  # a host whose NIC had no root qdisc to read
-INTERFACES = {"tbh1-eth0": {"rx": 0, "tx": 3}, "tbl1-eth1": {"rx": 1, "tx": 0}}
+INTERFACES = {"tbh1-eth0": {"rx": 0, "tx": 3}, "tbl1-eth1": {"rx": 1, "tx": 5}}  # tbl1's transmit drops
 TCP = {"tbh1": {"TcpOutSegs": 1000, "TcpRetransSegs": 12, "TcpExtTCPRetransFail": 2, "TcpExtTCPTimeouts": 3},
        "tbh2": {"TcpOutSegs": 200}}
 SENDS = {"ovs0": {"sent": 1960, "refused": 10, "failed": 0}}
@@ -75,14 +76,22 @@ def test_both_counter_files_are_written_and_give_the_switch_loss_share(tmp_path)
 
 def test_the_packet_losses_say_where_the_fabric_lost_packets(tmp_path):
     assert collect_fabric_counters(FakeEmulation(), tmp_path) == []
-    assert packet_losses(tmp_path) == {"switch_queues": 10, "switch_internal": 20, "interfaces": 4,
-                                       "host_queues": 6}
+    assert packet_losses(tmp_path) == {"switch_queues": 10, "switch_sockets": 5, "switch_internal": 20,
+                                       "interfaces": 9, "host_queues": 6}
     (tmp_path / "other").mkdir()
     unread = collect_fabric_counters(FakeEmulation(interfaces=OSError("ip: not found")), tmp_path / "other")
     assert unread == ["interface_drops.json: OSError: ip: not found"]
     assert packet_losses(tmp_path / "other")["interfaces"] is None
     assert packet_losses(tmp_path / "other")["host_queues"] == 6
     assert set(packet_losses(tmp_path / "none").values()) == {None}  # a run that failed before the counters
+
+
+def test_a_balance_recorded_before_its_socket_and_send_drops_were_counted_still_reads(tmp_path):
+    """Runs recorded before 2026-12-01's counts kept received and transmitted only:
+    their sockets' drops are unknown, not zero, and fell inside the switches."""
+    collect_fabric_counters(FakeEmulation(balance={"tbl1": {"received": 1000, "transmitted": 960}}), tmp_path)
+    losses = packet_losses(tmp_path)
+    assert losses["switch_sockets"] is None and losses["switch_internal"] == 30
 
 
 def test_every_kind_keeps_the_hosts_tcp_account(tmp_path):
@@ -118,7 +127,8 @@ def test_a_run_with_cpu_to_spare_and_no_outage_is_trustworthy_and_reports_its_sw
            "sack_recoveries": 0, "retransmissions_refused_by_sender_queue": 2, "dsacks_received": 0,
            "reorderings_seen": 0, "receiver_drops": 0}
     assert fields == {**shares, "controller_outages": [], "switch_loss_share": 20 / 2000,
-                      "packet_losses": {"switch_queues": 10, "switch_internal": 20, "interfaces": 4, "host_queues": 6},
+                      "packet_losses": {"switch_queues": 10, "switch_sockets": 5, "switch_internal": 20, "interfaces": 9,
+                                        "host_queues": 6},
                       "tcp": tcp, "tcp_retransmitted_share": 10 / 1200, "tcp_timeouts": 3,
                       "fidelity": {**shares, "untrustworthy_reasons": [], "trustworthy": True},
                       "trustworthy": True}

@@ -126,17 +126,20 @@ def traffic_window(samples: list[tuple[float, dict]], t0_epoch: float | None) ->
 
 
 def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -> float | None:
-    """Share of the packets the switches received that they neither sent on nor
-    dropped in a queue (after the run, so nothing is in flight): losses inside the
-    userspace switches, which no queue counter shows. ``port_counters``: the switch
-    ports' queue counters (``Emulation.port_counters``)."""
+    """Share of the packets the switches received that they lost where no counter
+    shows it (``switch_internal_losses``; after the run, so nothing is in flight).
+    ``port_counters``: the switch ports' queue counters (``Emulation.port_counters``)."""
     received = sum(s["received"] for s in balance.values())
     return switch_internal_losses(balance, port_counters) / received if received else None
 
 
 def switch_internal_losses(balance: dict[str, dict[str, int]], port_counters: dict) -> int:
-    """Packets the switches received and neither sent on nor dropped in a queue."""
-    return max(sum(s["received"] - s["transmitted"] for s in balance.values()) - queue_drops(port_counters), 0)
+    """Packets the switches received and neither sent on nor dropped where a counter
+    shows it: a queue, a full receive socket, a peer's full backlog (the latter two
+    absent from runs recorded before they were counted, 2026-12-01)."""
+    kept = sum(s["received"] - s["transmitted"] - s.get("receive_socket_drops", 0) - s.get("transmit_drops", 0)
+               for s in balance.values())
+    return max(kept - queue_drops(port_counters), 0)
 
 
 def queue_drops(port_counters: dict) -> int:
@@ -156,8 +159,10 @@ def read_switch_loss_share(raw: Path) -> float | None:
 def packet_losses(raw: Path) -> dict[str, int | None]:
     """Where the fabric lost packets, from the counter files in ``raw`` (None: that
     file missing): ``switch_queues``, the switch ports' queues (the modelled losses,
-    as a real switch's buffer drops); ``switch_internal``, inside the userspace
-    switches (received, neither sent on nor queue-dropped); ``interfaces``, the
+    as a real switch's buffer drops); ``switch_sockets``, the switch ports' receive
+    sockets, full while the switch waited for the CPU (None where the balance
+    lacks them: runs recorded before they were counted, 2026-12-01); ``switch_internal``, inside the userspace switches
+    (``switch_internal_losses``); ``interfaces``, the
     kernel's drops on the fabric's interfaces (a veth whose peer's receive backlog was
     full); ``host_queues``, the packets a host's NIC queue plan refused its own stack
     (TCP keeps such a segment and sends it again as new: no loss on the wire). A
@@ -168,7 +173,10 @@ def packet_losses(raw: Path) -> dict[str, int | None]:
 
     ports, balance, qdiscs, interfaces = (read(n) for n in (QUEUE_COUNTERS, SWITCH_PACKETS, HOST_QDISCS,
                                                              INTERFACE_DROPS))
+    sockets = None if balance is None or any("receive_socket_drops" not in s for s in balance.values()) \
+        else sum(s["receive_socket_drops"] for s in balance.values())
     return {"switch_queues": None if ports is None else queue_drops(ports),
+            "switch_sockets": sockets,
             "switch_internal": None if ports is None or balance is None else switch_internal_losses(balance, ports),
             "interfaces": None if interfaces is None else sum(d["rx"] + d["tx"] for d in interfaces.values()),
             "host_queues": None if qdiscs is None else sum(q["dropped"] for q in qdiscs.values() if q)}

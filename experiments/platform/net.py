@@ -25,7 +25,8 @@ real. Invariants:
 - The fabric carries IPv4 and ARP only: IPv6 is off on its interfaces, and what the
   switch ports counted before the fabric was up is left out of their balance
   (``switch_packet_balance``), so that a packet a switch took in and neither sent
-  on nor dropped in a queue is one it lost.
+  on nor dropped where a counter shows it (a queue, a receive socket, the next
+  hop's backlog) is one it lost.
 - Under a cgroup CPU quota, everything the emulation starts runs on as many CPUs
   as the quota covers (``experiments.platform.cpu.pinned_to_quota``): spread over more, the
   run spends its quota early in each period and is frozen for the rest of it.
@@ -57,8 +58,8 @@ from topologies import queues
 from topologies.fabric import HOST_PREFIX_LEN, HOST_SUBNET, Fabric, host_interface
 
 # IPv6 off on the fabric's interfaces: its link-local chatter (router and neighbour
-# solicitations, MLD reports) was the switches' packet balance's residue, 8-39 packets
-# a Grouper cell: the hosts' counted in and dropped by the tables, the switch ends'
+# solicitations, MLD reports) was the switches' packet balance's residue, 8-46 packets
+# a Grouper testbed cell: the hosts' counted in and dropped by the tables, the switch ends'
 # own counted out.
 IPV6_CONF = "/proc/sys/net/ipv6/conf"
 # Interface and bridge names are global on the machine: one fabric at a time.
@@ -250,9 +251,9 @@ class Emulation:
                                check=True, capture_output=True)
         for link in self.fabric.links:
             net.addLink(link.a, link.b, port1=link.a_port, port2=link.b_port, bw=link.mbps)
-        # the switch ends are up since addLink: what they said so far predates _balance_at_start
-        for _sw, intf, _mbps in self.fabric.switch_ports() if ipv6 else ():
-            Path(f"{IPV6_CONF}/{intf}/disable_ipv6").write_text("1\n")
+        if ipv6:  # the switch ends are up since addLink: what they said so far predates _balance_at_start
+            for _sw, intf, _mbps in self.fabric.switch_ports():
+                Path(f"{IPV6_CONF}/{intf}/disable_ipv6").write_text("1\n")
         net.build()
         for host in net.hosts:
             self.record.add_process(host.pid, f"host {host.name}")
@@ -423,25 +424,32 @@ class Emulation:
                 for intf in self.fabric.interface_names()}
 
     def switch_packet_balance(self) -> dict[str, dict[str, int]]:
-        """Per switch: packets its ports received and transmitted since the fabric came
-        up, and the bytes they transmitted (the kernel's counters of the switch-side
-        interfaces). Once traffic has stopped the packets' difference is what the
-        userspace switch lost between reading a packet and sending it on, which no queue
-        counter shows; a proxy ARP request in is its reply out (the controller's), and
-        bring-up (the interfaces' IPv6 chatter before it was turned off, the frame
-        that opens a send socket) is left out."""
+        """Per switch, since the fabric came up: packets its ports received and
+        transmitted and the bytes they transmitted (the kernel's counters of the
+        switch-side interfaces), the packets its ports' receive sockets dropped full
+        before the switch read them, and those the kernel could not hand to the next
+        hop (``transmit_drops``: the peer's backlog full). Once traffic has stopped,
+        received less all the others is what the switch lost between reading a packet
+        and sending it on, besides its queues' drops (``fidelity.switch_internal_losses``);
+        a proxy ARP request in is its reply out (the controller's), and bring-up (the
+        interfaces' IPv6 chatter before it was turned off, the frame that opens a
+        send socket) is left out."""
         now = self._switch_port_packets()
         return {switch: {k: v - self._balance_at_start.get(switch, {}).get(k, 0) for k, v in counters.items()}
                 for switch, counters in now.items()}
 
     def _switch_port_packets(self) -> dict[str, dict[str, int]]:
         stats = _link_stats(None)
+        sockets = {intf: n for instance in self.ovs for intf, n in instance.packet_socket_drops().items()}
         out: dict[str, dict[str, int]] = {}
         for switch, intf, _mbps in self.fabric.switch_ports():
-            counters = out.setdefault(switch, {"received": 0, "transmitted": 0, "transmitted_bytes": 0})
+            counters = out.setdefault(switch, dict.fromkeys(("received", "transmitted", "transmitted_bytes",
+                                                             "receive_socket_drops", "transmit_drops"), 0))
             counters["received"] += stats.get(intf, {}).get("rx", {}).get("packets", 0)
             counters["transmitted"] += stats.get(intf, {}).get("tx", {}).get("packets", 0)
             counters["transmitted_bytes"] += stats.get(intf, {}).get("tx", {}).get("bytes", 0)
+            counters["receive_socket_drops"] += sockets.get(intf, 0)
+            counters["transmit_drops"] += stats.get(intf, {}).get("tx", {}).get("dropped", 0)
         return out
 
     def ovs_reports(self) -> dict[str, dict[str, str]]:

@@ -101,7 +101,8 @@ def verdict(data: RunData) -> Verdict:
     return Verdict(trusted, reasons, note)
 
 
-LOSS_PLACES = {"switch_queues": "at switch queues", "switch_internal": "inside the switches",
+LOSS_PLACES = {"switch_queues": "at switch queues", "switch_sockets": "at switch receive sockets",
+               "switch_internal": "inside the switches",
                "interfaces": "at interfaces", "host_queues": "refused by the senders' own queues"}
 
 
