@@ -44,7 +44,8 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
                            "run's t0"),
     "switch_loss_share": "packet_losses.switch_internal / switch pkts received; null if counters missing",
     "packet_losses": ("packets lost: {switch_queues, switch_sockets, switch_internal, interfaces (kernel rx+tx), "
-                      "host_queues}; null: file missing (switch_sockets: also runs recorded before it was counted, 2026-12-01)"),
+                      "host_queues}; null: file missing (switch_sockets: also runs recorded before it was "
+                      "counted, 2026-12-01)"),
     "tcp": "the hosts' TCP counters summed over the hosts (the tcp table below); null if raw/tcp_counters.json unread",
     "tcp_retransmitted_share": ("tcp.retransmitted_on_wire_share: (TcpRetransSegs - TCPRetransFail) / TcpOutSegs over "
                                 "hosts; null if no tcp"),

@@ -127,8 +127,8 @@ def test_a_run_with_cpu_to_spare_and_no_outage_is_trustworthy_and_reports_its_sw
            "sack_recoveries": 0, "retransmissions_refused_by_sender_queue": 2, "dsacks_received": 0,
            "reorderings_seen": 0, "receiver_drops": 0}
     assert fields == {**shares, "controller_outages": [], "switch_loss_share": 20 / 2000,
-                      "packet_losses": {"switch_queues": 10, "switch_sockets": 5, "switch_internal": 20, "interfaces": 9,
-                                        "host_queues": 6},
+                      "packet_losses": {"switch_queues": 10, "switch_sockets": 5, "switch_internal": 20,
+                                        "interfaces": 9, "host_queues": 6},
                       "tcp": tcp, "tcp_retransmitted_share": 10 / 1200, "tcp_timeouts": 3,
                       "fidelity": {**shares, "untrustworthy_reasons": [], "trustworthy": True},
                       "trustworthy": True}

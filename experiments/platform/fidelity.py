@@ -160,9 +160,9 @@ def packet_losses(raw: Path) -> dict[str, int | None]:
     """Where the fabric lost packets, from the counter files in ``raw`` (None: that
     file missing): ``switch_queues``, the switch ports' queues (the modelled losses,
     as a real switch's buffer drops); ``switch_sockets``, the switch ports' receive
-    sockets, full while the switch waited for the CPU (None where the balance
-    lacks them: runs recorded before they were counted, 2026-12-01); ``switch_internal``, inside the userspace switches
-    (``switch_internal_losses``); ``interfaces``, the
+    sockets, full while the switch waited for the CPU (None where the balance lacks
+    them: runs recorded before they were counted, 2026-12-01); ``switch_internal``,
+    inside the userspace switches (``switch_internal_losses``); ``interfaces``, the
     kernel's drops on the fabric's interfaces (a veth whose peer's receive backlog was
     full); ``host_queues``, the packets a host's NIC queue plan refused its own stack
     (TCP keeps such a segment and sends it again as new: no loss on the wire). A
