@@ -178,7 +178,7 @@ def test_a_failed_run_still_gets_its_summary_report_and_reasons(tmp_path, capsys
     run = start_run({"name": "broken", "flows": []}, str(tmp_path / "run"))
 
     def analysis():
-        raise KeyError("flows.csv")
+        raise KeyError("goodput.csv")
 
     with pytest.raises(RunError):
         finish_run(run, {"name": "broken", "backend": "emulated"}, RuntimeError("the fabric did not start"), analysis)
@@ -186,7 +186,7 @@ def test_a_failed_run_still_gets_its_summary_report_and_reasons(tmp_path, capsys
     assert "broken: timetable · emulated · did NOT complete" in printed
     assert "trustworthy: NO" in printed
     assert "  - did not complete: RuntimeError: the fabric did not start" in printed
-    assert "  - analysis failed: KeyError: 'flows.csv'" in printed
+    assert "  - analysis failed: KeyError: 'goodput.csv'" in printed
     assert "traceback.txt" in check_page(run / "report.html").links
 
 
