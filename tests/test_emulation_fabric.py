@@ -146,8 +146,8 @@ def test_ping_all_through_the_controller_loses_nothing(fabric_up):
 
 def test_the_fabric_speaks_ipv4_only_and_its_switches_account_for_every_packet(fabric_up):
     """No fabric interface has an IPv6 address (the forwarding is IPv4 and ARP). Over
-    pings between all hosts (proxy ARP through the controller) and a TCP flow that
-    fills a queue, every packet a switch port took in went out of another or was
+    pings between all hosts (proxy ARP through the controller) and two TCP flows into
+    one host, which overflow its port's queue, every packet a switch port took in went out of another or was
     dropped where a counter shows it (a queue, a receive socket, the next hop's
     backlog): the balance is exact."""
     em = fabric_up
