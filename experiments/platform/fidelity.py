@@ -133,13 +133,20 @@ def switch_loss_share(balance: dict[str, dict[str, int]], port_counters: dict) -
     return switch_internal_losses(balance, port_counters) / received if received else None
 
 
-def switch_internal_losses(balance: dict[str, dict[str, int]], port_counters: dict) -> int:
-    """Packets the switches received and neither sent on nor dropped where a counter
+def switch_balance_residue(balance: dict[str, dict[str, int]], port_counters: dict) -> int:
+    """Packets the switches received less those they sent on or dropped where a counter
     shows it: a queue, a full receive socket, a peer's full backlog (the latter two
-    absent from runs recorded before they were counted, 2026-12-01)."""
+    absent from runs recorded before they were counted, 2026-12-01). Below 0 where a
+    switch sent what it never received (the switch ends' own IPv6, before 2026-12-01)."""
     kept = sum(s["received"] - s["transmitted"] - s.get("receive_socket_drops", 0) - s.get("transmit_drops", 0)
                for s in balance.values())
-    return max(kept - queue_drops(port_counters), 0)
+    return kept - queue_drops(port_counters)
+
+
+def switch_internal_losses(balance: dict[str, dict[str, int]], port_counters: dict) -> int:
+    """Packets the switches lost where no counter shows it (``switch_balance_residue``, at
+    least 0)."""
+    return max(switch_balance_residue(balance, port_counters), 0)
 
 
 def queue_drops(port_counters: dict) -> int:
