@@ -57,6 +57,13 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
     "queue_sampler_cpu_s": "only with capture.queue_interval_s: CPU s (user+sys) the sampler's tc processes used",
     "queue_sampler_cpu_share": "only with capture.queue_interval_s: sampler CPU s / (s since run start x CPU count)",
     "queue_sampler_error": "only when the queue sampler stopped on an error (e.g. a port gone): its message",
+    "tcp_socket_samples": "only with capture.tcp_interval_s: sampling rounds of the capture hosts' TCP connections",
+    "tcp_sampler_cpu_s": "only with capture.tcp_interval_s: CPU s (user+sys) the sampler's ss processes used",
+    "tcp_sampler_cpu_share": "only with capture.tcp_interval_s: sampler CPU s / (s since run start x CPU count)",
+    "tcp_sampler_error": "only when the TCP sampler stopped on an error (e.g. a host gone): its message",
+    "tcp_backoff_spans": ("only with capture.tcp_interval_s: stretches of samples in which a connection's "
+                          "retransmission timer had backed off with data unacked (raw/tcp_backoffs.csv)"),
+    "tcp_backoff_longest_s": "only with capture.tcp_interval_s: the longest such stretch, first to last sample, s",
     "capture_errors": ("only when a capture: tcpdump exited non-zero: 'host: tcpdump exited with N' (run made "
                        "untrustworthy)"),
 }
@@ -336,7 +343,9 @@ _CONFORMANCE = {
     "per_host": "per host: that overlap",
     "sample_capture_errors": "only when a sampling capture failed: why",
 }
-_CAPTURE = ("queue_samples", "queue_sampler_cpu_s", "queue_sampler_cpu_share", "queue_sampler_error", "capture_errors")
+_CAPTURE = ("queue_samples", "queue_sampler_cpu_s", "queue_sampler_cpu_share", "queue_sampler_error",
+            "tcp_socket_samples", "tcp_sampler_cpu_s", "tcp_sampler_cpu_share", "tcp_sampler_error",
+            "tcp_backoff_spans", "tcp_backoff_longest_s", "capture_errors")
 _FIDELITY = {
     "cpu_idle_share": "as the top-level field",
     "cpu_stolen_share": "as the top-level field",

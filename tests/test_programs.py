@@ -4,6 +4,7 @@ packets did."""
 from __future__ import annotations
 
 import copy
+import csv
 import json
 from pathlib import Path
 
@@ -127,7 +128,8 @@ def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_back
     namespaces = netns_inodes()
     raw = _raw(policy_changes=[{"at_s": 2.5, "policy": "push-q3", "queue": 4}])
     raw["workload"]["programs"][2]["hosts"] = ["tbh2", "tbh3", "tbh3"]  # two ranks on tbh3
-    raw["capture"] = {"hosts": ["tbh1"], "packets": 5000, "filter": "tcp dst port 20000", "queue_interval_s": 0.2}
+    raw["capture"] = {"hosts": ["tbh1"], "packets": 5000, "filter": "tcp dst port 20000", "queue_interval_s": 0.2,
+                      "tcp_interval_s": 0.2}
     spec = validate(raw)
     run = run_programs_spec(spec, out=str(tmp_path / "run"))
     summary = json.loads((run / "summary.json").read_text())
@@ -171,6 +173,13 @@ def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_back
     assert {line.split(",")[1] for line in occupancy[1:]} == {intf for _s, intf, _m in
                                                               platform_spec.fabric_of(spec).switch_ports()}
     assert summary["queue_samples"] > 10 and summary["fidelity"]["queue_sampler_cpu_s"] > 0
+    # tbh1's connections: push's iperf3 from tbh2 among them, sampled while it ran.
+    sockets = list(csv.DictReader((run / "raw" / "tcp_sockets.csv").open()))
+    assert summary["tcp_socket_samples"] > 10 and summary["fidelity"]["tcp_sampler_cpu_s"] > 0
+    assert {s["host"] for s in sockets} == {"tbh1"}
+    pushed = [s for s in sockets if s["local"] == "10.0.0.1:20000" and s["peer"].startswith("10.0.0.2:")]
+    assert pushed and max(int(s["bytes_received"]) for s in pushed) > 0.5 * received, (len(sockets), received)
+    assert (run / "raw" / "tcp_backoffs.csv").read_text().startswith("host,local,peer,start_s")
     assert summary["host_mbps"]["tbh2"]["sent"] > 1.0
     rows = (run / "raw" / "host_bytes.csv").read_text().splitlines()
     assert rows[0] == "time_s,host,sent_bytes,received_bytes" and len(rows) > 3 * 5
@@ -229,7 +238,7 @@ def test_a_capture_section_is_checked_for_every_kind():
     raw = read_spec("experiments/specs/priority-demo.yaml")
     raw["capture"] = {"hosts": ["tbh2", "tbh2"], "queue_interval_s": 0.5}
     assert validate_any(raw)["capture"] == {"hosts": ["tbh2"], "snap_bytes": 128, "packets": 20000, "filter": "",
-                                            "queue_interval_s": 0.5}
+                                            "queue_interval_s": 0.5, "tcp_interval_s": None}
     assert "capture" not in validate_any(read_spec("experiments/specs/priority-demo.yaml"))
     for name in ("grouper-smoke", "gnn-oes-smoke"):
         raw = read_spec(f"experiments/specs/{name}.yaml")
@@ -238,6 +247,9 @@ def test_a_capture_section_is_checked_for_every_kind():
             validate_any(raw)
     raw["capture"] = {"queue_interval_s": 0.001}
     with pytest.raises(SpecError, match=r"^capture.queue_interval_s: must be"):
+        validate_any(raw)
+    raw["capture"] = {"tcp_interval_s": 0.01}
+    with pytest.raises(SpecError, match=r"^capture.tcp_interval_s: must be"):
         validate_any(raw)
 
 

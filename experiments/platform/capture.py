@@ -1,6 +1,7 @@
 """Packets and queues of a run, for any kind: the spec's ``capture:`` section.
 
-``capture: {hosts: all, snap_bytes: 128, packets: 20000, filter: "tcp", queue_interval_s: 0.2}``
+``capture: {hosts: all, snap_bytes: 128, packets: 20000, filter: "tcp", queue_interval_s: 0.2,
+tcp_interval_s: 0.25}``
 
 - Packet capture: one tcpdump per chosen host, on its interface in its namespace,
   of what the host receives (``-Q in``: DSCP as the switches left it), the first
@@ -15,6 +16,9 @@
   is reported (``queue_sampler_cpu_s``, ``queue_sampler_cpu_share`` of the box's
   CPU time over the sampling) beside the run's fidelity fields: it competes with the
   emulation for the same cores.
+- TCP connections (``tcp_interval_s``): every interval, the chosen hosts' established
+  connections as their kernels hold them, and the spans in which one waited on its
+  backed-off retransmission timer (``experiments/platform/sockets.py``).
 """
 from __future__ import annotations
 
@@ -31,20 +35,23 @@ from pathlib import Path
 
 from controller.hostnet import tc_show_cmd
 from experiments.errors import SpecError
+from experiments.platform.sockets import TcpSampler
 from experiments.validation import at, describe, host_name, integer, items, mapping, number, string, word
 from topologies import queues
 from topologies.fabric import Fabric, host_interface
 
-CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s"}
+CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s", "tcp_interval_s"}
 DEFAULT_SNAP_BYTES, DEFAULT_PACKETS = 128, 20000
 MAX_PACKETS = 1_000_000
 MIN_QUEUE_INTERVAL_S = 0.05
+MIN_TCP_INTERVAL_S = 0.1  # one ss a host a sample: at 5 hosts every 0.1 s, about 1% of a core here
 COMPILE_TIMEOUT_S = 5.0
 
 
 def validate_capture(raw, fab: Fabric) -> dict:
     """The ``capture:`` section resolved: hosts (a list; ``all`` by default), snap
-    length, packet budget per host, filter, and the queue sampler's interval (None: off)."""
+    length, packet budget per host, filter, and the queue and TCP samplers' intervals
+    (None: off; the TCP sampler samples the chosen hosts)."""
     section = mapping("capture", raw, allowed=CAPTURE_FIELDS)
     names = [h.name for h in fab.hosts]
     hosts_raw = section.get("hosts", "all")
@@ -56,7 +63,7 @@ def validate_capture(raw, fab: Fabric) -> dict:
             host = host_name(path, word(path, value), names)
             if host not in hosts:
                 hosts.append(host)
-    interval = section.get("queue_interval_s")
+    interval, tcp_interval = section.get("queue_interval_s"), section.get("tcp_interval_s")
     return {"hosts": hosts,
             "snap_bytes": integer("capture.snap_bytes", section.get("snap_bytes", DEFAULT_SNAP_BYTES), minimum=64,
                                   maximum=65535),
@@ -64,7 +71,9 @@ def validate_capture(raw, fab: Fabric) -> dict:
                                maximum=MAX_PACKETS),
             "filter": bpf_filter("capture.filter", section.get("filter", "")),
             "queue_interval_s": None if interval is None else number(at("capture", "queue_interval_s"), interval,
-                                                                     minimum=MIN_QUEUE_INTERVAL_S, maximum=60)}
+                                                                     minimum=MIN_QUEUE_INTERVAL_S, maximum=60),
+            "tcp_interval_s": None if tcp_interval is None else number(at("capture", "tcp_interval_s"), tcp_interval,
+                                                                       minimum=MIN_TCP_INTERVAL_S, maximum=60)}
 
 
 def bpf_filter(path: str, value) -> str:
@@ -207,24 +216,33 @@ class Capture:
         self.options, self.raw, self.t0 = options, raw, t0
         self.packets: dict[str, subprocess.Popen] = {}
         self.sampler: QueueSampler | None = None
+        self.tcp: TcpSampler | None = None
         self.fields: dict = {}
 
     def start(self, em) -> None:
         if not self.options:
             return
         o = self.options
+        t0 = time.monotonic() if self.t0 is None else self.t0
         self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
         if o["queue_interval_s"]:
-            self.sampler = QueueSampler(em.fabric, self.raw / "queue_occupancy.csv", o["queue_interval_s"],
-                                        time.monotonic() if self.t0 is None else self.t0)
+            self.sampler = QueueSampler(em.fabric, self.raw / "queue_occupancy.csv", o["queue_interval_s"], t0)
             self.sampler.start()
+        if o["tcp_interval_s"]:
+            self.tcp = TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"], t0)
+            self.tcp.start()
 
     def stop(self) -> None:
         """Stop capturing; a tcpdump that failed (a pcap missing or cut short) is
         reported in ``fields`` as ``capture_errors``."""
-        failed = stop_packet_captures(self.packets)
-        if self.sampler is not None:
-            self.fields = self.sampler.stop()
-            self.sampler = None
+        failed = []
+        try:
+            failed = stop_packet_captures(self.packets)
+        finally:  # the samplers stop, and write what they hold, whatever a tcpdump did
+            for name in ("sampler", "tcp"):
+                sampler = getattr(self, name)
+                if sampler is not None:
+                    self.fields = {**self.fields, **sampler.stop()}
+                    setattr(self, name, None)
         if failed:
             self.fields = {**self.fields, "capture_errors": failed}
