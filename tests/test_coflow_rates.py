@@ -177,12 +177,20 @@ def test_simulate_takes_the_baselines_to_the_end_within_the_nics(name):
         for t in sized:
             alone = t.size_mbit / min(cap[("out", t.flow.src)], cap[("in", t.flow.dst)])
             assert done[t.flow.flow_id] >= t.release_s + alone * (1 - 1e-9)
+        # Nor does a NIC carry more than its rate: what is released through it from any
+        # release time on takes at least its volume over the NIC's rate to finish.
+        for port in cap:
+            through = [t for t in sized if port in (("out", t.flow.src), ("in", t.flow.dst))]
+            for since in {t.release_s for t in through}:
+                later = [t for t in through if t.release_s >= since]
+                volume = sum(t.size_mbit for t in later)
+                assert max(done[t.flow.flow_id] for t in later) >= since + volume / cap[port] * (1 - 1e-9)
 
 
 # --- in the GNN coordinator --------------------------------------------------------
 
-def start(flow, t, mbit, src="tbh2", dst_task="sampler0", iteration=0, src_port=40000):
-    return {"kind": "flow_start", "t": t, "flow": flow, "src": src, "dst": "tbh1", "src_task": f"store@{src}",
+def start(flow, t, mbit, src="tbh2", dst_task="sampler0", iteration=0, src_port=40000, dst="tbh1"):
+    return {"kind": "flow_start", "t": t, "flow": flow, "src": src, "dst": dst, "src_task": f"store@{src}",
             "dst_task": dst_task, "iteration": iteration, "bytes": mbit * 1e6 / 8, "src_port": src_port,
             "dst_port": 21000}
 
@@ -201,6 +209,35 @@ def test_the_coordinator_hands_mrtf_the_remaining_volume_and_omcoflow_the_receiv
     omc.on_flow_event(start("c", 0.0, mbit=10, src="tbh3", dst_task="sampler1", src_port=40001))
     # sampler1's coflow (0.1 s) goes first and fills tbh1's ingress: sampler0's waits.
     assert sorted(omc.decide().rates.values()) == pytest.approx([0, 0, 100])
+
+
+@pytest.mark.parametrize("name", sorted(rate_policies()))
+def test_the_coordinators_rates_load_no_host_nic_past_its_rate(name):
+    """Per 5-tuple, as installed, over random starts and ends: connections that share a
+    5-tuple add up, and the baselines' remaining volumes shrink with the time sent."""
+    for seed in range(60):
+        rng = random.Random(seed)
+        machines = [Machine(f"tbh{i}", rng.choice([20.0, 100.0, rng.uniform(1, 1000)]),
+                            rng.choice([20.0, 100.0, rng.uniform(1, 1000)])) for i in range(1, rng.randint(3, 6))]
+        cap = capacity(machines)
+        coordinator = RateCoordinator(machines, rate_policies()[name])
+        t, active = 0.0, []
+        for k in range(rng.randint(1, 16)):
+            t += rng.uniform(0, 0.5)
+            if active and rng.random() < 0.3:
+                coordinator.on_flow_event({"kind": "flow_end", "t": t, "flow": rng.choice(active).flow_id})
+            else:
+                src, dst = rng.sample([m.name for m in machines], 2)
+                coordinator.on_flow_event(start(f"f{k}", t, rng.uniform(0.01, 500), src=src, dst=dst,
+                                                dst_task=f"task{rng.randint(0, 1)}@{dst}",
+                                                src_port=rng.choice([40000, 40001])))
+            decision = coordinator.decide()
+            active = decision.active
+            used = defaultdict(float)
+            for (src, dst, *_), mbps in decision.rates.items():
+                used["out", src] += mbps
+                used["in", dst] += mbps
+            assert all(used[port] <= cap[port] * (1 + TOL) for port in used), (seed, k, dict(used))
 
 
 def test_a_connection_carrying_two_active_transfers_gets_the_sum_of_their_rates():

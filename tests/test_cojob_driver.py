@@ -127,12 +127,18 @@ def test_fair_share_installs_nothing(driver):
     assert d.em.client.batches == []
 
 
-def test_poisson_arrivals_and_trace_workloads_resolve():
+def test_poisson_arrivals_resolve_and_need_their_mean_gap():
     raw = read_spec("experiments/specs/grouper-testbed.yaml")
-    raw["workload"]["arrivals"] = {"kind": "poisson", "cojobs": 6, "mean_interarrival_s": 300, "workload_factor": 2}
-    spec = cojob_spec.validate(raw)
-    plans = cojob_spec.build_workload(spec).cojobs
-    assert len(plans) == 6 and plans[0].arrival.at_s == 0 and all(p.arrival.at_s is not None for p in plans)
+
+    def arrivals(**fields) -> list[float]:
+        raw["workload"]["arrivals"] = {"kind": "poisson", "cojobs": 6, **fields}
+        return [p.arrival.at_s for p in cojob_spec.build_workload(cojob_spec.validate(raw)).cojobs]
+
+    base = arrivals(mean_interarrival_s=300)
+    assert len(base) == 6 and base[0] == 0 and all(a < b for a, b in zip(base, base[1:]))
+    # the same seeded draws: the spec's mean gap stretches them, its workload factor compresses them
+    assert arrivals(mean_interarrival_s=600) == pytest.approx([2 * t for t in base])
+    assert arrivals(mean_interarrival_s=300, workload_factor=2) == pytest.approx([t / 2 for t in base])
     raw["workload"]["arrivals"] = {"kind": "poisson", "cojobs": 6}
     with pytest.raises(cojob_spec.SpecError, match="^workload.arrivals.mean_interarrival_s: is required"):
         cojob_spec.validate(raw)

@@ -212,23 +212,30 @@ def test_frames_on_the_wire_are_the_same_bytes_in_the_same_writes():
     from hosts import cojob_task, framing
     a, b = socket.socketpair()
     with a, b:
+        for sock in (a, b):  # a side that stops reading fails the other, not hangs the test
+            sock.settimeout(10)
         recorded = RecordingSocket(a)
         b.sendall(framing.pack_header(framing.Header(cojob_task.INTRO, 0, 0, 2)) + b"{}")
         with pytest.raises(framing.PeerError, match="peer belongs to job None"):
             cojob_task.exchange_intro(recorded, JOB, 0, "wk0")
+        received = []  # (header, body) as the peer read them; asserted below, in the test's thread
 
         def receive():
-            assert framing.recv_header(b) == (cojob_task.INTRO, 0, 0, 42)
-            framing.recv_body(b, 42)
-            assert framing.recv_header(b) == (cojob_task.DATA, 17, 2, 1_300_000)
-            framing.recv_discard(b, 1_300_000, memoryview(bytearray(cojob_task.CHUNK)))
-            assert framing.recv_header(b) == (cojob_task.ACK, 17, 2, 1_300_000)
-        reader = threading.Thread(target=receive)
+            intro = framing.recv_header(b)
+            received.append((intro, bytes(framing.recv_body(b, intro.length))))
+            data = framing.recv_header(b)
+            framing.recv_discard(b, data.length, memoryview(bytearray(cojob_task.CHUNK)))
+            received.append((data, None))
+            received.append((framing.recv_header(b), None))
+        reader = threading.Thread(target=receive, daemon=True)
         reader.start()
         cojob_task.send_data(recorded, 17, 2, 1_300_000, memoryview(bytearray(cojob_task.CHUNK)))
         cojob_task.send_ack(recorded, 17, 2, 1_300_000)
-        reader.join()
+        reader.join(10)
+        assert not reader.is_alive()
     intro = b'{"job": "c0j3", "index": 0, "host": "wk0"}'
+    assert received == [((cojob_task.INTRO, 0, 0, 42), intro), ((cojob_task.DATA, 17, 2, 1_300_000), None),
+                        ((cojob_task.ACK, 17, 2, 1_300_000), None)]
     assert recorded.writes[0] == bytes.fromhex("01" "00000000" "00000000" "000000000000002a") + intro
     assert recorded.writes[1] == bytes.fromhex("02" "00000011" "00000002" "000000000013d620")
     assert [len(w) for w in recorded.writes[2:5]] == [524_288, 524_288, 251_424]

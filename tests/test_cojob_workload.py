@@ -1,4 +1,6 @@
 import json
+import math
+import statistics
 from collections import Counter
 from pathlib import Path
 
@@ -156,6 +158,19 @@ def test_testbed_arrivals_follow_the_previous_cojob_of_the_model():
     assert [p.model for p in plans] == list(cj.MODELS) * 2
     assert all(p.arrival == cj.Arrival(at_s=0.0) for p in plans[:4])
     assert [p.arrival.after for p in plans[4:]] == [(0, 2), (1, 2), (2, 2), (3, 2)]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_poisson_gaps_are_exponential_with_the_mean_over_the_workload_factor(seed):
+    one = dict(models=cj.MODELS, n_jobs=1, stage_iterations=(1,))  # small plans: only the arrivals matter
+    times = [p.arrival.at_s for p in cj.poisson_cojobs(20_000, 100.0, 2.0, seed=seed, **one)]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    mean = statistics.mean(gaps)
+    assert mean == pytest.approx(50.0, rel=0.05)
+    # An exponential's coefficient of variation is 1 (constant gaps: 0; uniform: 0.58) and
+    # 1 - 1/e of its draws fall below its mean, which a CV-1 mixture of two need not.
+    assert statistics.stdev(gaps) / mean == pytest.approx(1.0, abs=0.05)
+    assert sum(g < mean for g in gaps) / len(gaps) == pytest.approx(1 - math.exp(-1), abs=0.02)
 
 
 def test_poisson_workload_factor_compresses_the_gaps():

@@ -1,4 +1,5 @@
-"""The allocator cap (hosts/colocation/allocator.py) against a fake caching allocator, on the CPU.
+"""The allocator cap (hosts/colocation/allocator.py) against a fake caching allocator, on the CPU,
+and where a GPU is, against CUDA's own in the worker's path.
 
 The fake behaves as CUDA's caching allocator does where the cap is concerned:
 requests rounded to 512 bytes; up to 1 MiB served from 2 MiB segments, 1-10 MiB
@@ -13,16 +14,22 @@ import math
 import random
 
 import pytest
+import torch
 
 from hosts.colocation.allocator import (
     cap_bytes,
     class_key,
+    device_allocator,
     limit,
     overhead_by_class,
     reserved_growth,
     reserved_overhead,
     size_class,
 )
+from hosts.colocation.datasets import GraphShape, synthesize
+from hosts.colocation.memory import DeviceLedger
+from hosts.colocation.tasks import TRAINING, Task, warm_up_models
+from hosts.colocation.workers import OUT_OF_MEMORY, Job, _run
 
 MIB = 1 << 20
 SMALL, LARGE = "small", "large"
@@ -193,3 +200,40 @@ def test_overhead_is_the_largest_per_model_and_size_class():
                                            "GCN 512-1024 MiB": 1 * MIB, "GCN 0-1 MiB": 0}
     assert size_class(64 * MIB) == "32-64 MiB" and size_class(64 * MIB + 1) == "64-128 MiB"
     assert class_key("SAGE", 3 * MIB) == "SAGE 2-4 MiB"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_a_task_within_its_budget_runs_and_one_past_it_is_stopped_and_recorded():
+    """The tests above on CUDA's caching allocator, through the worker's own job path
+    (cap, watch, outcome); the overhead profiled as the executor does, the task alone
+    with no budget on a warm worker."""
+    device = torch.device("cuda")
+    allocator = device_allocator(device)
+    shape = GraphShape("syn", 4_000, 40_000, 64, 10, 1.0, 0)
+    graph = synthesize(shape, seed=11)
+    task = Task("t", TRAINING, "GCN", shape, 4, 64, 1.0, epochs=2)
+    ledger = DeviceLedger(capacity_bytes=allocator.total_bytes)
+
+    def run(budget: int | None, overhead: int = 0):
+        job = Job(task, graph, budget, torch.get_num_threads(), overhead_bytes=overhead)
+        return _run(job, None, device, ledger, allocator)
+
+    warm_up_models(device)
+    try:
+        profiled = run(None)
+        assert profiled.error is None, profiled.error
+        peak = profiled.watched_peak_bytes
+        overhead = reserved_overhead(profiled.reserved_growth_bytes, peak)
+        budget = math.ceil(peak * 1.15)
+        within = run(budget, overhead)
+        assert within.error is None and not within.over_budget and within.result > 0, within
+        assert within.watched_peak_bytes <= budget
+        past = run(peak // 2, overhead)
+        # the watch stops it, or the allocator refuses it first: either way recorded over budget
+        assert past.over_budget, past
+        assert past.error == OUT_OF_MEMORY or str(past.error).startswith("stopped over budget"), past.error
+        limit(allocator, budget, overhead)
+        with pytest.raises(torch.OutOfMemoryError):  # past budget and overhead: the allocator refuses
+            torch.empty(2 * (budget + overhead), dtype=torch.uint8, device=device)
+    finally:
+        limit(allocator, None, 0)

@@ -89,6 +89,11 @@ def test_enforcing_watch_stops_the_task_and_settles_the_ledger(graphs):
     with pytest.raises(BudgetExceeded), watch:
         run_task(task, graph, CPU)
     assert budget < watch.record.exceeded_at_bytes <= watch.record.peak_bytes
+    unenforced = TaskMemoryWatch(budget_bytes=budget)
+    with unenforced:
+        run_task(task, graph, CPU)
+    # stopped where it broke the budget, not after the task had reached its own peak
+    assert watch.record.peak_bytes < unenforced.record.peak_bytes
     watch.settle()
     over, crossings = ledger.snapshot()
     assert ledger.peak_bytes == watch.record.peak_bytes and not over and crossings == 0

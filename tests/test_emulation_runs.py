@@ -43,14 +43,18 @@ def _short_spec(mechanism: str) -> dict:
     return spec_mod.validate(raw)
 
 
-def _judged_run(spec: dict, tmp_path: Path) -> tuple[Path, dict]:
+def _judged_run(spec: dict, tmp_path: Path, state: Path) -> tuple[Path, dict]:
     """The run and its summary. A second try only when the run itself says the box took
     CPU time away (steal or a quota: a sender frozen while another is served); twice:
-    skipped, the packets cannot judge the emulation."""
+    skipped, the packets cannot judge the emulation. What no shortage of CPU excuses is
+    checked of every try first: the run completed and left nothing running."""
+    namespaces = netns_inodes()
     for attempt in range(2):
         run = run_spec(spec, out=str(tmp_path / f"run{attempt}"))
         summary = json.loads((run / "summary.json").read_text())
         assert summary_fields.undeclared(summary, "timetable", "emulated") == []
+        assert summary["completed"] is True, summary.get("error")
+        assert_nothing_left(platform_spec.fabric_of(spec), state, run, namespaces)
         taken = cpu_was_taken(summary)
         if not taken:
             return run, summary
@@ -59,9 +63,8 @@ def _judged_run(spec: dict, tmp_path: Path) -> tuple[Path, dict]:
 
 @pytest.mark.parametrize("mechanism", ["host", "meter"])
 def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, private_state):
-    namespaces = netns_inodes()
     spec = _short_spec(mechanism)
-    run, summary = _judged_run(spec, tmp_path)
+    run, summary = _judged_run(spec, tmp_path, private_state)
     cpu = {k: summary[k] for k in ("cpu_idle_share", "cpu_stolen_share", "cpu_throttled_share", "switch_loss_share")}
     assert summary["high_share_while_both"] >= 0.90, (summary["flows"], cpu, summary["fidelity"])
     assert summary["switch_loss_share"] < 0.01, cpu  # measured 0.0008; 0.023 on a box that froze the run
@@ -86,7 +89,6 @@ def test_strict_priority_and_rate_limit_on_real_packets(mechanism, tmp_path, pri
     for name in ("spec.yaml", "environment.json", "goodput.csv", "cpu.csv", "controller.log"):
         assert (run / name).exists(), name
     assert (Path(os.environ["TRAINBED_RESULTS"]) / "latest").resolve() == run.resolve()
-    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 
 
 def test_weighted_queues_share_a_link_by_weight_not_by_priority(tmp_path, private_state):
@@ -99,8 +101,8 @@ def test_weighted_queues_share_a_link_by_weight_not_by_priority(tmp_path, privat
                      {"name": "heavier", "src": "tbh2", "dst": "tbh1", "start_s": 4, "duration_s": 8, "queue": 1}],
            "analysis": {"priority": {"high": "heavier", "low": "lighter"}}}
     spec = spec_mod.validate(raw)
-    run, summary = _judged_run(spec, tmp_path)
-    assert summary["completed"] and summary["failed_flows"] == {}, summary
+    run, summary = _judged_run(spec, tmp_path, private_state)
+    assert summary["failed_flows"] == {}, summary
     # 3/4 by guarantees and by quantum alike (32.7 + 10.9 Mbit/s guaranteed, the idle rest lent 3 : 1)
     assert 0.68 <= summary["high_share_while_both"] <= 0.82, summary["flows"]
     port = next(link.intf(link.b) for link in platform_spec.fabric_of(spec).host_links() if link.a == "tbh1")
@@ -113,14 +115,13 @@ def test_sized_flows_complete_by_their_priority(tmp_path, private_state):
     """Two 12.5 MB flows into tbh1 at 50 Mbit/s, together: the one in queue 1 takes the
     link and completes in about its size over the rate (2.0 s), the one in queue 7
     after it (about 4.0 s); the mean FCT is theirs."""
-    namespaces = netns_inodes()
     raw = {"name": "sized", "topology": {"kind": "star", "hosts": 3, "host_mbps": 50}, "duration_s": 15,
            "tcp_congestion": "cubic",
            "flows": [{"name": "first", "src": "tbh2", "dst": "tbh1", "size_bytes": 12_500_000, "queue": 1},
                      {"name": "second", "src": "tbh3", "dst": "tbh1", "size_bytes": 12_500_000, "queue": 7}]}
     spec = spec_mod.validate(raw)
-    run, summary = _judged_run(spec, tmp_path)
-    assert summary["completed"] and summary["failed_flows"] == {}, summary
+    run, summary = _judged_run(spec, tmp_path, private_state)
+    assert summary["failed_flows"] == {}, summary
     first, second = (summary["flows"][name] for name in ("first", "second"))
     wire = 12_500_000 * 8 / 50e6  # 2.0 s of payload at the link rate; headers add ~0.6% at MTU 9000
     assert wire < first["fct_s"] < 1.35 * wire, (first, second)
@@ -131,7 +132,6 @@ def test_sized_flows_complete_by_their_priority(tmp_path, private_state):
     assert summary["mean_fct_s"] == pytest.approx((first["fct_s"] + second["fct_s"]) / 2)
     flows = list(csv.DictReader(open(run / "goodput.csv")))  # the receiver's goodput, as the iperf3 flows'
     assert {r["flow"] for r in flows} == {"first", "second"}
-    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
 
 
 def test_sigkilled_run_is_removed_by_clean(tmp_path, private_state):

@@ -132,10 +132,15 @@ def test_a_searched_placement_runs_fair_rates_on_a_profile_and_a_slow_host_compu
     raw["workload"].update(profile=True, iterations=8)
     spec_path = tmp_path / "profile.yaml"
     spec_path.write_text(json.dumps(raw))
+    profile_fabric = fabric_of(validate_any(raw))
     for attempt in range(2):  # a second profile only when the first run says the box took its CPU
         profiled = tmp_path / f"profiled{attempt}"
         proc = run_cli(spec_path, profiled)
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        # what no shortage of CPU excuses: the profiling run completed its iterations, left nothing
+        summary = json.loads((profiled / "summary.json").read_text())
+        assert summary["completed"] and summary["iterations"] == raw["workload"]["iterations"], summary
+        assert_nothing_left(profile_fabric, private_state, profiled, namespaces)
         verdict = json.loads((profiled / "profile.json").read_text())
         if verdict["trustworthy"] or not all("CPU" in r for r in verdict["untrustworthy_reasons"]):
             break

@@ -37,7 +37,10 @@ def test_a_failed_packet_capture_makes_the_run_untrustworthy():
 
 
 class FakeFabric:
-    """Stands in for the Emulation: what run_workload asks of a fabric, nothing started."""
+    """Stands in for the Emulation: what run_workload asks of a fabric, nothing started;
+    the controller died once, so a workload's analysis shows whether the outage step ran."""
+
+    OUTAGES = [{"start_s": 1.0, "end_s": 2.5, "restarts": 1, "exit_code": -9}]
 
     def __init__(self, fabric, run, options=None):
         from types import SimpleNamespace
@@ -51,7 +54,7 @@ class FakeFabric:
         return False
 
     def controller_outages(self, t0):
-        return []
+        return [dict(outage) for outage in self.OUTAGES]
 
 
 class FailingWorkload:
@@ -61,6 +64,7 @@ class FailingWorkload:
 
     def __init__(self):
         self.calls = []
+        self.outages = None  # what analyse was given
 
     def start(self, em, events_path):
         self.calls.append("start")
@@ -80,6 +84,7 @@ class FailingWorkload:
         return {}
 
     def analyse(self, cpu, outages):
+        self.outages = outages
         return {}
 
 
@@ -95,6 +100,7 @@ def test_a_runs_first_fault_is_its_error_and_every_step_of_the_end_still_runs(tm
     with pytest.raises(RunError, match="the driver lost worker 0"):
         run_workload({"name": "faulty"}, str(tmp_path / "run"), lambda spec, run: workload)
     assert workload.calls == ["start", "stop", "collect"]
+    assert workload.outages == FakeFabric.OUTAGES  # the outage step ran after collect raised
     assert threading.active_count() == before  # the CPU monitor was stopped although stop raised
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["completed"] is False and "the driver lost worker 0" in summary["error"]
@@ -117,7 +123,8 @@ class UnreadCounters(FailingWorkload):
         return ["port_counters.json: tc -s class show failed"]
 
     def analyse(self, cpu, outages):
-        return {"trustworthy": True, "fidelity": {"trustworthy": True, "untrustworthy_reasons": []}}
+        return {"trustworthy": True, "controller_outages": outages,
+                "fidelity": {"trustworthy": True, "untrustworthy_reasons": []}}
 
 
 def test_a_run_whose_counters_could_not_all_be_read_completed_but_is_not_trusted(tmp_path, monkeypatch):
@@ -129,5 +136,6 @@ def test_a_run_whose_counters_could_not_all_be_read_completed_but_is_not_trusted
     run_workload({"name": "unread"}, str(tmp_path / "run"), lambda spec, run: UnreadCounters())
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["completed"] is True and summary["trustworthy"] is False
+    assert summary["controller_outages"] == FakeFabric.OUTAGES  # recorded, not only survived
     assert summary["collect_errors"] == ["port_counters.json: tc -s class show failed"]
     assert summary["fidelity"]["untrustworthy_reasons"] == ["not collected: port_counters.json: tc -s class show failed"]
