@@ -95,9 +95,9 @@ def _place(args) -> int:
     from experiments.kinds import kind_of
     from experiments.runner import read_spec
     from topologies.fabric import simulated_rates
-    steps = search.DEFAULT_STEPS if args.steps is None else _count("--steps", args.steps, 0, search.MAX_STEPS)
-    seed = _count("--seed", args.seed, 0)  # a spec's placement seed's bounds
-    verify_best = _count("--verify-best", args.verify_best, 0)
+    steps = search.DEFAULT_STEPS if args.steps is None else _integer_flag("--steps", args.steps, 0, search.MAX_STEPS)
+    seed = _integer_flag("--seed", args.seed, 0)  # a spec's placement seed's bounds
+    verify_best = _integer_flag("--verify-best", args.verify_best, 0)
     raw = read_spec(args.spec)
     if not isinstance(raw, dict):
         raise SpecError("spec", "must be a mapping (a gnn spec)")
@@ -143,7 +143,7 @@ def _place(args) -> int:
     return 0
 
 
-def _count(flag: str, value: str, least: int, most: int | None = None) -> int:
+def _integer_flag(flag: str, value: str, least: int, most: int | None = None) -> int:
     """A command-line integer in ``least``..``most``, or a one-line SpecError."""
     try:
         number = int(value)

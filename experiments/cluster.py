@@ -158,7 +158,7 @@ class DaskExecutor:
         workers = self.client.scheduler_info(n_workers=-1)["workers"].values()
         return int(sum(worker.get("resources", {}).get(resource, 0) for worker in workers))
 
-    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, runner, started) -> Iterator:
+    def run(self, cells: list[Cell], directory: Path, runner, started) -> Iterator:
         address = self.client.scheduler.address
         batches = groups(cells)  # a group is one part's: one backend
         futures = {self.client.submit(run_group, [(cell.id, cell.spec) for cell in group], runner(group[0]),

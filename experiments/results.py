@@ -147,10 +147,7 @@ def _started(directory: Path) -> str:
     """When a sweep directory's run started, as ``YYYYMMDDHHMMSS`` to compare: its
     record's ``time_utc``, else the date its name carries (the results store's
     ``YYYYMMDD-HHMMSS-...``, measurements/'s ``...-YYYY-MM-DD``), else ""."""
-    try:
-        record = yaml.safe_load((directory / store.SWEEP_RECORD).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        record = None
+    record = _sweep_record(directory)
     stamp = record.get("time_utc") if isinstance(record, dict) else None
     if isinstance(stamp, str):
         return re.sub(r"\D", "", stamp)[:14]
@@ -260,11 +257,15 @@ def record_backends(record) -> set[str]:
 def _ran_on(directory: Path, ids) -> dict[str, str]:
     """``cell_backends`` of the cells ``ids`` of a sweep directory (each on the sweep's
     backend, or emulated, where its record is unreadable)."""
+    return cell_backends(_sweep_record(directory), ids)
+
+
+def _sweep_record(directory: Path):
+    """A sweep directory's record (``sweep.yaml``) as parsed, None where it is unreadable."""
     try:
-        record = yaml.safe_load((directory / store.SWEEP_RECORD).read_text())
+        return yaml.safe_load((directory / store.SWEEP_RECORD).read_text())
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        record = None
-    return cell_backends(record, ids)
+        return None
 
 
 def earlier_sweep_run(name: str, roots, backends, exclude: Path | None = None

@@ -38,6 +38,11 @@ ENVIRONMENT = "environment.json"  # a run's box and code (``environment()``), wr
 SUMMARY = "summary.json"  # a run's summary, written last: a directory with one holds a run that ended
 SWEEP_RECORD = "sweep.yaml"  # a sweep's record: its base spec and cells in run order, the code it began under
 RESULTS = "results.csv"  # a sweep's table: one row per cell that ran
+# The data files the kinds' runs share, by name.
+EVENTS = "events.jsonl"  # what the run's tasks (or its simulation) reported, with the driver's notes, in order
+DECISIONS = "decisions.jsonl"  # the scheduler's decisions
+FLOWS = "flows.csv"  # a gnn run's transfers: bytes, duration, achieved and target Mbit/s
+CPU_SAMPLES = "cpu.csv"  # an emulated run's CPU shares, a row a second (``CpuMonitor``)
 
 
 def results_root() -> Path:

@@ -755,7 +755,7 @@ class Executor(Protocol):
     def slots(self, sweep: Sweep) -> dict[str, int]:
         """Per backend of the sweep's cells, how many of its cells run at once, for the ETA."""
 
-    def run(self, sweep: Sweep, cells: list[Cell], directory: Path, runner: Callable[[Cell], RunCell],
+    def run(self, cells: list[Cell], directory: Path, runner: Callable[[Cell], RunCell],
             started: Callable[[Cell], None]) -> Iterator[Landed]:
         """Run ``cells`` into ``directory/cells/<id>/``, each with ``runner(cell)``, yielding
         each as it lands; ``started(cell)`` where the executor knows when a cell starts."""
@@ -769,7 +769,7 @@ class SerialExecutor:
     def slots(self, sweep: Sweep) -> dict[str, int]:
         return dict.fromkeys(sweep.backends, 1)
 
-    def run(self, sweep, cells, directory, runner, started):
+    def run(self, cells, directory, runner, started):
         for cell in cells:
             started(cell)
             began = time.monotonic()
@@ -943,7 +943,7 @@ def _run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | N
         if cell_dir(directory, cell.id).exists() and not _resumed_in_place(cell, run_cell, executor):
             _set_aside(cell_dir(directory, cell.id), directory / "failed")
     started = (lambda cell: print(f"{where(cell)} ...", flush=True))  # a line of its own: the run prints its summary
-    for cell, error_text, seconds in executor.run(sweep, pending, directory, runner, started):
+    for cell, error_text, seconds in executor.run(pending, directory, runner, started):
         summary = read_summary(cell_dir(directory, cell.id))
         if error_text is None and summary is None:
             error_text = f"the runner wrote no {store.SUMMARY}"

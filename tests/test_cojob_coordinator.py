@@ -32,7 +32,7 @@ def _decisions(actions) -> list[Decision]:
 
 
 def _started(workload, scheduler) -> tuple[CojobCoordinator, list[Decision]]:
-    coordinator = CojobCoordinator(workload, SCALING, scheduler, 2.0)
+    coordinator = CojobCoordinator(workload, SCALING, scheduler)
     decisions = []
     for plan in workload.cojobs:
         coordinator.arrive(plan.cojob_id, 0.0)
@@ -141,7 +141,7 @@ def _kinds(actions) -> list[str]:
 
 
 def test_a_cojob_waits_for_gpus_and_is_placed_when_a_killed_job_frees_them():
-    coordinator = CojobCoordinator(_gpu_workload(gpus_per_host=1), SCALING, "fs", 2.0)
+    coordinator = CojobCoordinator(_gpu_workload(gpus_per_host=1), SCALING, "fs")
     assert _kinds(coordinator.arrive(0, 0.0)) == ["cojob_arrival", "cojob_admitted", "StartCojob"]
     assert _kinds(coordinator.arrive(1, 0.5)) == ["cojob_arrival"]  # 2 of 3 GPUs taken, it needs 2
     assert set(coordinator.placements) == {"c0j0", "c0j1"}
@@ -225,7 +225,7 @@ def test_baraat_places_a_later_stage_when_it_starts_not_on_a_period():
     stage's place until the next period before 2026-11-28); when cojob 1 ends, the
     queues are packed again."""
     workload = _workload((0, 1.0, (1, 1), [(["h1"], ["h2"], 2)]), (1, 1.0, (4,), [(["h1"], ["h2"], 1)]))
-    coordinator = CojobCoordinator(workload, SCALING, "baraat", 2.0)
+    coordinator = CojobCoordinator(workload, SCALING, "baraat")
     coordinator.arrive(0, 0.0)
     assert _decisions(coordinator.ready(0, 0.0))[-1].order == ("c0/s0",)
     coordinator.arrive(1, 0.5)

@@ -32,7 +32,7 @@ def random_stages(n: int, seed: int = 0) -> list[Stage]:
     return stages
 
 
-def _seconds(n: int) -> float:
+def _pda_seconds(n: int) -> float:
     stages = random_stages(n)
     start = time.perf_counter()
     pda(stages)
@@ -41,7 +41,7 @@ def _seconds(n: int) -> float:
 
 def pda_timings() -> list[dict]:
     """PDA's wall time for 1,000 and 10,000 stages over 480 ports, bench rows."""
-    small, large = _seconds(1_000), _seconds(10_000)
+    small, large = _pda_seconds(1_000), _pda_seconds(10_000)
     return [row("pda_1000_stages_480_ports_s", small, "s"),
             row("pda_10000_stages_480_ports_s", large, "s", TARGET_10000_S, lower_is_better=True)]
 

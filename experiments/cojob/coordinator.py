@@ -102,9 +102,9 @@ class CojobState:
 
 
 class CojobCoordinator:
-    def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str, period_s: float,
+    def __init__(self, workload: cojob_mod.Workload, scaling: cojob_mod.Scaling, scheduler: str,
                  progress: Callable[[str], int] | None = None):
-        self.workload, self.scaling, self.scheduler, self.period_s = workload, scaling, scheduler, period_s
+        self.workload, self.scaling, self.scheduler = workload, scaling, scheduler
         self.progress = progress
         self.cojobs = {plan.cojob_id: CojobState(plan) for plan in workload.cojobs}
         self.cojob_of = {job.key: plan.cojob_id for plan in workload.cojobs for job in plan.jobs}

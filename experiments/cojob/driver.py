@@ -67,7 +67,7 @@ class CojobDriver(Driver):
         self.scheduler = spec["scheduler"]["name"]
         self.period_s = spec["scheduler"]["period_s"]
         self.progress = progress
-        self.coordinator = CojobCoordinator(workload, self.scaling, self.scheduler, self.period_s)
+        self.coordinator = CojobCoordinator(workload, self.scaling, self.scheduler)
         self.jobs: dict[str, JobState] = {}
         self.hello: dict[int, set[str]] = {plan.cojob_id: set() for plan in workload.cojobs}
         # Each job's placement says how many workers and PSs it has (a trace's jobs differ);

@@ -42,7 +42,7 @@ from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import lookup, usable_cells
 from experiments.stats import cdf, mean, paired_mean_ratio, percentile
-from experiments.store import SPEC, SWEEP_RECORD, write_csv
+from experiments.store import EVENTS, SPEC, SWEEP_RECORD, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -106,7 +106,8 @@ def solo_calibration(run_dirs: Iterable[str | Path], reference: Path | None = No
     for run_dir in run_dirs:
         run_dir = Path(run_dir)
         if not gm.has_run(run_dir):
-            raise SpecError("--solo", f"{run_dir}: no events.jsonl and workload.json (a solo run directory holds both)")
+            raise SpecError("--solo", f"{run_dir}: no {EVENTS} and {gm.WORKLOAD_FILE} "
+                                      "(a solo run directory holds both)")
         events, workload = gm.read_run(run_dir)
         cojobs = {e["cojob"] for e in events if e.get("kind") == "cojob_arrival"}
         if len(cojobs) != 1:

@@ -54,21 +54,22 @@ from experiments.errors import SpecError
 from experiments.stats import mean, percentile
 
 SoloSct = dict[tuple[str, int], float]
+WORKLOAD_FILE = "workload.json"  # a cojob run's workload (``Workload.to_dict``), in its run directory
 
 
 def has_run(run_dir: str | Path) -> bool:
     """Whether ``read_run`` can read the directory (events and workload, plain or gzipped)."""
     run_dir = Path(run_dir)
-    return store.kept(run_dir / "workload.json") is not None and store.kept(run_dir / "events.jsonl") is not None
+    return store.kept(run_dir / WORKLOAD_FILE) is not None and store.kept(run_dir / store.EVENTS) is not None
 
 
 def read_run(run_dir: str | Path) -> tuple[list[dict], dict]:
     """The events (one JSON object a line) and workload dict of a run directory."""
     run_dir = Path(run_dir)
-    workload = store.read_json(run_dir / "workload.json")
+    workload = store.read_json(run_dir / WORKLOAD_FILE)
     if not isinstance(workload, dict):
-        raise SpecError(str(run_dir / "workload.json"), "not a cojob workload (a JSON object)")
-    return store.read_jsonl(run_dir / "events.jsonl"), workload
+        raise SpecError(str(run_dir / WORKLOAD_FILE), "not a cojob workload (a JSON object)")
+    return store.read_jsonl(run_dir / store.EVENTS), workload
 
 
 def _plans(events: Sequence[Mapping], workload: Mapping) -> dict[int, CojobPlan]:

@@ -43,7 +43,7 @@ class CojobWorkload:
     def __init__(self, spec: dict, run: Path, progress=print):
         self.spec, self.run_dir, self.progress = spec, run, progress
         self.resolved = cojob_spec.resolve(spec)
-        store.write_json(run / "workload.json", self.resolved.workload.to_dict())
+        store.write_json(run / grouper_metrics.WORKLOAD_FILE, self.resolved.workload.to_dict())
         self.driver: CojobDriver | None = None
         self.captures: dict = {}  # host -> its sampled tcpdump
         self.t0 = None  # run times count from the run's start
@@ -85,8 +85,8 @@ def run_cojob_spec(spec: dict, out: str | None = None) -> Path:
 
 def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict:
     spec = resolved.spec
-    events = store.read_jsonl(run / "events.jsonl")
-    decisions = store.read_jsonl(run / "decisions.jsonl")
+    events = store.read_jsonl(run / store.EVENTS)
+    decisions = store.read_jsonl(run / store.DECISIONS)
     metrics = grouper_metrics.summarise(events, resolved.workload.to_dict())
     check = conformance.check(resolved.fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
                               json.loads((run / "raw" / "host_queue_counters.json").read_text()))

@@ -48,7 +48,7 @@ from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import cell_backends, csv_value, lookup, usable_cells
 from experiments.stats import cdf, mean, paired_mean_ratio, percentile
-from experiments.store import RESULTS, SWEEP_RECORD, read_csv, write_csv
+from experiments.store import EVENTS, RESULTS, SWEEP_RECORD, read_csv, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -142,10 +142,10 @@ def load(results_dir: str | Path) -> SimSweep:
     fields = list(record.get("grid") or {})
     base = {field: _value(csv_value(lookup(record["base_spec"], field))) for field in fields}
 
-    def has_events(cell) -> str | None:  # the metrics are recomputed from them
-        return None if gm.has_run(cell.run_dir) else "no events.jsonl and workload.json"
+    def lacks_events(cell) -> str | None:  # the metrics are recomputed from them
+        return None if gm.has_run(cell.run_dir) else f"no {EVENTS} and {gm.WORKLOAD_FILE}"
 
-    used, left_out = usable_cells(results_dir, record, "simulated", ("scheduler", *fields), needs=has_events)
+    used, left_out = usable_cells(results_dir, record, "simulated", ("scheduler", *fields), needs=lacks_events)
     cells = [SimCell(c.row["cell"], canonical(c.row["scheduler"]), c.seed, {f: _value(c.row[f]) for f in fields},
                      gm.summarise(*gm.read_run(c.run_dir)), c.run_dir) for c in used]
     scale = lookup(record["base_spec"], "workload.iterations_scale")

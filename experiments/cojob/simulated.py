@@ -107,7 +107,7 @@ class CojobSimulation:
                  fabric: Fabric, variant: Variant = VARIANTS["iterations+compute"],
                  queue_weights: Sequence[float] | None = None):
         cojob_spec.scheduler_name(scheduler)  # a SpecError naming the field for an unknown one
-        self.coordinator = CojobCoordinator(workload, scaling, scheduler, period_s,
+        self.coordinator = CojobCoordinator(workload, scaling, scheduler,
                                             progress=None if variant.iterations else self.bulk_progress)
         self.period_s, self.variant = period_s, variant
         self.paths = Paths(fabric)
@@ -324,13 +324,13 @@ def simulate_spec(spec: dict, out: str | None = None) -> Path:
 def _simulate_into(spec: dict, run: Path) -> dict:
     simulation = build_simulation(spec, VARIANTS["iterations+compute"])
     workload = simulation.coordinator.workload
-    store.write_json(run / "workload.json", workload.to_dict())
+    store.write_json(run / grouper_metrics.WORKLOAD_FILE, workload.to_dict())
     result = simulation.run()
     if workload.gpus:  # the placements are the run's own, made as cojobs were admitted
-        store.write_json(run / "workload.json", {**workload.to_dict(), "placements": {
+        store.write_json(run / grouper_metrics.WORKLOAD_FILE, {**workload.to_dict(), "placements": {
             key: placement.to_dict() for key, placement in simulation.coordinator.placements.items()}})
-    store.write_jsonl(run / "events.jsonl", result.events)
-    store.write_jsonl(run / "decisions.jsonl", result.decisions)
+    store.write_jsonl(run / store.EVENTS, result.events)
+    store.write_jsonl(run / store.DECISIONS, result.decisions)
     net = simulation.net
     unsettled = ({"weighted_unsettled_fillings": net.unsettled_fillings, "weighted_unsettled_max": net.unsettled_max}
                  if spec["emulation"].get("queue_weights") else {})

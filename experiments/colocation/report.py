@@ -26,6 +26,8 @@ from experiments.store import SPEC, read_csv, write_csv
 from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
+RUNS_FILE = "runs.csv"  # a run's row per method and repeat (``runner.write_runs_csv``)
+
 
 def _runs_line(summary: dict) -> str:
     """How many runs each number is over: a run not complete (``--repeats-now``,
@@ -203,7 +205,7 @@ def _load(run: Path) -> str | None:
 
 
 def _runs_csv(run: Path) -> dict[tuple[str, str], dict]:
-    return {(row["method"], row["repeat"]): row for row in read_csv(run / "runs.csv")}
+    return {(row["method"], row["repeat"]): row for row in read_csv(run / RUNS_FILE)}
 
 
 def _ratio(rows: dict[tuple[str, str], dict], method: str, key: str) -> str:

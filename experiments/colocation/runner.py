@@ -36,7 +36,7 @@ import torch
 import yaml
 
 from experiments.colocation.metrics import aggregate, group_boundaries, pmc_errors, summarize
-from experiments.colocation.report import write_report
+from experiments.colocation.report import RUNS_FILE, write_report
 from experiments.reports import publish_run
 from experiments.colocation.spec import build_tasks, load_spec, with_arrival_times
 from experiments.errors import SpecError
@@ -48,6 +48,8 @@ from hosts.colocation.allocator import MIB, class_key, overhead_by_class, size_c
 from hosts.colocation.executor import Executor, Plan, PreparedInputs, TaskRecord
 from hosts.colocation.memory import TaskMemoryWatch, measure_peak
 from hosts.colocation.tasks import INFERENCE, SAFETY_THRESHOLD, Task, profile_key, profiled, run_task
+
+TASKS_FILE = "tasks.json"  # the queue with its estimates and profile, kept for a resume
 
 
 def run_colocate_file(spec_path: str | Path, device: str = "cpu", out: str | Path | None = None,
@@ -104,12 +106,12 @@ def run_colocate(spec: dict, device: str, out: str | Path | None, resume: bool =
         failed = {**base, **profile, "methods": {method: aggregate(rows) for method, rows in runs.items() if rows}}
         record_error(run, failed, err)
         write_json(run / SUMMARY, failed)
-        write_runs_csv(run / "runs.csv", runs)
+        write_runs_csv(run / RUNS_FILE, runs)
         point_latest(run)  # results/latest and report.html, as at every runner's end, failed or not
         publish_run(run)
         raise
     methods = {method: aggregate(rows) for method, rows in runs.items() if rows}  # not those left, unmeasured
-    write_runs_csv(run / "runs.csv", runs)
+    write_runs_csv(run / RUNS_FILE, runs)
     primary = methods.get(spec["primary"], {})  # left for a later call: no headline yet
     summary = {
         "completed": not left, **({"left": left} if left else {}), **base,
@@ -164,7 +166,7 @@ def _measure(spec: dict, dev: torch.device, allocatable: int, tasks: list[Task],
     "<method> repeat <n>" (1-based)."""
     inputs = PreparedInputs(spec["seed"])
     executor = Executor(dev, allocatable, spec["workers"], inputs, spec["pipeline_groups"])
-    profiled = (run / "tasks.json").exists()
+    profiled = (run / TASKS_FILE).exists()
     print(f"profile: {'kept from the run directory' if profiled else f'each of the {len(tasks)} tasks alone'} ...",
           flush=True)
     plan = (_kept_profile(run, tasks, estimates, needs) if profiled
@@ -227,7 +229,7 @@ def _profile(spec: dict, dev: torch.device, tasks: list[Task], estimates: dict, 
     overhead = executor.allocator_overheads(tasks)
     classes = overhead_by_class([(t.model, estimates[t.task_id], overhead[t.task_id]) for t in tasks])
     cap_overhead = {t.task_id: classes[class_key(t.model, estimates[t.task_id])] for t in tasks}
-    write_json(run / "tasks.json", [
+    write_json(run / TASKS_FILE, [
         {**t.describe(), "estimate_bytes": estimates[t.task_id], "need_bytes": needs[t.task_id],
          "measured_peak_bytes": measured[t.task_id], "solo_s": solo.get(t.task_id), "qt_s": qt.get(t.task_id),
          "size_class": size_class(estimates[t.task_id]), "allocator_overhead_bytes": overhead[t.task_id],
@@ -239,7 +241,7 @@ def _profile(spec: dict, dev: torch.device, tasks: list[Task], estimates: dict, 
 def _kept_profile(run: Path, tasks: list[Task], estimates: dict, needs: dict) -> Plan:
     """A resumed run's profile from its ``tasks.json``: the same arrival times, QTs,
     peaks and overheads as its earlier parts ran with."""
-    kept = {t["task_id"]: t for t in read_json(run / "tasks.json")}
+    kept = {t["task_id"]: t for t in read_json(run / TASKS_FILE)}
     tasks = [replace(t, arrival_s=kept[t.task_id]["arrival_s"]) for t in tasks]
     qt = {key: t["qt_s"] for key, t in kept.items() if t["qt_s"] is not None}
     return Plan(tasks, estimates, needs, qt, {key: t["measured_peak_bytes"] for key, t in kept.items()},

@@ -62,7 +62,7 @@ class GnnDriver(Driver):
     work_name = "training"
 
     def __init__(self, em, spec: dict, run_dir: Path, events_path: str, progress=print):
-        self.spec, self.progress = spec, progress
+        self.progress = progress
         self.workload = spec["workload"]
         self.scheduler = spec["scheduler"]["name"]
         self.fabric = em.fabric

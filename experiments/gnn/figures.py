@@ -92,10 +92,10 @@ class Cell:
 def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
     """The usable gnn cells of a sweep directory (``results.usable_cells``) that reached
     the target accuracy, and why others were left out."""
-    def reached(cell) -> str | None:
+    def short_of_target(cell) -> str | None:
         return None if cell.summary.get("time_to_accuracy_s") is not None else "never reached the target accuracy"
 
-    used, left_out = usable_cells(directory, needs=reached)
+    used, left_out = usable_cells(directory, needs=short_of_target)
     return [Cell(c.summary["placement"], c.summary["scheduler"], int(c.summary["seed"]),
                  _with_first_iteration_split(c.summary, c.run_dir), c.run_dir) for c in used], left_out
 
@@ -106,7 +106,7 @@ def _with_first_iteration_split(summary: dict, run_dir: Path) -> dict:
     summary predates them, the second its time to accuracy less the first."""
     if AFTER_FIRST in summary:
         return summary
-    first = training(store.read_jsonl(run_dir / "events.jsonl"), None)["first_iteration_s"]
+    first = training(store.read_jsonl(run_dir / store.EVENTS), None)["first_iteration_s"]
     return {**summary, "first_iteration_s": first, AFTER_FIRST: round(summary["time_to_accuracy_s"] - first, 3)}
 
 
@@ -188,7 +188,7 @@ def _searched(cells: Sequence[Cell]) -> str:
 
 def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
     """(seconds since the tasks were up, validation accuracy) at worker 0's evaluations."""
-    events = store.read_jsonl(cell.run_dir / "events.jsonl")
+    events = store.read_jsonl(cell.run_dir / store.EVENTS)
     up = max(e["t"] for e in events if e["kind"] == "hello")
     return [(round(e["t"] - up, 3), e["val_accuracy"]) for e in events
             if e["kind"] == "iteration_end" and e["task"] == "worker0" and e.get("val_accuracy") is not None]
@@ -196,10 +196,10 @@ def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
 
 def bandwidth(cell: Cell, bin_s: float = BIN_S) -> dict[str, list[float]]:
     """host -> Mbit/s it sent plus received in each ``bin_s`` bin since the first transfer."""
-    rows = store.read_csv(cell.run_dir / "flows.csv")
+    rows = store.read_csv(cell.run_dir / store.FLOWS)
     sent, received = binned_host_mbps(rows, min(float(r["start_t"]) for r in rows), bin_s) if rows else ({}, {})
     if not sent:
-        raise SpecError("dir", f"{cell.run_dir / 'flows.csv'}: no finished transfer to draw Fig. 7 from")
+        raise SpecError("dir", f"{cell.run_dir / store.FLOWS}: no finished transfer to draw Fig. 7 from")
     bins = len(next(iter(sent.values())))
     return {host: [s + r for s, r in zip(sent.get(host, [0.0] * bins), received.get(host, [0.0] * bins))]
             for host in sorted(sent.keys() | received.keys())}

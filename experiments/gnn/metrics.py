@@ -139,6 +139,9 @@ def rate_updates(decisions: list[dict]) -> dict:
             "largest_batch": max((len(d["set"]) for d in decisions), default=0)}
 
 
+PROFILE_FILE = "profile.json"  # a profiling run's ``profile``, in its run directory
+
+
 def profile(events: list[dict], iterations: int = 50, spec: dict | None = None,
             verdict: dict | None = None) -> dict:
     """The input of the placement search and of the job's model

@@ -97,11 +97,11 @@ def run_gnn_spec(spec: dict, out: str | None = None) -> Path:
 
 
 def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict:
-    events = store.read_jsonl(run / "events.jsonl", missing_ok=True)
-    decisions = store.read_jsonl(run / "decisions.jsonl", missing_ok=True)
+    events = store.read_jsonl(run / store.EVENTS, missing_ok=True)
+    decisions = store.read_jsonl(run / store.DECISIONS, missing_ok=True)
     train = metrics.training(events, spec["workload"]["target_accuracy"])
     transfers = metrics.flows(events, decisions)
-    metrics.write_flows(run / "flows.csv", transfers)
+    metrics.write_flows(run / store.FLOWS, transfers)
     fabric_path, state_path = run / "raw" / "fabric_bytes.json", run / "raw" / "driver.json"
     counted = None
     if fabric_path.exists():  # a run that failed early has neither file
@@ -118,7 +118,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
     fidelity = fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons,
                                cpu_window=metrics.iteration_window(events))
     if spec["workload"]["profile"]:
-        store.write_json(run / "profile.json", metrics.profile(
+        store.write_json(run / metrics.PROFILE_FILE, metrics.profile(
             events, min(PROFILE_ITERATIONS, train["iterations"]), spec, fidelity["fidelity"]))
     return {**train, "epochs": metrics.epochs(train.get("iterations"), spec["workload"], train_nodes),
             **prediction(spec, events, fidelity["fidelity"], train["iterations"]),

@@ -87,9 +87,8 @@ from topologies.fabric import simulated_rates
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-PROFILE = REPO / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
-HEADLINE = REPO / "experiments/specs/gnn-hetero-products-ps.yaml"
+PROFILE = store.REPO_ROOT / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
+HEADLINE = store.REPO_ROOT / "experiments/specs/gnn-hetero-products-ps.yaml"
 POLICIES = (("DGTP (ETP + OES)", "etp", "oes"), ("DistDGL + OES", "distdgl", "oes"),
             ("OMCoflow", "etp", "omcoflow"), ("MRTF", "etp", "mrtf"))
 BATCHES = (0.5, 1.0, 2.0)

@@ -43,17 +43,16 @@ from experiments.benchrows import row, show
 from experiments.gnn import scaled, search, simulated
 from experiments.gnn import spec as gnn_spec
 from experiments.reports.markdown import markdown_table
-from experiments.store import write_csv
+from experiments.store import REPO_ROOT, write_csv
 from topologies.fabric import simulated_rates
 from topologies.units import mbps_to_bytes_per_s
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-PROFILE = REPO / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
-TIGHT = REPO / "experiments/specs/gnn-hetero-products-tight.yaml"
-MIXED = REPO / "experiments/specs/gnn-hetero-products-mixed.yaml"
+PROFILE = REPO_ROOT / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
+TIGHT = REPO_ROOT / "experiments/specs/gnn-hetero-products-tight.yaml"
+MIXED = REPO_ROOT / "experiments/specs/gnn-hetero-products-mixed.yaml"
 STEPS = 10_000
 PAPERS100M_STEPS = 1_000  # timed, then scaled to 10,000: the full search takes minutes there
 IFS_TARGET_S, HEADLINE_TARGET_S, PAPER_TARGET_S = 0.1, 10.0, 180.0

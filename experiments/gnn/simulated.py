@@ -698,10 +698,10 @@ def simulate_spec(spec: dict, out: str | None = None) -> Path:
 def _simulate_into(spec: dict, run: Path) -> dict:
     profile = load_profile(spec["simulation"]["profile"])
     result = GnnSimulation(spec, profile, progress=lambda line: print(line, file=sys.stderr, flush=True)).run()
-    store.write_jsonl(run / "events.jsonl", result.events)
-    store.write_jsonl(run / "decisions.jsonl", result.decisions)
+    store.write_jsonl(run / store.EVENTS, result.events)
+    store.write_jsonl(run / store.DECISIONS, result.decisions)
     transfers = metrics.flows(result.events, result.decisions)
-    metrics.write_flows(run / "flows.csv", transfers)
+    metrics.write_flows(run / store.FLOWS, transfers)
     train = metrics.training(result.events, None)
     return {**{k: train[k] for k in ("iterations", "iteration_s_mean", "iteration_s_median", "communication_share",
                                      "training_s")},
@@ -718,11 +718,11 @@ def run_profile(run_dir) -> Profile:
     """An emulated run's own profile: its ``profile.json``, else one made from its
     events over its iterations, with its summary's verdict."""
     run = Path(run_dir)
-    if (run / "profile.json").exists():
-        return load_profile(run / "profile.json")
+    if (run / metrics.PROFILE_FILE).exists():
+        return load_profile(run / metrics.PROFILE_FILE)
     trusted, reasons = summary_verdict(load_summary(run))
     verdict = {"trustworthy": trusted, "untrustworthy_reasons": reasons}
-    events = store.read_jsonl(run / "events.jsonl")
+    events = store.read_jsonl(run / store.EVENTS)
     spec = read_yaml(run / store.SPEC, store.SPEC, "run spec")
     iterations = metrics.training(events, None)["iterations"]
     return Profile.parse(metrics.profile(events, iterations, spec, verdict), f"{shown_path(run)} (its events)")
@@ -734,7 +734,7 @@ def compare(run_dir, profile=None) -> dict:
     of the profiling run, for a placement it never ran), else from the run's own."""
     run = Path(run_dir)
     spec = read_yaml(run / store.SPEC, store.SPEC, "run spec")
-    events = store.read_jsonl(run / "events.jsonl")
+    events = store.read_jsonl(run / store.EVENTS)
     measured = metrics.training(events, None)
     used = load_profile(profile) if profile is not None else run_profile(run)
     predicted = predict(spec, used, measured["iterations"])

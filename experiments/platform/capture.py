@@ -46,6 +46,7 @@ MAX_PACKETS = 1_000_000
 MIN_QUEUE_INTERVAL_S = 0.05
 MIN_TCP_INTERVAL_S = 0.1  # one ss a host a sample: at 5 hosts every 0.1 s, about 1% of a core here
 COMPILE_TIMEOUT_S = 5.0
+QUEUE_OCCUPANCY = "queue_occupancy.csv"  # the queue sampler's, in the run's raw/
 
 
 def validate_capture(raw, fab: Fabric) -> dict:
@@ -226,7 +227,7 @@ class Capture:
         t0 = time.monotonic() if self.t0 is None else self.t0
         self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
         if o["queue_interval_s"]:
-            self.sampler = QueueSampler(em.fabric, self.raw / "queue_occupancy.csv", o["queue_interval_s"], t0)
+            self.sampler = QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0)
             self.sampler.start()
         if o["tcp_interval_s"]:
             self.tcp = TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"], t0)

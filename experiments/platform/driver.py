@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Iterable
 
+from experiments import store
 from experiments.platform.channel import DriverError, EventServer
 from hosts.messages import command
 
@@ -39,8 +40,8 @@ class Driver(ABC):
     def __init__(self, em, run_dir: Path, events_path: str, time_limit_s: float):
         self.em, self.run_dir, self.time_limit_s = em, run_dir, time_limit_s
         self.server = EventServer(events_path)
-        self.events_out = open(run_dir / "events.jsonl", "w")
-        self.decisions_out = open(run_dir / "decisions.jsonl", "w")
+        self.events_out = open(run_dir / store.EVENTS, "w")
+        self.decisions_out = open(run_dir / store.DECISIONS, "w")
         self.processes: dict[str, subprocess.Popen] = {}  # task id -> its process
         self.hosts: dict[str, str] = {}  # task id -> the host it runs on
 

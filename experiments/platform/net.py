@@ -116,7 +116,6 @@ class Emulation:
         self._stopping = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._affinity = contextlib.ExitStack()
-        self.cpus: set[int] = set()  # the CPUs the fabric and its hosts' programs run on
         self.send_buffers: dict[str, int | None] = {}  # per OVS instance; None: left at the default
         self.receive_buffers: dict[str, int | None] = {}  # per switch port; None: left at the default
         self._balance_at_start: dict[str, dict[str, int]] = {}  # switch_packet_balance counts from here
@@ -147,7 +146,7 @@ class Emulation:
                                "wait for it or run `trainbed clean` if it crashed") from None
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # Before any process starts, so that every one of them inherits it.
-        self.cpus = self._affinity.enter_context(pinned_to_quota())
+        self._affinity.enter_context(pinned_to_quota())
         self.record = RunRecord(self.run_id, str(self.run_dir))
         ovs_dir = self.record.path.parent / self.run_id
         self.record.set_ovs_dir(str(ovs_dir))

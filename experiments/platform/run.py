@@ -99,7 +99,7 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    cpu.write_csv(run / "cpu.csv")
+    cpu.write_csv(run / store.CPU_SAMPLES)
     summary = {"name": spec["name"], "backend": "emulated", **workload.summary_fields(), "wall_s": round(time.monotonic() - started, 1),
                **cpu.summary(), **capture.fields, **({"collect_errors": unread} if unread else {})}
     return finish_run(run, summary, error, lambda: _with_unread(

@@ -78,7 +78,7 @@ class Process:
 
 class ProgramsWorkload:
     def __init__(self, spec: dict, run: Path):
-        self.spec, self.run_dir, self.raw = spec, run, run / "raw"
+        self.spec, self.raw = spec, run / "raw"
         self.t0: float | None = None
         self.t0_epoch: float | None = None
         self.em: Emulation | None = None
@@ -87,7 +87,6 @@ class ProgramsWorkload:
         self.policy_ids: dict[str, list[int]] = {}
         self.changes: list[dict] = []
         self.samples: list[tuple[float, dict]] = []
-        self.failure: str | None = None
 
     # --- the run ---------------------------------------------------------------------
     def start(self, em: Emulation, events_path: str) -> None:

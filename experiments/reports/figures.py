@@ -17,12 +17,13 @@ from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from experiments.gnn.metrics import binned_host_mbps  # noqa: E402
+from experiments.platform import capture  # noqa: E402
 from experiments.reports.rundata import RunData  # noqa: E402
-from experiments.store import SUMMARY  # noqa: E402
+from experiments.store import CPU_SAMPLES, EVENTS, FLOWS, SUMMARY  # noqa: E402
 from topologies.units import bytes_to_mbit  # noqa: E402
 
 Figure = tuple[str, bytes]
-QUEUE_OCCUPANCY = "raw/queue_occupancy.csv"  # the queue sampler's: time_s, port, queue, backlog_bytes
+QUEUE_OCCUPANCY = f"raw/{capture.QUEUE_OCCUPANCY}"  # the queue sampler's: time_s, port, queue, backlog_bytes
 MAX_INCHES = 24  # a timeline of hundreds of jobs stays one readable page tall
 
 
@@ -36,7 +37,7 @@ def _png(fig) -> bytes:
 
 def cpu_idle(data: RunData) -> list[Figure]:
     """The CPU's idle share over the run against the spec's floor: where fidelity was lost."""
-    rows = data.read_csv("cpu.csv")
+    rows = data.read_csv(CPU_SAMPLES)
     if not rows:
         return []
     fig, ax = plt.subplots(figsize=(9, 2.8))
@@ -50,7 +51,7 @@ def cpu_idle(data: RunData) -> list[Figure]:
     ax.set(xlabel="time [s]", ylabel="share of the CPUs", ylim=(0, 1))
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3)
-    return [("CPU idle share over the run (cpu.csv)", _png(fig))]
+    return [(f"CPU idle share over the run ({CPU_SAMPLES})", _png(fig))]
 
 
 def queue_occupancy(data: RunData) -> list[Figure]:
@@ -75,7 +76,7 @@ def queue_occupancy(data: RunData) -> list[Figure]:
 def cojob_timeline(data: RunData) -> list[Figure]:
     """Per cojob and job, the stages it ran (from stage_start to stage_end), when its
     cojob arrived, and where it was killed or finished (events.jsonl)."""
-    events = data.read_jsonl("events.jsonl")
+    events = data.read_jsonl(EVENTS)
     kinds = ("cojob_arrival", "stage_start", "stage_end", "job_killed", "job_finished")
     events = [e for e in events if e.get("kind") in kinds]
     starts = [e for e in events if e["kind"] == "stage_start"]
@@ -124,7 +125,7 @@ def cojob_timeline(data: RunData) -> list[Figure]:
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3, axis="x")
     return [("Stage timeline: every job's stages (grey: waiting since its cojob arrived), kills and finishes "
-             "(events.jsonl)", _png(fig))]
+             f"({EVENTS})", _png(fig))]
 
 
 def cojob_sct(data: RunData) -> list[Figure]:
@@ -179,10 +180,10 @@ def _gnn_t0(events: list[dict], fallback: float) -> float:
 def gnn_bandwidth(data: RunData) -> list[Figure]:
     """Bytes each host sent and received per time bin, every transfer spread evenly
     over its life (flows.csv; ``gnn.metrics.binned_host_mbps``)."""
-    flows = [f for f in data.read_csv("flows.csv") if f["duration_s"]]
+    flows = [f for f in data.read_csv(FLOWS) if f["duration_s"]]
     if not flows:
         return []
-    t0 = _gnn_t0(data.read_jsonl("events.jsonl"), min(float(f["start_t"]) for f in flows))
+    t0 = _gnn_t0(data.read_jsonl(EVENTS), min(float(f["start_t"]) for f in flows))
     end = max(float(f["start_t"]) + float(f["duration_s"]) for f in flows) - t0
     step = max(end / 120, 0.05)
     sent, received = binned_host_mbps(flows, t0, step)
@@ -196,13 +197,13 @@ def gnn_bandwidth(data: RunData) -> list[Figure]:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("Mbit/s")
     axes[1].legend(fontsize=7, loc="upper right")
-    return [(f"Per-host bandwidth of the training's transfers, {step:.2g} s bins (flows.csv)", _png(fig))]
+    return [(f"Per-host bandwidth of the training's transfers, {step:.2g} s bins ({FLOWS})", _png(fig))]
 
 
 def gnn_training(data: RunData) -> list[Figure]:
     """Worker 0's loss and validation accuracy against time (events.jsonl; a simulated
     run has no loss)."""
-    events = data.read_jsonl("events.jsonl")
+    events = data.read_jsonl(EVENTS)
     points = [e for e in events if e.get("kind") == "iteration_end" and e.get("task") == "worker0"
               and e.get("loss") is not None]
     if not points:
@@ -223,7 +224,7 @@ def gnn_training(data: RunData) -> list[Figure]:
         acc.set_ylabel("validation accuracy", color="tab:orange")
         acc.set_ylim(0, 1)
     ax.grid(alpha=0.3)
-    return [("Training loss and validation accuracy over time (events.jsonl iteration_end)", _png(fig))]
+    return [(f"Training loss and validation accuracy over time ({EVENTS} iteration_end)", _png(fig))]
 
 
 # -- co-location -----------------------------------------------------------------------
