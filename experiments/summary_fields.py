@@ -57,7 +57,7 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
     "queue_sampler_cpu_s": "only with capture.queue_interval_s: CPU s (user+sys) the sampler's tc processes used",
     "queue_sampler_cpu_share": "only with capture.queue_interval_s: sampler CPU s / (s since run start x CPU count)",
     "queue_sampler_error": "only when the queue sampler stopped on an error (e.g. a port gone): its message",
-    "tcp_socket_samples": "only with capture.tcp_interval_s: sampling rounds of the capture hosts' TCP connections",
+    "tcp_samples": "only with capture.tcp_interval_s: sampling rounds of the capture hosts' TCP connections",
     "tcp_sampler_cpu_s": "only with capture.tcp_interval_s: CPU s (user+sys) the sampler's ss processes used",
     "tcp_sampler_cpu_share": "only with capture.tcp_interval_s: sampler CPU s / (s since run start x CPU count)",
     "tcp_sampler_error": "only when the TCP sampler stopped on an error (e.g. a host gone): its message",
@@ -344,7 +344,7 @@ _CONFORMANCE = {
     "sample_capture_errors": "only when a sampling capture failed: why",
 }
 _CAPTURE = ("queue_samples", "queue_sampler_cpu_s", "queue_sampler_cpu_share", "queue_sampler_error",
-            "tcp_socket_samples", "tcp_sampler_cpu_s", "tcp_sampler_cpu_share", "tcp_sampler_error",
+            "tcp_samples", "tcp_sampler_cpu_s", "tcp_sampler_cpu_share", "tcp_sampler_error",
             "tcp_backoff_spans", "tcp_backoff_longest_s", "capture_errors")
 _FIDELITY = {
     "cpu_idle_share": "as the top-level field",

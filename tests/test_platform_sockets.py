@@ -80,7 +80,7 @@ def test_the_sampler_records_a_live_connection_and_its_own_cost(tmp_path):
     finally:
         for s in (client, peer, server):
             s.close()
-    assert fields["tcp_socket_samples"] >= 2 and fields["tcp_sampler_cpu_s"] > 0 and "tcp_sampler_error" not in fields
+    assert fields["tcp_samples"] >= 2 and fields["tcp_sampler_cpu_s"] > 0 and "tcp_sampler_error" not in fields
     rows = list(csv.DictReader((tmp_path / "tcp_sockets.csv").open()))
     ours = [r for r in rows if (r["local"], r["peer"]) == ends]
     assert len(ours) >= 2 and all(r["host"] == "here" and int(r["bytes_acked"]) > 5000 for r in ours), ours

@@ -175,7 +175,7 @@ def test_programs_run_in_their_namespaces_their_flows_follow_the_policy_and_back
     assert summary["queue_samples"] > 10 and summary["fidelity"]["queue_sampler_cpu_s"] > 0
     # tbh1's connections: push's iperf3 from tbh2 among them, sampled while it ran.
     sockets = list(csv.DictReader((run / "raw" / "tcp_sockets.csv").open()))
-    assert summary["tcp_socket_samples"] > 10 and summary["fidelity"]["tcp_sampler_cpu_s"] > 0
+    assert summary["tcp_samples"] > 10 and summary["fidelity"]["tcp_sampler_cpu_s"] > 0
     assert {s["host"] for s in sockets} == {"tbh1"}
     pushed = [s for s in sockets if s["local"] == "10.0.0.1:20000" and s["peer"].startswith("10.0.0.2:")]
     assert pushed and max(int(s["bytes_received"]) for s in pushed) > 0.5 * received, (len(sockets), received)

@@ -22,19 +22,18 @@ tcp_interval_s: 0.25}``
 """
 from __future__ import annotations
 
-import csv
 import errno
 import functools
 import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 from controller.hostnet import tc_show_cmd
 from experiments.errors import SpecError
+from experiments.platform.sampling import Sampler
 from experiments.platform.sockets import TcpSampler
 from experiments.validation import at, describe, host_name, integer, items, mapping, number, string, word
 from topologies import queues
@@ -156,56 +155,21 @@ def stop_packet_captures(procs: dict[str, subprocess.Popen]) -> list[str]:
     return failed
 
 
-class QueueSampler(threading.Thread):
+class QueueSampler(Sampler):
     """Every ``interval_s``, every switch port's backlog per queue, into ``path``."""
 
+    header = ["time_s", "port", "queue", "backlog_bytes"]
+    prefix = "queue"
+
     def __init__(self, fabric: Fabric, path: Path, interval_s: float, t0: float):
-        super().__init__(name="queue-sampler", daemon=True)
+        super().__init__(path, interval_s, t0)
         self.ports = [intf for _switch, intf, _mbps in fabric.switch_ports()]
-        self.path, self.interval_s, self.t0 = path, interval_s, t0
-        self.stopped = threading.Event()
-        self.cpu_s = 0.0
-        self.samples = 0
-        self.error: str | None = None
 
-    def _read(self, intf: str) -> str:
-        """One port's ``tc -s class show``, its CPU time counted (its own rusage)."""
-        proc = subprocess.Popen(tc_show_cmd(None, "class", intf, stats=True), stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL)
-        out = proc.stdout.read()
-        proc.stdout.close()
-        _pid, _status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = 0  # reaped here: keep Popen from waiting on it again
-        self.cpu_s += usage.ru_utime + usage.ru_stime
-        return out.decode()
-
-    def run(self) -> None:
-        with open(self.path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["time_s", "port", "queue", "backlog_bytes"])
-            next_at = time.monotonic()
-            while not self.stopped.is_set():
-                t = time.monotonic() - self.t0
-                try:
-                    for intf in self.ports:
-                        for queue, backlog in sorted(queues.queue_backlogs(self._read(intf)).items()):
-                            writer.writerow([f"{t:.3f}", intf, queue, backlog])
-                except (OSError, ValueError) as err:  # a port gone at tear-down; keep what was sampled
-                    self.error = str(err)
-                    return
-                self.samples += 1
-                next_at += self.interval_s
-                self.stopped.wait(max(0.0, next_at - time.monotonic()))
-
-    def stop(self) -> dict:
-        """Stop sampling; the summary fields of its cost."""
-        self.stopped.set()
-        self.join(timeout=10)
-        span = time.monotonic() - self.t0
-        cores = os.cpu_count() or 1
-        return {"queue_samples": self.samples, "queue_sampler_cpu_s": round(self.cpu_s, 3),
-                "queue_sampler_cpu_share": self.cpu_s / (span * cores) if span > 0 else None,
-                **({"queue_sampler_error": self.error} if self.error else {})}
+    def sample(self, t: float, writer) -> None:
+        for intf in self.ports:
+            out = self.output(tc_show_cmd(None, "class", intf, stats=True))
+            for queue, backlog in sorted(queues.queue_backlogs(out).items()):
+                writer.writerow([f"{t:.3f}", intf, queue, backlog])
 
 
 class Capture:

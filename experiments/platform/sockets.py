@@ -21,14 +21,11 @@ sampler's: it competes with the emulation for the same cores.
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.hostnet import netns_cmd
+from experiments.platform.sampling import Sampler
 
 TCP_SOCKETS = "tcp_sockets.csv"
 TCP_BACKOFFS = "tcp_backoffs.csv"
@@ -142,64 +139,32 @@ class BackoffSpans:
         return sorted(self.spans, key=lambda s: (s["start_s"], s["host"], s["local"]))
 
 
-class TcpSampler(threading.Thread):
+class TcpSampler(Sampler):
     """Every ``interval_s``, every host's established TCP connections into
     ``raw/tcp_sockets.csv``; its backoff spans into ``raw/tcp_backoffs.csv`` at ``stop``."""
 
-    def __init__(self, host_pids: dict[str, int], raw: Path, interval_s: float, t0: float):
-        super().__init__(name="tcp-sampler", daemon=True)
-        self.host_pids, self.raw, self.interval_s, self.t0 = host_pids, raw, interval_s, t0
-        self.stopped = threading.Event()
+    header = SOCKET_COLUMNS
+    prefix = "tcp"
+
+    def __init__(self, host_pids: dict[str, int | None], raw: Path, interval_s: float, t0: float):
+        super().__init__(raw / TCP_SOCKETS, interval_s, t0)
+        self.host_pids, self.raw = host_pids, raw
         self.spans = BackoffSpans()
-        self.cpu_s = 0.0
-        self.samples = 0
-        self.error: str | None = None
 
-    def _read(self, pid: int) -> str:
-        """One host's ``ss``, its CPU time counted (its own rusage)."""
-        proc = subprocess.Popen(ss_cmd(pid), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        out = proc.stdout.read()
-        proc.stdout.close()
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = 0  # reaped here: keep Popen from waiting on it again
-        self.cpu_s += usage.ru_utime + usage.ru_stime
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise OSError(f"ss in pid {pid}'s namespace exited with {os.waitstatus_to_exitcode(status)}")
-        return out.decode()
-
-    def run(self) -> None:
-        with open(self.raw / TCP_SOCKETS, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(SOCKET_COLUMNS)
-            next_at = time.monotonic()
-            while not self.stopped.is_set():
-                t = time.monotonic() - self.t0
-                try:
-                    for host, pid in self.host_pids.items():
-                        conns = parse_ss(self._read(pid))
-                        self.spans.add(t, host, conns)
-                        for c in conns:
-                            writer.writerow([f"{t:.3f}", host, *(c[k] for k in SOCKET_COLUMNS[2:])])
-                except (OSError, ValueError) as err:  # a host gone at tear-down; keep what was sampled
-                    self.error = str(err)
-                    return
-                self.samples += 1
-                next_at += self.interval_s
-                self.stopped.wait(max(0.0, next_at - time.monotonic()))
+    def sample(self, t: float, writer) -> None:
+        for host, pid in self.host_pids.items():
+            conns = parse_ss(self.output(ss_cmd(pid)))
+            self.spans.add(t, host, conns)
+            for c in conns:
+                writer.writerow([f"{t:.3f}", host, *(c[k] for k in SOCKET_COLUMNS[2:])])
 
     def stop(self) -> dict:
         """Stop sampling, write the backoff spans; the summary fields."""
-        self.stopped.set()
-        self.join(timeout=10)
+        fields = super().stop()
         spans = self.spans.close()
         with open(self.raw / TCP_BACKOFFS, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=BACKOFF_COLUMNS)
             writer.writeheader()
             writer.writerows(spans)
-        span = time.monotonic() - self.t0
-        cores = os.cpu_count() or 1
         longest = max((s["end_s"] - s["start_s"] for s in spans), default=0.0)
-        return {"tcp_socket_samples": self.samples, "tcp_sampler_cpu_s": round(self.cpu_s, 3),
-                "tcp_sampler_cpu_share": self.cpu_s / (span * cores) if span > 0 else None,
-                "tcp_backoff_spans": len(spans), "tcp_backoff_longest_s": round(longest, 3),
-                **({"tcp_sampler_error": self.error} if self.error else {})}
+        return {**fields, "tcp_backoff_spans": len(spans), "tcp_backoff_longest_s": round(longest, 3)}
