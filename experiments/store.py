@@ -157,10 +157,15 @@ def write_csv(path: Path, rows: Iterable[Mapping], columns: Sequence[str]) -> No
     os.replace(tmp, path)
 
 
+def json_line(row) -> str:
+    """One record of a ``.jsonl`` file: compact JSON and a newline."""
+    return json.dumps(row, separators=(",", ":")) + "\n"
+
+
 def write_jsonl(path: Path, rows) -> None:
     with open(path, "w") as out:
         for row in rows:
-            out.write(json.dumps(row, separators=(",", ":")) + "\n")
+            out.write(json_line(row))
 
 
 def write_json(path: Path, data) -> None:

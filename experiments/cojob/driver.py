@@ -23,7 +23,6 @@ before it starts.
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -198,7 +197,7 @@ class CojobDriver(Driver):
         record = {"t": time.time(), "scheduler": self.scheduler, "order": order,
                   "apply_s": round(time.monotonic() - started, 4),
                   "set": [[*key, *pairs[key]] for key in batch.ids], "removed": [list(key) for key in batch.removed]}
-        self.decisions_out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.log_decision(record)
         self.decisions_out.flush()
         self.note("decision", scheduler=self.scheduler, order=order, changed=len(batch.changes))
 

@@ -97,7 +97,7 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
     except Exception as err:  # noqa: BLE001 - the model failing any way must not cost the run its analysis
         model_sct, model_error = None, one_line(err)
     measured = metrics.get("avg_sct_s")
-    return {**{k: v for k, v in metrics.items()}, "decisions": len(decisions),
+    return {**metrics, "decisions": len(decisions),
             "model_avg_sct_s": model_sct, **({"model_error": model_error} if model_error else {}),
             # the model simulates the whole workload: a run cut short is compared on no stage
             "sct_over_model": (measured / model_sct if measured and model_sct

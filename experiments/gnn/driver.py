@@ -34,7 +34,6 @@ processes and the close are ``experiments.platform.driver``'s, the policy batche
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 
 from controller.hostnet import tc_show_cmd
 from controller.schedulers import oes
+from experiments import store
 from experiments.gnn import job as job_mod
 from experiments.gnn import spec as gnn_spec
 from experiments.gnn.coordinator import RateCoordinator, installed_mbps, oes_machines
@@ -209,7 +209,7 @@ class OesRates:
                   "pending": decision.pending,
                   "latency_s": [round(done - t, 5) for t in decision.triggers],
                   "set": [[*key, desired[key]["rate_mbps"], policy_id] for key, policy_id in batch.ids.items()]}
-        self.decisions_out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self.decisions_out.write(store.json_line(record))
         if self.decisions % READBACK_EVERY == 1:
             self.read_back({key[0] for key in batch.ids})
 
@@ -229,4 +229,4 @@ class OesRates:
                 error = 1.0 if got is None else abs(got - target) / target
                 self.readback_errors.append(error)
                 rows.append([policy_id, target, got, round(error, 6)])
-            self.readback_out.write(json.dumps({"t": time.time(), "host": host, "policies": rows}) + "\n")
+            self.readback_out.write(store.json_line({"t": time.time(), "host": host, "policies": rows}))

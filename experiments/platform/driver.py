@@ -8,7 +8,6 @@ failure, what to stop) in its subclass.
 """
 from __future__ import annotations
 
-import json
 import queue
 import subprocess
 import time
@@ -79,7 +78,10 @@ class Driver(ABC):
 
     # --- tasks and logs ------------------------------------------------------------
     def log(self, message: dict) -> None:
-        self.events_out.write(json.dumps(message, separators=(",", ":")) + "\n")
+        self.events_out.write(store.json_line(message))
+
+    def log_decision(self, record: dict) -> None:
+        self.decisions_out.write(store.json_line(record))
 
     def note(self, kind: str, **fields) -> None:
         """The driver's own event, stamped now, between the tasks' events."""
