@@ -105,7 +105,7 @@ def test_the_monitor_reports_shares_of_the_real_box():
     monitor.join()
     used = time.process_time() - used_before
     summary = monitor.summary()
-    assert len(monitor.samples) >= 2 and all(0.0 <= summary[k] <= 1.0 for k in summary)
+    assert len(monitor.per_second) >= 2 and all(0.0 <= summary[k] <= 1.0 for k in summary)
     first, last = monitor.points[0], monitor.points[-1]
     # /proc/stat's first line in USER_HZ, over the online CPUs os.cpu_count() counts (a
     # container whose /proc/stat is virtualised, LXCFS, would differ)

@@ -60,7 +60,7 @@ class FakeEmulation:
 def monitor(idle: float, stolen: float = 0.0) -> CpuMonitor:
     """A CPU monitor that saw the box ``idle`` and ``stolen`` shares of the time."""
     cpu = CpuMonitor(0.0)
-    cpu.samples = [(1.0, idle, stolen, 0.0)]
+    cpu.per_second = [(1.0, idle, stolen, 0.0)]
     cpu.points = [CpuSample(0.0, BoxTimes(idle=0.0, steal=0.0, total=0.0), 0.0, 0.0),
                   CpuSample(10.0, BoxTimes(idle=idle * 1000, steal=stolen * 1000, total=1000.0), 0.0, 10.0)]
     return cpu
@@ -172,7 +172,7 @@ def box_run(idle_per_second: list[float], t0_epoch: float = 1000.0) -> CpuMonito
     for i, share in enumerate(idle_per_second, 1):
         idle, total = idle + 100 * share, total + 100
         cpu.points.append(CpuSample(float(i), BoxTimes(idle, 0.0, total), 0.0, t0_epoch + i))
-    cpu.samples = [(float(i), share, 0.0, 0.0) for i, share in enumerate(idle_per_second, 1)]
+    cpu.per_second = [(float(i), share, 0.0, 0.0) for i, share in enumerate(idle_per_second, 1)]
     return cpu
 
 

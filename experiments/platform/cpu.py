@@ -210,14 +210,14 @@ class CpuMonitor(threading.Thread):
         super().__init__(daemon=True)
         self.t0 = t0
         self.dirs = cgroup_cpu_dirs()
-        self.samples: list[tuple[float, float, float, float]] = []  # time, idle, stolen, throttled share
+        self.per_second: list[tuple[float, float, float, float]] = []  # time, idle, stolen, throttled share
         self.points = [sample(self.dirs)]  # the raw samples, first to last
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(1.0):
             now = sample(self.dirs)
-            self.samples.append((now.wall - self.t0, *shares(self.points[-1], now).values()))
+            self.per_second.append((now.wall - self.t0, *shares(self.points[-1], now).values()))
             self.points.append(now)
         self.points.append(sample(self.dirs))
 
@@ -225,7 +225,7 @@ class CpuMonitor(threading.Thread):
         """Shares over the monitored time, or over ``window`` (epoch seconds, as a
         run's events carry them: ``window_ends``); idle 1.0, nothing lost, when
         nothing was sampled."""
-        if not self.samples:
+        if not self.per_second:
             return {"cpu_idle_share": 1.0, "cpu_stolen_share": 0.0, "cpu_throttled_share": 0.0}
         first, last = (self.points[0], self.points[-1]) if window is None else window_ends(self.points, *window)
         return shares(first, last)
@@ -238,7 +238,7 @@ class CpuMonitor(threading.Thread):
     def write_csv(self, path: Path) -> None:
         with open(path, "w") as f:
             f.write("time_s,idle_share,stolen_share,throttled_share\n")
-            f.write("".join(f"{t:.2f},{i:.3f},{s:.3f},{th:.3f}\n" for t, i, s, th in self.samples))
+            f.write("".join(f"{t:.2f},{i:.3f},{s:.3f},{th:.3f}\n" for t, i, s, th in self.per_second))
 
 
 def cpu_reasons(cpu: dict, fidelity: dict) -> list[str]:

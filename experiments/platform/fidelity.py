@@ -224,7 +224,7 @@ def fidelity_fields(cpu: CpuMonitor, limits: dict, outages: list[dict], raw: Pat
     share is reported, not judged.
     """
     cpu_shares = cpu.summary(cpu_window)
-    if cpu_window is not None and cpu.samples:
+    if cpu_window is not None and cpu.per_second:
         cpu_shares["cpu_window_s"] = cpu.seconds_of(cpu_window)
     if outage_reasons is None:
         outage_reasons = [f"controller outage at {o['start_s']:.1f} s" for o in outages]
