@@ -29,6 +29,11 @@ log=$out/gpu-session.log
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
     "$python" -c 'import torch, torch_geometric; print("torch", torch.__version__, "PyG", torch_geometric.__version__)'
 } >>"$log" 2>&1
+# The allocator cap on CUDA's own allocator first (its test is skipped on CI's CPU):
+# a minute that says whether the budgets below can be trusted.
+if [[ $device == cuda ]] && "$python" -c 'import pytest' 2>/dev/null; then
+    timeout 120 "$python" -m pytest -q -p no:cacheprovider -k cuda tests/test_colocation_allocator.py 2>&1 | tail -5 | tee -a "$log"
+fi
 
 # The open answers first (GNNSched at low load: its pipeline targets and
 # the inference out-of-memory cases; GIN training's passed on 2026-11-30), each queue's
