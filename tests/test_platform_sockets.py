@@ -3,11 +3,13 @@ a real sampler over a real connection on 127.0.0.1 (no fabric needed)."""
 from __future__ import annotations
 
 import csv
+import shutil
 import socket
 import time
 
 import pytest
 
+from experiments.platform import sampling
 from experiments.platform.sockets import BackoffSpans, TcpSampler, parse_ss
 
 SS = """0      0      10.0.0.2:20000 10.0.0.1:41234
@@ -31,7 +33,8 @@ def test_ss_text_is_read_per_connection_with_the_timer_fields():
 
 @pytest.mark.parametrize("text", ["0 0 10.0.0.1:1\n",  # no peer
                                   "\t rto:204\n",  # an info line of no connection
-                                  "0 0 10.0.0.1:1 10.0.0.2:2\n\t cwnd:x\n"])
+                                  "0 0 10.0.0.1:1 10.0.0.2:2\n\t cwnd:x\n",
+                                  "0 0 10.0.0.1:1 10.0.0.2:2\n\t retrans:3\n"])
 def test_unreadable_ss_text_is_an_error_not_a_silent_row(text):
     with pytest.raises(ValueError):
         parse_ss(text)
@@ -66,6 +69,16 @@ def test_a_connection_that_closes_while_it_waits_ends_its_span_at_its_last_sampl
     assert [(s["start_s"], s["end_s"]) for s in spans.close()] == [(0.0, 0.0), (1.0, 1.0)]
 
 
+def _sampled(sampler, rounds: int, deadline_s: float = 10.0) -> dict:
+    """Run ``sampler`` until it has sampled ``rounds`` times (or ended), then stop it."""
+    sampler.start()
+    deadline = time.monotonic() + deadline_s
+    while sampler.samples < rounds and sampler.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return sampler.stop()
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="needs iproute2's ss")
 def test_the_sampler_records_a_live_connection_and_its_own_cost(tmp_path):
     server = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(server.getsockname())
@@ -73,10 +86,7 @@ def test_the_sampler_records_a_live_connection_and_its_own_cost(tmp_path):
     ends = ("%s:%d" % client.getsockname(), "%s:%d" % server.getsockname())
     try:
         client.sendall(b"x" * 5000)
-        sampler = TcpSampler({"here": None}, tmp_path, 0.1, time.monotonic())
-        sampler.start()
-        time.sleep(0.45)
-        fields = sampler.stop()
+        fields = _sampled(TcpSampler({"here": None}, tmp_path, 0.1, time.monotonic()), 3)
     finally:
         for s in (client, peer, server):
             s.close()
@@ -87,3 +97,34 @@ def test_the_sampler_records_a_live_connection_and_its_own_cost(tmp_path):
     assert (fields["tcp_backoff_spans"], fields["tcp_backoff_longest_s"]) == (0, 0.0)
     assert (tmp_path / "tcp_backoffs.csv").read_text().splitlines() == [
         "host,local,peer,start_s,end_s,samples,backoff_max,rto_ms_max,srtt_ms_before"]
+
+
+class _Failing(sampling.Sampler):
+    header, prefix = ["time_s", "x"], "test"
+
+    def __init__(self, path, fail):
+        super().__init__(path, 0.05, time.monotonic())
+        self.fail = fail
+
+    def sample(self, t, writer):
+        if self.samples == 2:
+            self.fail(self)
+        writer.writerow([f"{t:.3f}", self.samples])
+
+
+def test_a_sampler_that_fails_any_way_keeps_its_rows_and_says_why(tmp_path):
+    def unexpected(_sampler):
+        raise KeyError("rtt")
+
+    fields = _sampled(_Failing(tmp_path / "rows.csv", unexpected), 5)
+    assert fields["test_samples"] == 2 and fields["test_sampler_error"] == "KeyError: 'rtt'"
+    assert (tmp_path / "rows.csv").read_text().splitlines()[0] == "time_s,x"
+    assert len((tmp_path / "rows.csv").read_text().splitlines()) == 3
+
+
+def test_a_sampler_command_that_hangs_ends_the_sampling_instead_of_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(sampling, "COMMAND_TIMEOUT_S", 0.3)
+    started = time.monotonic()
+    fields = _sampled(_Failing(tmp_path / "rows.csv", lambda s: s.output(["sleep", "30"])), 5)
+    assert time.monotonic() - started < 10
+    assert fields["test_samples"] == 2 and "took over 0.3 s" in fields["test_sampler_error"]

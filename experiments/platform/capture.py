@@ -43,7 +43,7 @@ CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s"
 DEFAULT_SNAP_BYTES, DEFAULT_PACKETS = 128, 20000
 MAX_PACKETS = 1_000_000
 MIN_QUEUE_INTERVAL_S = 0.05
-MIN_TCP_INTERVAL_S = 0.1  # one ss a host a sample: at 5 hosts every 0.1 s, about 1% of a core here
+MIN_TCP_INTERVAL_S = 0.1  # one nsenter + ss a host a sample; its cost is reported (tcp_sampler_cpu_share)
 COMPILE_TIMEOUT_S = 5.0
 QUEUE_OCCUPANCY = "queue_occupancy.csv"  # the queue sampler's, in the run's raw/
 
@@ -184,6 +184,12 @@ class Capture:
         self.tcp: TcpSampler | None = None
         self.fields: dict = {}
 
+    def _stop_sampler(self, name: str) -> None:
+        sampler = getattr(self, name)
+        if sampler is not None:
+            setattr(self, name, None)
+            self.fields = {**self.fields, **sampler.stop()}
+
     def start(self, em) -> None:
         if not self.options:
             return
@@ -203,11 +209,10 @@ class Capture:
         failed = []
         try:
             failed = stop_packet_captures(self.packets)
-        finally:  # the samplers stop, and write what they hold, whatever a tcpdump did
-            for name in ("sampler", "tcp"):
-                sampler = getattr(self, name)
-                if sampler is not None:
-                    self.fields = {**self.fields, **sampler.stop()}
-                    setattr(self, name, None)
+        finally:  # the samplers stop, and write what they hold, whatever a tcpdump or the other did
+            try:
+                self._stop_sampler("sampler")
+            finally:
+                self._stop_sampler("tcp")
         if failed:
             self.fields = {**self.fields, "capture_errors": failed}

@@ -129,7 +129,7 @@ def _with_unread(analysis: dict, unread: list[str]) -> dict:
 
 
 def _with_capture_cost(analysis: dict, fields: dict) -> dict:
-    """The queue sampler's CPU cost beside the fidelity verdict it may have moved; a
+    """The capture samplers' CPU cost beside the fidelity verdict it may have moved; a
     packet capture that failed (``capture_errors``: its pcap is missing or cut short)
     makes the run untrustworthy, as the spec asked for what the run does not hold."""
     if fields and isinstance(analysis.get("fidelity"), dict):

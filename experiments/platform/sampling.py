@@ -6,16 +6,23 @@ from __future__ import annotations
 
 import csv
 import os
+import select
 import subprocess
 import threading
 import time
 from pathlib import Path
 
+from experiments.errors import one_line
+
+COMMAND_TIMEOUT_S = 10.0  # a sampler command that takes longer is stuck: the sampling ends on it
+
 
 class Sampler(threading.Thread):
     """Rows into ``path`` every ``interval_s``, on the run's time axis (``t0``: the
     time.monotonic() the run's times count from). An error (a port or host gone at
-    tear-down) ends the sampling, keeps what was sampled and is reported."""
+    tear-down) ends the sampling, keeps what was sampled and is reported. A round
+    that overruns its interval (the box short of CPU) is followed by the next at once,
+    never by the missed ones: a sampler must not take the CPU the run is short of."""
 
     header: list[str] = []
     prefix = ""  # the summary fields: <prefix>_samples, <prefix>_sampler_cpu_s, ...
@@ -35,14 +42,28 @@ class Sampler(threading.Thread):
     def output(self, cmd: list[str]) -> str:
         """``cmd``'s standard output, its CPU time counted (its own rusage); OSError if it fails."""
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        out = proc.stdout.read()
+        chunks, fd, timed_out = [], proc.stdout.fileno(), False
+        deadline = time.monotonic() + COMMAND_TIMEOUT_S
+        while True:  # read to EOF by hand: Popen's own timeouts reap the child, and its rusage with it
+            left = deadline - time.monotonic()
+            if left <= 0:
+                proc.kill()
+                timed_out = True
+                break
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
         proc.stdout.close()
         _pid, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting on it again
         self.cpu_s += usage.ru_utime + usage.ru_stime
+        if timed_out:
+            raise OSError(f"{' '.join(cmd)} took over {COMMAND_TIMEOUT_S:g} s")
         if proc.returncode != 0:
             raise OSError(f"{' '.join(cmd)} exited with {proc.returncode}")
-        return out.decode()
+        return b"".join(chunks).decode()
 
     def run(self) -> None:
         with open(self.path, "w", newline="") as f:
@@ -52,17 +73,19 @@ class Sampler(threading.Thread):
             while not self.stopped.is_set():
                 try:
                     self.sample(time.monotonic() - self.t0, writer)
-                except (OSError, ValueError) as err:  # a port or host gone at tear-down; keep what was sampled
-                    self.error = str(err)
+                except Exception as err:  # noqa: BLE001 - e.g. a port or host gone at tear-down: keep what was sampled
+                    self.error = one_line(err)
                     return
                 self.samples += 1
-                next_at += self.interval_s
+                next_at = max(next_at + self.interval_s, time.monotonic())
                 self.stopped.wait(max(0.0, next_at - time.monotonic()))
 
     def stop(self) -> dict:
         """Stop sampling; the summary fields of its cost."""
         self.stopped.set()
-        self.join(timeout=10)
+        self.join(timeout=COMMAND_TIMEOUT_S + 5)
+        if self.is_alive():
+            self.error = self.error or f"did not stop within {COMMAND_TIMEOUT_S + 5:g} s"
         span = time.monotonic() - self.t0
         cores = os.cpu_count() or 1
         p = self.prefix

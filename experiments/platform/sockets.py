@@ -21,6 +21,7 @@ sampler's: it competes with the emulation for the same cores.
 from __future__ import annotations
 
 import csv
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,7 +83,10 @@ def parse_ss(text: str) -> list[dict]:
             elif key == "rtt":
                 conn["srtt_ms"] = _number(value.split("/", 1)[0])
             elif key == "retrans":  # "now/total"
-                conn["retrans_total"] = int(value.split("/", 1)[1])
+                _now, slash, total = value.partition("/")
+                if not slash:
+                    raise ValueError(f"ss: unreadable retrans:{value}")
+                conn["retrans_total"] = int(total)
             elif key in ("cwnd", "unacked", "backoff", "lost", "bytes_acked", "bytes_received"):
                 conn[key] = int(value)
     return conns
@@ -125,6 +129,8 @@ class BackoffSpans:
                 self._last_srtt[key] = c["srtt_ms"]
         for key in [k for k in self._open if k[0] == host and k not in seen]:
             self._finish(key)  # the connection closed while it waited
+        for key in [k for k in self._last_srtt if k[0] == host and k not in seen]:
+            del self._last_srtt[key]  # closed: a later connection on the same ports is another
 
     def _finish(self, key: tuple) -> None:
         span = self._open.pop(key)
@@ -150,18 +156,22 @@ class TcpSampler(Sampler):
         super().__init__(raw / TCP_SOCKETS, interval_s, t0)
         self.host_pids, self.raw = host_pids, raw
         self.spans = BackoffSpans()
+        self.lock = threading.Lock()  # a sampler stuck past stop() must not add to the spans being closed
 
     def sample(self, t: float, writer) -> None:
-        for host, pid in self.host_pids.items():
-            conns = parse_ss(self.output(ss_cmd(pid)))
-            self.spans.add(t, host, conns)
-            for c in conns:
-                writer.writerow([f"{t:.3f}", host, *(c[k] for k in SOCKET_COLUMNS[2:])])
+        """Every host read first: a round that fails leaves no part of itself behind."""
+        read = {host: parse_ss(self.output(ss_cmd(pid))) for host, pid in self.host_pids.items()}
+        with self.lock:
+            for host, conns in read.items():
+                self.spans.add(t, host, conns)
+                for c in conns:
+                    writer.writerow([f"{t:.3f}", host, *(c[k] for k in SOCKET_COLUMNS[2:])])
 
     def stop(self) -> dict:
         """Stop sampling, write the backoff spans; the summary fields."""
         fields = super().stop()
-        spans = self.spans.close()
+        with self.lock:
+            spans = self.spans.close()
         with open(self.raw / TCP_BACKOFFS, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=BACKOFF_COLUMNS)
             writer.writeheader()
