@@ -234,7 +234,7 @@ def test_invalid_stages_are_refused():
 @pytest.mark.parametrize("large_s, ok", [(0.5, True), (1.0, True), (1.5, False)])
 def test_bench_rows_time_pda_on_both_sizes_against_a_second_for_the_large_one(monkeypatch, large_s, ok):
     timed = []
-    monkeypatch.setattr(cojob_bench, "_seconds", lambda n: timed.append(n) or (0.1 if n == 1_000 else large_s))
+    monkeypatch.setattr(cojob_bench, "_pda_seconds", lambda n: timed.append(n) or (0.1 if n == 1_000 else large_s))
     rows = pda_timings()
     assert timed == [1_000, 10_000]
     assert [(r["name"], r["value"], r["target"], r["ok"]) for r in rows] == [
