@@ -50,7 +50,7 @@ from topologies.units import mbps_to_bytes_per_s
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-PROFILE = REPO_ROOT / "measurements/gnn-model-2026-11-24/gnn-profile/profile.json"
+PROFILE = scaled.PROFILE  # the job profile every GNN bench reads
 TIGHT = REPO_ROOT / "experiments/specs/gnn-hetero-products-tight.yaml"
 MIXED = REPO_ROOT / "experiments/specs/gnn-hetero-products-mixed.yaml"
 STEPS = 10_000

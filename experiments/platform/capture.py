@@ -180,15 +180,8 @@ class Capture:
         None: when the capture starts."""
         self.options, self.raw, self.t0 = options, raw, t0
         self.packets: dict[str, subprocess.Popen] = {}
-        self.sampler: QueueSampler | None = None
-        self.tcp: TcpSampler | None = None
+        self.samplers: list[Sampler] = []
         self.fields: dict = {}
-
-    def _stop_sampler(self, name: str) -> None:
-        sampler = getattr(self, name)
-        if sampler is not None:
-            setattr(self, name, None)
-            self.fields = {**self.fields, **sampler.stop()}
 
     def start(self, em) -> None:
         if not self.options:
@@ -197,11 +190,12 @@ class Capture:
         t0 = time.monotonic() if self.t0 is None else self.t0
         self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
         if o["queue_interval_s"]:
-            self.sampler = QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0)
-            self.sampler.start()
+            self.samplers.append(QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0))
         if o["tcp_interval_s"]:
-            self.tcp = TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"], t0)
-            self.tcp.start()
+            self.samplers.append(TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"],
+                                            t0))
+        for sampler in self.samplers:
+            sampler.start()
 
     def stop(self) -> None:
         """Stop capturing; a tcpdump that failed (a pcap missing or cut short) is
@@ -209,10 +203,14 @@ class Capture:
         failed = []
         try:
             failed = stop_packet_captures(self.packets)
-        finally:  # the samplers stop, and write what they hold, whatever a tcpdump or the other did
-            try:
-                self._stop_sampler("sampler")
-            finally:
-                self._stop_sampler("tcp")
+        finally:  # every sampler stops, and writes what it holds, whatever a tcpdump or another did
+            samplers, self.samplers, errors = self.samplers, [], []
+            for sampler in samplers:
+                try:
+                    self.fields = {**self.fields, **sampler.stop()}
+                except Exception as err:  # noqa: BLE001 - raised once the others have stopped
+                    errors.append(err)
+            if errors:
+                raise errors[0]
         if failed:
             self.fields = {**self.fields, "capture_errors": failed}
