@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from experiments.errors import SpecError, one_line
-from experiments.store import RESULTS, SWEEP_RECORD, refuse_held_run
+from experiments.store import CELLS, RESULTS, SWEEP_RECORD, refuse_held_run
 from experiments.validation import count_flag, dir_flag, errors_only
 
 
@@ -53,14 +53,21 @@ def _run(args) -> int:
     return 0
 
 
-def _simulate(args) -> int:
+def _refuse_unsimulated(raw) -> None:
+    """The one refusal of a spec the simulator has no model of (``simulate``,
+    ``validate --simulated``), named as ``place`` names it: by the workload's kind."""
     from experiments.kinds import simulator_names
-    from experiments.runner import kind_of, read_spec, simulate_any_spec
-    raw = read_spec(args.spec)
+    from experiments.runner import kind_of
     kind = kind_of(raw)
-    if isinstance(raw, dict) and kind.simulate is None:  # named as place names it, not by a backend field
+    if isinstance(raw, dict) and kind.simulate is None:
         raise SpecError("workload.kind", f"trainbed simulate runs {' or '.join(simulator_names())} specs; "
                                          f"this is a {kind.name} spec")
+
+
+def _simulate(args) -> int:
+    from experiments.runner import read_spec, simulate_any_spec
+    raw = read_spec(args.spec)
+    _refuse_unsimulated(raw)
     simulate_any_spec(raw, out=args.out)  # its summary is printed as the run ends
     return 0
 
@@ -71,10 +78,8 @@ def _validate(args) -> int:
     from experiments.runner import kind_of, read_spec, validate_any
     raw = read_spec(args.spec)
     kind = kind_of(raw)
-    if args.simulated and isinstance(raw, dict) and kind.simulate is None:
-        from experiments.kinds import simulator_names
-        raise SpecError("workload.kind", f"the simulator runs {' or '.join(simulator_names())} specs; "
-                                         f"this is a {kind.name} spec")
+    if args.simulated:
+        _refuse_unsimulated(raw)
     if args.resolved:  # every step of resolving, an ETP search included
         spec = validate_any(raw, simulated=args.simulated)
         print(yaml.safe_dump(spec, sort_keys=False), end="")
@@ -162,8 +167,8 @@ def _results(args) -> int:
     if args.dir is not None and not root.is_dir():
         raise SpecError("dir", f"{root}: {'not a directory' if root.exists() else 'no such directory'}")
     root = root.resolve()  # "." and results/latest are directories of their own names
-    if any((root / marker).exists() for marker in SWEEP_MARKERS) and (root / "cells").is_dir():
-        root = root / "cells"  # a sweep directory itself: its cells
+    if any((root / marker).exists() for marker in SWEEP_MARKERS) and (root / CELLS).is_dir():
+        root = root / CELLS  # a sweep directory itself: its cells
     if args.dir is not None and any((root / marker).exists() for marker in RUN_MARKERS):
         rows = [row(root)[1]]  # one run: its row
     else:

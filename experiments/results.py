@@ -173,7 +173,7 @@ def cell_backends(record, ids=None) -> dict[str, str]:
 
 def cell_dir(directory: str | Path, cell_id) -> Path:
     """A sweep cell's run directory: ``DIR/cells/<id>``."""
-    return Path(directory) / "cells" / str(cell_id)
+    return Path(directory) / store.CELLS / str(cell_id)
 
 
 @dataclass(frozen=True)

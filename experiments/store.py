@@ -38,6 +38,9 @@ ENVIRONMENT = "environment.json"  # a run's box and code (``environment()``), wr
 SUMMARY = "summary.json"  # a run's summary, written last: a directory with one holds a run that ended
 SWEEP_RECORD = "sweep.yaml"  # a sweep's record: its base spec and cells in run order, the code it began under
 RESULTS = "results.csv"  # a sweep's table: one row per cell that ran
+RAW = "raw"  # a run's raw logs: counters, captures, the tools' own reports
+CELLS = "cells"  # a sweep's cells, one run directory each
+FAILED_CELLS = "failed"  # a sweep's cells set aside when they failed, before a retry
 # The data files the kinds' runs share, by name.
 EVENTS = "events.jsonl"  # what the run's tasks (or its simulation) reported, with the driver's notes, in order
 DECISIONS = "decisions.jsonl"  # the scheduler's decisions
@@ -193,7 +196,7 @@ def start_run(spec: dict, out: str | os.PathLike | None = None, kind: str = "run
     write_spec(run, spec)
     write_environment(run, device)
     if kind == "run":
-        (run / "raw").mkdir(exist_ok=True)
+        (run / RAW).mkdir(exist_ok=True)
     return run
 
 

@@ -889,7 +889,7 @@ def _run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | N
         refuse_invalid(pending)
     directory = store.new_run_dir("sweep", sweep.name, directory)
     _record(sweep, directory, now, previous, bool(pending))
-    (directory / "cells").mkdir(exist_ok=True)
+    (directory / store.CELLS).mkdir(exist_ok=True)
     earlier = durations(directory)
     before, backend_of, source = _earlier_seconds(sweep, directory)
     slots = executor.slots(sweep) if pending else {}
@@ -941,7 +941,7 @@ def _run_sweep(sweep: Sweep, directory: str | Path | None, run_cell: RunCell | N
             land(cell, read_summary(cell_dir(directory, cell.id)), None, earlier.get(cell.id), kept=True)
     for cell in pending:
         if cell_dir(directory, cell.id).exists() and not _resumed_in_place(cell, run_cell, executor):
-            _set_aside(cell_dir(directory, cell.id), directory / "failed")
+            _set_aside(cell_dir(directory, cell.id), directory / store.FAILED_CELLS)
     started = (lambda cell: print(f"{where(cell)} ...", flush=True))  # a line of its own: the run prints its summary
     for cell, error_text, seconds in executor.run(pending, directory, runner, started):
         summary = read_summary(cell_dir(directory, cell.id))

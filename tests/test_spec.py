@@ -375,7 +375,8 @@ def test_trainbed_validate_checks_a_spec_as_run_or_simulate_would_and_starts_not
     assert main(["validate", str(paper)]) == 2
     assert capsys.readouterr().err.startswith("trainbed: error: topology.host_mbps: 10000 Mbit/s")
     assert main(["validate", str(DEMO), "--simulated"]) == 2
-    assert "this is a timetable spec" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "trainbed: error: workload.kind: trainbed simulate runs cojob or gnn specs; this is a timetable spec\n")
     raw = demo()
     raw["flows"][0]["dst"] = "tbh42"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(raw))

@@ -50,7 +50,7 @@ class CojobWorkload:
 
     def start(self, em: Emulation, events_path: str) -> None:
         # A sampled capture of what every host receives (DSCP as the switches left it).
-        self.captures = start_packet_captures(em, self.run_dir / "raw", [h.name for h in em.fabric.hosts],
+        self.captures = start_packet_captures(em, self.run_dir / store.RAW, [h.name for h in em.fabric.hosts],
                                               SAMPLE_SNAP_BYTES, SAMPLE_LIMIT, SAMPLE_FILTER, prefix="sample")
         self.driver = CojobDriver(em, self.resolved, self.run_dir, events_path, progress=self.progress)
 
@@ -62,11 +62,11 @@ class CojobWorkload:
             self.driver.close()
         failed = stop_packet_captures(self.captures)
         if failed:  # the conformance check reads fewer packets than it was given to read
-            store.write_json(self.run_dir / "raw" / SAMPLE_ERRORS, failed)
+            store.write_json(self.run_dir / store.RAW / SAMPLE_ERRORS, failed)
 
     def collect(self, em: Emulation) -> list[str]:
         """Every counter file; the fabric counters that could not be read, named."""
-        raw = self.run_dir / "raw"
+        raw = self.run_dir / store.RAW
         store.write_json(raw / "host_queue_counters.json", em.host_queue_counters())
         unread = collect_fabric_counters(em, raw)
         store.write_json(raw / "ovs_reports.json", em.ovs_reports())
@@ -88,10 +88,10 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
     events = store.read_jsonl(run / store.EVENTS)
     decisions = store.read_jsonl(run / store.DECISIONS)
     metrics = grouper_metrics.summarise(events, resolved.workload.to_dict())
-    check = conformance.check(resolved.fabric, events, decisions, sorted((run / "raw").glob("sample-*.pcap")),
-                              json.loads((run / "raw" / "host_queue_counters.json").read_text()))
-    if (run / "raw" / SAMPLE_ERRORS).exists():
-        check["sample_capture_errors"] = json.loads((run / "raw" / SAMPLE_ERRORS).read_text())
+    check = conformance.check(resolved.fabric, events, decisions, sorted((run / store.RAW).glob("sample-*.pcap")),
+                              json.loads((run / store.RAW / "host_queue_counters.json").read_text()))
+    if (run / store.RAW / SAMPLE_ERRORS).exists():
+        check["sample_capture_errors"] = json.loads((run / store.RAW / SAMPLE_ERRORS).read_text())
     try:
         model_sct, model_error = simulated.model_avg_sct_s(resolved), None
     except Exception as err:  # noqa: BLE001 - the model failing any way must not cost the run its analysis
@@ -103,5 +103,5 @@ def analyse(resolved: cojob_spec.CojobRun, run: Path, cpu: CpuMonitor, outages: 
             "sct_over_model": (measured / model_sct if measured and model_sct
                                and metrics["stages_completed"] == metrics["stages_planned"] else None),
             "max_apply_s": max((d["apply_s"] for d in decisions), default=None),
-            "conformance": check, **fidelity_fields(cpu, spec["fidelity"], outages, run / "raw")}
+            "conformance": check, **fidelity_fields(cpu, spec["fidelity"], outages, run / store.RAW)}
 

@@ -73,7 +73,7 @@ class GnnWorkload:
 
     def collect(self, em: Emulation) -> list[str]:
         """Every counter file; the fabric counters that could not be read, named."""
-        raw = self.run_dir / "raw"
+        raw = self.run_dir / store.RAW
         store.write_json(raw / "fabric_bytes.json", {"before": self.bytes_before, "after": host_bytes_into_fabric(em)})
         unread = collect_fabric_counters(em, raw)
         if self.driver is not None:
@@ -102,7 +102,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
     train = metrics.training(events, spec["workload"]["target_accuracy"])
     transfers = metrics.flows(events, decisions)
     metrics.write_flows(run / store.FLOWS, transfers)
-    fabric_path, state_path = run / "raw" / "fabric_bytes.json", run / "raw" / "driver.json"
+    fabric_path, state_path = run / store.RAW / "fabric_bytes.json", run / store.RAW / "driver.json"
     counted = None
     if fabric_path.exists():  # a run that failed early has neither file
         fabric = json.loads(fabric_path.read_text())
@@ -115,7 +115,7 @@ def analyse(spec: dict, run: Path, cpu: CpuMonitor, outages: list[dict]) -> dict
               if f["target_mbps"] and f["achieved_mbps"] and f["bytes"] >= 100_000]
     ids = run / "job" / "graph" / "ids.npz"  # the job's training nodes (absent if it never started)
     train_nodes = len(np.load(ids)["train"]) if ids.exists() else 0
-    fidelity = fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", readback_reasons,
+    fidelity = fidelity_fields(cpu, spec["fidelity"], outages, run / store.RAW, readback_reasons,
                                cpu_window=metrics.iteration_window(events))
     if spec["workload"]["profile"]:
         store.write_json(run / metrics.PROFILE_FILE, metrics.profile(

@@ -66,7 +66,7 @@ def run_workload(spec: dict, out: str | None, make: Callable[[dict, Path], Workl
         return finish_run(run, {"name": spec["name"], "backend": "emulated", "wall_s": 0.0}, err, dict)
     previous = interrupt_on_signals()
     cpu = CpuMonitor(time.monotonic())
-    capture = Capture(spec.get("capture"), run / "raw", cpu.t0)  # one time axis for cpu.csv and the queues
+    capture = Capture(spec.get("capture"), run / store.RAW, cpu.t0)  # one time axis for cpu.csv and the queues
     outages: list[dict] = []
     unread: list[str] = []  # the fabric's counters (and a kind's other files) that could not be read
     error: BaseException | None = None

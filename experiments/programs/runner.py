@@ -78,7 +78,7 @@ class Process:
 
 class ProgramsWorkload:
     def __init__(self, spec: dict, run: Path):
-        self.spec, self.raw = spec, run / "raw"
+        self.spec, self.raw = spec, run / store.RAW
         self.t0: float | None = None
         self.t0_epoch: float | None = None
         self.em: Emulation | None = None

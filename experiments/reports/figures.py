@@ -19,11 +19,11 @@ from matplotlib.patches import Patch  # noqa: E402
 from experiments.gnn.metrics import binned_host_mbps  # noqa: E402
 from experiments.platform import capture  # noqa: E402
 from experiments.reports.rundata import RunData  # noqa: E402
-from experiments.store import CPU_SAMPLES, EVENTS, FLOWS, SUMMARY  # noqa: E402
+from experiments.store import CPU_SAMPLES, EVENTS, FLOWS, RAW, SUMMARY  # noqa: E402
 from topologies.units import bytes_to_mbit  # noqa: E402
 
 Figure = tuple[str, bytes]
-QUEUE_OCCUPANCY = f"raw/{capture.QUEUE_OCCUPANCY}"  # the queue sampler's: time_s, port, queue, backlog_bytes
+QUEUE_OCCUPANCY = f"{RAW}/{capture.QUEUE_OCCUPANCY}"  # the queue sampler's: time_s, port, queue, backlog_bytes
 MAX_INCHES = 24  # a timeline of hundreds of jobs stays one readable page tall
 
 
@@ -283,7 +283,7 @@ def host_bandwidth(data: RunData) -> list[Figure]:
     """Per host, the Mbit/s it sent into and took from the fabric between samples
     (raw/host_bytes.csv, the programs kind's)."""
     by_host: dict[str, list[tuple[float, int, int]]] = defaultdict(list)
-    for r in data.read_csv("raw/host_bytes.csv"):
+    for r in data.read_csv(f"{RAW}/host_bytes.csv"):
         by_host[r["host"]].append((float(r["time_s"]), int(r["sent_bytes"]), int(r["received_bytes"])))
     if not any(len(points) > 1 for points in by_host.values()):
         return []

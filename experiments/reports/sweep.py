@@ -160,7 +160,7 @@ class SweepData:
 def _figures(sweep: SweepData) -> list[Path]:
     """PNG files in the sweep directory and its folders, except the cells' own."""
     return sorted(p for p in [*sweep.path.glob("*.png"), *sweep.path.glob("*/*.png")]
-                  if p.parent.name not in ("cells", "failed"))
+                  if p.parent.name not in (store.CELLS, store.FAILED_CELLS))
 
 
 def _readable(text: str) -> str:

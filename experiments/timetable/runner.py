@@ -48,7 +48,7 @@ class TimetableWorkload:
     code. Run time counts from ``t0``, when the schedule starts."""
 
     def __init__(self, spec: dict, run: Path):
-        self.spec, self.run_dir, self.raw = spec, run, run / "raw"
+        self.spec, self.run_dir, self.raw = spec, run, run / store.RAW
         self.played: dict = {}
         self.t0: float | None = None
         self.em: Emulation | None = None
@@ -165,7 +165,7 @@ def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
                     error = sized[role].get("error")
                     problem = problem or (f"{role}: {error}" if error else None)
                 else:
-                    traffic.read_report((run / "raw" / f"{name}.{role}.json").read_text())
+                    traffic.read_report((run / store.RAW / f"{name}.{role}.json").read_text())
             except (OSError, ValueError) as err:
                 problem = problem or f"{role} report: {err}"
         if not problem and sized and transfer.flow_completion_s(sized["client"], sized["server"]) is None:
@@ -178,7 +178,7 @@ def flow_failures(spec: dict, run: Path, played: dict) -> dict[str, dict]:
 
 def _sized_report(run: Path, name: str, role: str) -> dict:
     """A sized flow's ``hosts.transfer`` report: the sender's (client) or receiver's (server)."""
-    return json.loads((run / "raw" / f"{name}.{'send' if role == 'client' else 'recv'}.json").read_text())
+    return json.loads((run / store.RAW / f"{name}.{'send' if role == 'client' else 'recv'}.json").read_text())
 
 
 def _overlaps(a: tuple[float, float], b: tuple[float, float | None]) -> bool:
@@ -203,14 +203,14 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
             completion[f["name"]] = transfer.flow_completion_s(sent, received)
             f["duration_s"] = completion[f["name"]]  # what the goodput windows read: its time on the wire
             continue
-        text = (run / "raw" / f"{f['name']}.server.json").read_text()
+        text = (run / store.RAW / f"{f['name']}.server.json").read_text()
         series[f["name"]] = traffic.receiver_series(text, start)
     with open(run / "goodput.csv", "w") as out:
         out.write("time_s,flow,goodput_mbps\n")
         for name, points in series.items():
             for t, mbps in points:
                 out.write(f"{t:.3f},{name},{mbps:.3f}\n")
-    senders = {f["name"]: traffic.sender_report((run / "raw" / f"{f['name']}.client.json").read_text(),
+    senders = {f["name"]: traffic.sender_report((run / store.RAW / f"{f['name']}.client.json").read_text(),
                                                 played["starts"][f["name"]]) for f in good if f["name"] not in completion}
     store.write_csv(run / "tcp.csv", ({"time_s": round(p.time_s, 3), "flow": name, "retransmits": p.retransmits,
                                        "cwnd_bytes": p.cwnd_bytes, "rtt_ms": round(p.rtt_ms, 3)}
@@ -274,7 +274,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
         if touched or outage["end_s"] is None:
             judged.append(f"controller outage {outage['start_s']:.1f}-{outage['end_s'] or 'end'} s touched "
                           f"{', '.join(touched) or 'the rest of the run'}")
-    summary.update(fidelity_fields(cpu, spec["fidelity"], outages, run / "raw", reasons, outage_reasons=judged))
+    summary.update(fidelity_fields(cpu, spec["fidelity"], outages, run / store.RAW, reasons, outage_reasons=judged))
     summary["fidelity"].update(link_goodput_ratios=ratios, host_link_goodput=per_host)
     plots.flow_goodput(series, spec, run / "goodput.png")
     return summary
