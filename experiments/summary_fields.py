@@ -262,7 +262,8 @@ _COLOCATION = {  # no network platform: a co-location run writes every field its
     "p99_latency_s": "s; primary's mean over repeats of the p99 of delivered tasks' JCT",
     "qos_violation_rate": ("(inference; null in training) primary's mean share of tasks not delivered within QT (2x "
                            "solo run s)"),
-    "memory_violations": "primary's mean over repeats of tasks over budget, over capacity or out of memory (count)",
+    "memory_violations": ("primary's mean over repeats of tasks over budget, over capacity or out of memory (either "
+                          "kind; count)"),
     "group_boundary_s": ("s; primary's mean of group-after-first start - when it could start (prev group end/batch "
                          "arrival)"),
     "pmc_max_relative_error": ("max |PMC estimate - peak measured alone| / measured over all methods' task records; "
@@ -289,10 +290,14 @@ _COLOCATION_METHOD = {  # under methods.<method>; a number also as <field>_sd
     "median_latency_s": "s; p50 (np.percentile) of delivered tasks' JCT",
     "p90_latency_s": "s; p90 of delivered tasks' JCT",
     "p99_latency_s": "s; p99 of delivered tasks' JCT",
-    "memory_violations": "tasks over budget, over capacity or out of memory",
-    "over_budget_tasks": "tasks whose live bytes passed their budget (grouped methods)",
+    "memory_violations": "tasks over budget, over capacity or out of memory (either kind)",
+    "over_budget_tasks": ("tasks whose watched live bytes passed their budget (grouped methods); a refusal alone is "
+                          "not one"),
     "over_capacity_tasks": "tasks running while the ledger's sum of live bytes was over allocatable",
-    "out_of_memory_tasks": "tasks that ended 'out of memory'",
+    "out_of_memory_tasks": ("tasks the allocator refused: 'out of memory' (past the budget, or none) or 'out of "
+                            "memory within budget'"),
+    "refused_within_budget_tasks": ("tasks that ended 'out of memory within budget': refused while the watch saw "
+                                    "the budget held (a cap too tight, or the refused request would have passed it)"),
     "group_boundary_s": "s; mean over groups after the first of start - when it could start; null if <2 groups",
     "group_boundary_max_s": "s; largest such boundary; null if <2 groups",
     "qos_violation_rate": "(inference) share of tasks with a QT not delivered within it (failures count)",

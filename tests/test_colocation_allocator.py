@@ -12,9 +12,13 @@ library scratch it does not (workspaces, temporary storage of kernels).
 """
 import math
 import random
+import threading
+import weakref
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from hosts.colocation.allocator import (
     cap_bytes,
@@ -27,9 +31,9 @@ from hosts.colocation.allocator import (
     size_class,
 )
 from hosts.colocation.datasets import GraphShape, synthesize
-from hosts.colocation.memory import DeviceLedger
+from hosts.colocation.memory import DeviceLedger, round_up
 from hosts.colocation.tasks import TRAINING, Task, warm_up_models
-from hosts.colocation.workers import OUT_OF_MEMORY, Job, _run
+from hosts.colocation.workers import OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET, Job, _run
 
 MIB = 1 << 20
 SMALL, LARGE = "small", "large"
@@ -202,6 +206,101 @@ def test_overhead_is_the_largest_per_model_and_size_class():
     assert class_key("SAGE", 3 * MIB) == "SAGE 2-4 MiB"
 
 
+class RefusingHostAllocator(TorchDispatchMode):
+    """A capped allocator under a real task on the CPU, through the worker's own job path:
+    it reserves every storage the task's operators create (512-byte rounded, as the
+    watch counts them) plus ``scratch_bytes`` of workspace from the first one on, and
+    refuses an operator whose outputs would take the reservation past the cap (or past
+    ``total_bytes``, the device, with no cap) by raising ``torch.OutOfMemoryError`` from
+    it, so the watch, the mode inside it, never sees those outputs: a refused request."""
+
+    def __init__(self, scratch_bytes: int, total_bytes: int | None = None):
+        super().__init__()
+        self.scratch_bytes, self.total_bytes = scratch_bytes, total_bytes
+        self.live = self.scratch = self.peak = 0
+        self.cap: int | None = None
+        self._seen: set[int] = set()
+        self._lock = threading.RLock()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        new = {s.data_ptr(): s for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)
+               for s in [leaf.untyped_storage()] if s.nbytes() and s.data_ptr() not in self._seen}
+        wanted = sum(round_up(s.nbytes()) for s in new.values())
+        limits = [b for b in (self.cap, self.total_bytes) if b is not None]
+        if wanted and limits and self.scratch_bytes + self.live + wanted > min(limits):
+            raise torch.OutOfMemoryError(f"{wanted} bytes past {min(limits)}")
+        with self._lock:
+            for key, storage in new.items():
+                self._seen.add(key)
+                weakref.finalize(storage, self._free, key, round_up(storage.nbytes()))
+                self.live += round_up(storage.nbytes())
+        if wanted:
+            self.scratch = self.scratch_bytes
+        self.peak = max(self.peak, self.reserved_bytes())
+        return out
+
+    def _free(self, key: int, nbytes: int) -> None:
+        with self._lock:
+            self._seen.discard(key)
+            self.live -= nbytes
+
+    def reserved_bytes(self) -> int:
+        return self.scratch + self.live
+
+    def peak_reserved_bytes(self) -> int:
+        return self.peak
+
+    def reset_peak(self) -> None:
+        self.peak = self.reserved_bytes()
+
+    def release_cache(self) -> None:
+        self.scratch = 0
+
+    def set_cap(self, cap_bytes: int | None) -> None:
+        self.cap = cap_bytes
+
+
+def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
+    """The worker's job path on the CPU under a capped fake allocator: what the watch saw
+    decides. Refused while its live bytes were within budget: the cap was too tight,
+    recorded as such and not over budget; past its budget: stopped and over budget."""
+    cpu = torch.device("cpu")
+    shape = GraphShape("syn", 2_000, 20_000, 32, 7, 1.0, 0)
+    graph = synthesize(shape, seed=5)
+    task = Task("t", TRAINING, "GCN", shape, 3, 32, 1.0, epochs=1)
+    ledger = DeviceLedger(capacity_bytes=1 << 40)
+
+    def run(budget, overhead, allocator):
+        with allocator:
+            return _run(Job(task, graph, budget, 1, overhead_bytes=overhead), None, cpu, ledger, allocator)
+
+    warm_up_models(cpu)
+    profiled = run(None, 0, RefusingHostAllocator(scratch_bytes=8 * MIB))
+    assert profiled.error is None, profiled.error
+    peak = profiled.watched_peak_bytes
+    overhead = reserved_overhead(profiled.reserved_growth_bytes, peak)
+    assert overhead == 8 * MIB  # the scratch: the fake counts the tensors as the watch does
+
+    budget = math.ceil(peak * 1.15)
+    too_tight = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB))  # the cap leaves out the scratch
+    assert too_tight.error == OUT_OF_MEMORY_WITHIN_BUDGET and not too_tight.over_budget, too_tight
+    assert too_tight.watched_peak_bytes <= budget and too_tight.result is None
+    assert run(budget, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB)).error is None
+
+    stopped = run(peak // 2, overhead + peak, RefusingHostAllocator(scratch_bytes=8 * MIB))  # the watch first
+    assert stopped.over_budget and stopped.error.startswith("stopped over budget"), stopped
+
+    # The caveat: with the cap exact, the refused request is the one that would pass the
+    # budget; the watch never saw it, so it too is recorded within budget.
+    refused_at_budget = run(peak // 2, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB))
+    assert refused_at_budget.error == OUT_OF_MEMORY_WITHIN_BUDGET and not refused_at_budget.over_budget
+    assert refused_at_budget.watched_peak_bytes <= peak // 2
+
+    no_budget = run(None, 0, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=peak))  # the device is full
+    assert no_budget.error == OUT_OF_MEMORY and not no_budget.over_budget, no_budget
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_cuda_a_task_within_its_budget_runs_and_one_past_it_is_stopped_and_recorded():
     """The tests above on CUDA's caching allocator, through the worker's own job path
@@ -229,9 +328,11 @@ def test_on_cuda_a_task_within_its_budget_runs_and_one_past_it_is_stopped_and_re
         assert within.error is None and not within.over_budget and within.result > 0, within
         assert within.watched_peak_bytes <= budget
         past = run(peak // 2, overhead)
-        # the watch stops it, or the allocator refuses it first: either way recorded over budget
-        assert past.over_budget, past
-        assert past.error == OUT_OF_MEMORY or str(past.error).startswith("stopped over budget"), past.error
+        # the watch stops it (over budget), or the allocator refuses the request that would
+        # have passed the budget before the watch counts it (recorded within budget)
+        assert past.result is None, past
+        assert (past.over_budget and str(past.error).startswith("stopped over budget")) or (
+            not past.over_budget and past.error == OUT_OF_MEMORY_WITHIN_BUDGET), past
         limit(allocator, budget, overhead)
         with pytest.raises(torch.OutOfMemoryError):  # past budget and overhead: the allocator refuses
             torch.empty(2 * (budget + overhead), dtype=torch.uint8, device=device)

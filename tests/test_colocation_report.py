@@ -2,10 +2,10 @@
 and the metrics of a run with failures."""
 from pathlib import Path
 
-from experiments.colocation.metrics import aggregate, summarize
-from experiments.colocation.report import table_v
+from experiments.colocation.metrics import aggregate, group_boundaries, summarize
+from experiments.colocation.report import _failed_table, table_v
 from hosts.colocation.executor import TaskRecord
-from hosts.colocation.workers import OUT_OF_MEMORY
+from hosts.colocation.workers import OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET
 
 H100 = Path(__file__).resolve().parents[1] / "measurements" / "colocate-h100-2026-11-23"
 
@@ -59,3 +59,39 @@ def test_a_measure_no_repeat_took_has_an_unknown_spread_so_the_summary_can_name_
                      {"makespan_s": None, "mps_daemon": "ran", "tasks": 5}])
     assert row == {"repeats": 2, "makespan_s": None, "makespan_s_sd": None, "mps_daemon": "ran", "tasks": 4.0,
                    "tasks_sd": row["tasks_sd"]} and row["tasks_sd"] > 0
+
+
+def _task(key, arrival=0.0, start=0.0, end=1.0, batch=None, group=None, budget=1, **fields):
+    return TaskRecord(task_id=key, method="bmc", arrival_s=arrival, estimate_bytes=1, need_bytes=1, budget_bytes=budget,
+                      qt_s=None, start_s=start, end_s=end, batch=batch, group=group, **fields)
+
+
+def test_a_group_boundary_is_from_when_the_group_could_start_to_its_first_start():
+    """Batch 0 arrives at 0 and runs three groups; batch 1 arrives at 5, after batch
+    0's last group ended (4): its first group could start only then."""
+    records = [
+        _task("a", start=0.0, end=1.0, batch=0, group=0), _task("b", start=0.0, end=2.0, batch=0, group=0),
+        _task("c", start=2.6, end=2.8, batch=0, group=1), _task("d", start=2.5, end=3.0, batch=0, group=1),
+        _task("e", start=3.25, end=4.0, batch=0, group=2),
+        _task("f", arrival=5.0, start=5.75, end=6.0, batch=1, group=0),
+        _task("g", start=0.0, end=9.0),  # no group (a baseline's task): no boundary
+    ]
+    assert group_boundaries(records[::-1]) == [0.5, 0.25, 0.75]  # in run order, whatever the records' order
+    summary = summarize(records)
+    assert summary["group_boundary_s"] == 0.5 and summary["group_boundary_max_s"] == 0.75
+    assert summarize(records[:2])["group_boundary_s"] is None  # one group, no boundary
+
+
+def test_both_kinds_of_refusal_are_out_of_memory_and_memory_violations_and_one_is_within_budget():
+    records = [_task("ok"), _task("unbudgeted", budget=None, error=OUT_OF_MEMORY),
+               _task("tight", error=OUT_OF_MEMORY_WITHIN_BUDGET),
+               _task("stopped", error="stopped over budget at 9 bytes", over_budget=True),
+               _task("crowded", over_capacity=True)]
+    summary = summarize(records)
+    assert (summary["failed"], summary["out_of_memory_tasks"], summary["refused_within_budget_tasks"],
+            summary["over_budget_tasks"], summary["over_capacity_tasks"], summary["memory_violations"]) == (
+        3, 2, 1, 1, 1, 4)
+    row = aggregate([summary, summarize(records[:1])])  # over repeats, as every count
+    assert row["refused_within_budget_tasks"] == 0.5 and row["refused_within_budget_tasks_sd"] > 0
+    table = _failed_table([{"methods": {"bmc": row}}], ["gcn"], ["bmc"])
+    assert "| bmc | 1.5 ± 2.12 (0.5 ± 0.707 refused within budget) |" in table

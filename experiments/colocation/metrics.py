@@ -4,6 +4,7 @@ from __future__ import annotations
 from experiments.stats import is_number, mean, mean_sd, percentile
 from hosts.colocation.estimator import relative_error
 from hosts.colocation.executor import TaskRecord
+from hosts.colocation.workers import OUT_OF_MEMORY_ERRORS, OUT_OF_MEMORY_WITHIN_BUDGET
 
 
 def summarize(records: list[TaskRecord]) -> dict:
@@ -35,7 +36,9 @@ def summarize(records: list[TaskRecord]) -> dict:
         "memory_violations": sum(r.memory_violation for r in records),
         "over_budget_tasks": sum(r.over_budget for r in records),
         "over_capacity_tasks": sum(r.over_capacity for r in records),
-        "out_of_memory_tasks": sum(r.error == "out of memory" for r in records),
+        "out_of_memory_tasks": sum(r.error in OUT_OF_MEMORY_ERRORS for r in records),
+        # refused while the watch saw the budget held: a cap too tight (see the caveat in workers._run)
+        "refused_within_budget_tasks": sum(r.error == OUT_OF_MEMORY_WITHIN_BUDGET for r in records),
     }
     boundaries = group_boundaries(records)
     summary["group_boundary_s"] = mean(boundaries, numpy=True)

@@ -27,6 +27,7 @@ from experiments.validation import read_yaml
 from hosts.colocation.policies import BASELINE_CONCURRENCY, POLICIES
 
 RUNS_FILE = "runs.csv"  # a run's row per method and repeat (``runner.write_runs_csv``)
+REFUSED = "refused_within_budget_tasks"
 
 
 def _runs_line(summary: dict) -> str:
@@ -54,8 +55,10 @@ def write_report(run: Path, summary: dict, records) -> None:
              "", markdown_table(*colocation_rows(summary))]
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
                           for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
+    refused = ", ".join(f"{name} {spread_of(row, REFUSED)}" for name, row in methods.items() if row.get(REFUSED))
     lines += ["", f"PMC relative error over the run's tasks: max {spread(summary['pmc_max_relative_error'])}, "
                   f"mean {spread(summary['pmc_mean_relative_error'])}",
+              "", f"Refused by the allocator within their budget (a cap too tight), a run's mean: {refused or 'none'}.",
               "", "Group boundary: seconds from a group's end (or its batch's first arrival, if later) to the next "
                   f"group's first start; the policies' groups {'' if summary.get('pipeline_groups') else 'not '}"
                   "pipelined (MPS-Base's and MPS's never are).",
@@ -137,11 +140,17 @@ def table_v(runs: list[Path]) -> str:
 
 def _failed_table(summaries, queues, methods) -> str:
     """Tasks that failed, a run's mean: a method with any is no clean measurement
-    (its failures count as QoS violations, its makespan ends at them)."""
+    (its failures count as QoS violations, its makespan ends at them). Those the
+    allocator refused within their budget are named: a cap too tight, not the method's."""
     return "\n".join(["## Failed tasks (a run's mean; out of memory, over budget, a worker dead)", "",
                       markdown_table(["method", *queues], [
-                          [method, *(spread_of(s["methods"][method], "failed") if method in s["methods"] else "-"
+                          [method, *(_failed(s["methods"][method]) if method in s["methods"] else "-"
                                      for s in summaries)] for method in methods])]) + "\n"
+
+
+def _failed(row: dict) -> str:
+    refused = f" ({spread_of(row, REFUSED)} refused within budget)" if row.get(REFUSED) else ""
+    return spread_of(row, "failed") + refused
 
 
 def _training_tables(runs, summaries, queues, methods) -> str:

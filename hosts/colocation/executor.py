@@ -62,7 +62,7 @@ from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, BATCH_BASELINES, POLICIES, Item
 from hosts.colocation.tasks import Task, profile_key, profiled
 from hosts.colocation.utilization import UtilizationSampler
-from hosts.colocation.workers import OUT_OF_MEMORY, Job, Outcome, Startup, Worker, WorkerPool, context
+from hosts.colocation.workers import OUT_OF_MEMORY_ERRORS, Job, Outcome, Startup, Worker, WorkerPool, context
 
 # A new process per training task, as the CoGNN artifact's scripts launch them;
 # inference requests go to a warm server process (GNNSched).
@@ -97,7 +97,7 @@ class TaskRecord:
 
     @property
     def memory_violation(self) -> bool:
-        return self.over_budget or self.over_capacity or self.error == OUT_OF_MEMORY
+        return self.over_budget or self.over_capacity or self.error in OUT_OF_MEMORY_ERRORS
 
 
 @dataclass

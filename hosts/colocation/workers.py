@@ -17,8 +17,10 @@ A task's memory is its own:
   task's model and size class (``allocator``; on CUDA the per-process memory
   fraction, on the CPU no cap), so the allocator refuses only past that; on
   every device the watch raises ``BudgetExceeded`` once the task's live bytes
-  pass the budget. Either way the task stops and is recorded over budget; its
-  worker serves the next job.
+  pass the budget. Either way the task stops and its worker serves the next job.
+  It is recorded over budget only if the watch saw the budget passed; a refusal
+  while its watched bytes were within the budget is ``OUT_OF_MEMORY_WITHIN_BUDGET``:
+  a cap too tight, ours to fix, not the task's excess (one caveat, in ``_run``).
 - Capacity: every worker adds its task's live bytes to one ``DeviceLedger`` in
   shared memory, so the sum over processes is compared with the allocatable memory.
 - A worker that dies (a signal, the kernel's out-of-memory killer) fails its job
@@ -49,7 +51,9 @@ from hosts.colocation.models import build_model
 from hosts.colocation.tasks import Task, run_task, warm_up_models
 
 READY, GO, UP = "ready", "go", "up"
-OUT_OF_MEMORY = "out of memory"
+OUT_OF_MEMORY = "out of memory"  # refused by the allocator past the task's budget, or with none
+OUT_OF_MEMORY_WITHIN_BUDGET = "out of memory within budget"  # refused while the watch saw the budget held
+OUT_OF_MEMORY_ERRORS = (OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET)
 
 
 @dataclass
@@ -338,6 +342,7 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
     watch = TaskMemoryWatch(job.budget_bytes, ledger, device.type, enforce=True)
     over_at_start, crossings = ledger.snapshot()
     outcome.start = time.monotonic()
+    refused = False
     try:
         with watch:
             outcome.result = run_task(task, job.graph, device, model=model, pipelined=job.pipelined)
@@ -346,15 +351,20 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
     except BudgetExceeded:
         outcome.error = f"stopped over budget at {watch.record.exceeded_at_bytes} bytes"
     except torch.OutOfMemoryError:
-        outcome.error = OUT_OF_MEMORY
+        refused = True
     except Exception as err:  # noqa: BLE001 - a task's failure is its record, the worker serves on
         outcome.error = _error_text(err)
     outcome.end = time.monotonic()
     watch.settle()
     _, crossings_after = ledger.snapshot()
     outcome.over_capacity = over_at_start or crossings_after > crossings
-    outcome.over_budget = watch.record.exceeded_at_bytes is not None or (
-        outcome.error == OUT_OF_MEMORY and job.budget_bytes is not None)
+    outcome.over_budget = watch.record.exceeded_at_bytes is not None
+    if refused:
+        # The watch counts an allocation once it has succeeded, so a task refused on the
+        # very request that would have passed its budget is recorded within budget too;
+        # its watched peak (what was live before that request) shows how near it came.
+        within = job.budget_bytes is not None and not outcome.over_budget
+        outcome.error = OUT_OF_MEMORY_WITHIN_BUDGET if within else OUT_OF_MEMORY
     outcome.watched_peak_bytes = watch.record.peak_bytes
     outcome.reserved_growth_bytes = reserved_growth(allocator, held)
     outcome.worker_max_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
