@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from experiments.gnn import searchbench as bench_search
 from experiments.platform import cpu
 from experiments.platform.fidelity import host_tcp_counters, queue_drops, tcp_summary
 from experiments.platform.net import Emulation, EmulationOptions
+from experiments.platform.sockets import TcpConnections
 from experiments.platform.spec import FIDELITY_DEFAULTS
 from experiments.results import load_summary
 from experiments.runner import run_any_spec
@@ -265,7 +268,7 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
         run = run_spec(with_mode(demo, f"bench-priority-{label}", options), out=str(workdir / f"priority-{label}"))
         summary = load_summary(run)
         change = demo["policy_changes"][0]
-        series = receiver_series((run / "raw" / "low.server.json").read_text(), 0.0)
+        series = receiver_series((run / store.RAW / "low.server.json").read_text(), 0.0)
         samples = [mbps for t, mbps in per_second(series).items() if t >= change["at_s"] + 1]
         target = change["rate_mbps"]
         # low_recovery_s is bimodal under BBR: its policer detection, when it fires on the
@@ -298,6 +301,63 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
     return rows
 
 
+TCP_SAMPLER_ROUNDS = 200
+TCP_SAMPLER_CONNECTIONS = 4  # a host of a run holds a few; both ends of each are sampled
+# Holds loopback connections in a network namespace of its own (run under ``unshare --net``) until its stdin closes.
+CONNECTIONS_HOLDER = """
+import socket, subprocess, sys
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+server = socket.create_server(("127.0.0.1", 0))
+held = []
+for _ in range(int(sys.argv[1])):  # each accepted at once: the listen backlog holds few
+    held += [socket.create_connection(server.getsockname()), server.accept()[0]]
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def _cpu_ms(action) -> float:
+    """CPU ms ``action`` cost: this thread's, and that of the children it reaped."""
+    before, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.thread_time()
+    action()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return (time.thread_time() - started + children) * 1000
+
+
+def bench_tcp_sampler() -> list[dict]:
+    """CPU per host-sample of the capture's TCP sampler, its two ways side by side on the
+    same connections of a namespace of their own (``unshare --net``): ``ss`` forked
+    through ``nsenter`` per sample (the sampler's way until 2026-12) and a read of the
+    socket ``TcpConnections`` opened once in the namespace (sock_diag netlink). Rounds
+    interleave the two, so a noisy moment costs both alike."""
+    holder = subprocess.Popen(["unshare", "--net", sys.executable, "-c", CONNECTIONS_HOLDER,
+                               str(TCP_SAMPLER_CONNECTIONS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if holder.stdout.readline() != "ready\n":
+            raise RuntimeError(f"the connections' namespace did not come up (exit {holder.wait()})")
+        ns = f"/proc/{holder.pid}/ns/net"  # unshare execs the holder: its PID is the namespace's
+        ss = ["nsenter", f"--net={ns}", "ss", "-tinH", "state", "established"]
+        conns = TcpConnections(ns)
+        try:
+            spent = {"ss": 0.0, "sock_diag": 0.0}
+            for _ in range(TCP_SAMPLER_ROUNDS):
+                spent["ss"] += _cpu_ms(lambda: subprocess.run(ss, stdout=subprocess.DEVNULL, check=True))
+                spent["sock_diag"] += _cpu_ms(conns.read)
+            seen = len(conns.read())
+        finally:
+            conns.close()
+    finally:
+        holder.kill()
+        holder.wait()
+    if seen != 2 * TCP_SAMPLER_CONNECTIONS:
+        raise RuntimeError(f"sock_diag saw {seen} connections, not {2 * TCP_SAMPLER_CONNECTIONS}")
+    ss_ms, diag_ms = (spent[way] / TCP_SAMPLER_ROUNDS for way in ("ss", "sock_diag"))
+    return [row("tcp_sampler_ss_cpu_ms_per_host_sample", ss_ms, "ms"),
+            row("tcp_sampler_sock_diag_cpu_ms_per_host_sample", diag_ms, "ms"),
+            row("tcp_sampler_ss_over_sock_diag_cpu", ss_ms / diag_ms, "ratio", 4.0)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the smaller half (CI-sized): capacity at 6 hosts only, no smoke "
@@ -311,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
         steps = [lambda: bench_grouper.pda_timings(), lambda: bench_grouper.simulator_timings(),
                  lambda: bench_grouper.simulated_vs_emulated(workdir, emulate_smoke=not args.quick), lambda: bench_bring_up_and_policies(workdir),
                  lambda: bench_capacity(workdir, args.quick), lambda: bench_fidelity_per_mode(workdir, args.quick)]
-        steps += [lambda: bench_gnn.rate_update_latency(workdir), bench_search.rows]
+        steps += [lambda: bench_gnn.rate_update_latency(workdir), bench_search.rows, bench_tcp_sampler]
         if not args.quick:
             steps += [lambda: bench_gnn.training_side_by_side(workdir), lambda: bench_big_fabric(workdir)]
         for step in steps:

@@ -12,10 +12,11 @@ tcp_interval_s: 0.25}``
 - Queue occupancy (``queue_interval_s``): every interval, every switch egress port's
   backlog per queue from ``tc -s class show`` (the root namespace holds the switch
   ports); ``raw/queue_occupancy.csv`` (``time_s,port,queue,backlog_bytes``, run time
-  from the run's start, before the fabric's bring-up, as ``cpu.csv``'s). The sampler's own cost, the CPU time of its tc processes,
-  is reported (``queue_sampler_cpu_s``, ``queue_sampler_cpu_share`` of the box's
-  CPU time over the sampling) beside the run's fidelity fields: it competes with the
-  emulation for the same cores.
+  from the run's start, before the fabric's bring-up, as ``cpu.csv``'s). The sampler's
+  own cost, the CPU time of its thread and its tc processes, is reported
+  (``queue_sampler_cpu_s``, ``queue_sampler_cpu_share`` of the box's CPU time over the
+  sampling) beside the run's fidelity fields: it competes with the emulation for the
+  same cores.
 - TCP connections (``tcp_interval_s``): every interval, the chosen hosts' established
   connections as their kernels hold them, and the spans in which one waited on its
   backed-off retransmission timer (``experiments/platform/sockets.py``).
@@ -43,7 +44,7 @@ CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s"
 DEFAULT_SNAP_BYTES, DEFAULT_PACKETS = 128, 20000
 MAX_PACKETS = 1_000_000
 MIN_QUEUE_INTERVAL_S = 0.05
-MIN_TCP_INTERVAL_S = 0.1  # one nsenter + ss a host a sample; its cost is reported (tcp_sampler_cpu_share)
+MIN_TCP_INTERVAL_S = 0.1  # one sock_diag dump a host a sample; its cost is reported (tcp_sampler_cpu_share)
 COMPILE_TIMEOUT_S = 5.0
 QUEUE_OCCUPANCY = "queue_occupancy.csv"  # the queue sampler's, in the run's raw/
 
@@ -188,14 +189,17 @@ class Capture:
             return
         o = self.options
         t0 = time.monotonic() if self.t0 is None else self.t0
-        self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
+        # Every sampler built (the TCP one opens its hosts' sockets) before anything starts:
+        # a host that cannot be read fails the start with nothing left running.
+        samplers: list[Sampler] = []
         if o["queue_interval_s"]:
-            self.samplers.append(QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0))
+            samplers.append(QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0))
         if o["tcp_interval_s"]:
-            self.samplers.append(TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"],
-                                            t0))
-        for sampler in self.samplers:
+            samplers.append(TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"], t0))
+        self.samplers = samplers
+        for sampler in samplers:
             sampler.start()
+        self.packets = start_packet_captures(em, self.raw, o["hosts"], o["snap_bytes"], o["packets"], o["filter"])
 
     def stop(self) -> None:
         """Stop capturing; a tcpdump that failed (a pcap missing or cut short) is

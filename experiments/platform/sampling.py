@@ -1,7 +1,7 @@
-"""A sampler thread of a run: every interval, commands read something of the live
-fabric into a CSV, their CPU time counted. The capture's queue and TCP samplers are
-two; each says what it reads (``header``, ``sample``) and what its summary fields are
-called (``prefix``)."""
+"""A sampler thread of a run: every interval, something of the live fabric read into a
+CSV (by commands, or by the thread itself), its CPU time counted: the thread's own and
+its commands'. The capture's queue and TCP samplers are two; each says what it reads
+(``header``, ``sample``) and what its summary fields are called (``prefix``)."""
 from __future__ import annotations
 
 import csv
@@ -66,6 +66,13 @@ class Sampler(threading.Thread):
         return b"".join(chunks).decode()
 
     def run(self) -> None:
+        started = time.thread_time()
+        try:
+            self._sample_until_stopped()
+        finally:  # the thread's own work (forking, parsing, netlink reads) competes for the cores too
+            self.cpu_s += time.thread_time() - started
+
+    def _sample_until_stopped(self) -> None:
         with open(self.path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(self.header)

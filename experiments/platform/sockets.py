@@ -1,11 +1,23 @@
 """TCP connections of a run's hosts over time: the spec's ``capture.tcp_interval_s``.
 
 Every interval, each captured host's established TCP connections as its kernel holds
-them (``ss -tinH state established`` in the host's namespace): one row per connection
-per sample in ``raw/tcp_sockets.csv`` (``time_s`` on the run's time axis, as
-``cpu.csv``'s). The kernel's counters say how much a connection re-sent in all; the
-samples say when, and which connection: a stalled collective is one connection whose
-retransmission timer backed off.
+them, read from the kernel's sock_diag netlink interface (what ``ss -tin`` reads, without
+a process per host per sample): one row per connection per sample in
+``raw/tcp_sockets.csv`` (``time_s`` on the run's time axis, as ``cpu.csv``'s). The
+kernel's counters say how much a connection re-sent in all; the samples say when, and
+which connection: a stalled collective is one connection whose retransmission timer
+backed off.
+
+A row's fields, from ``struct inet_diag_msg`` and ``struct tcp_info`` (linux/inet_diag.h,
+linux/tcp.h): ``local``, ``peer`` (``ip:port``, ``[ipv6]:port``; an IPv4-mapped IPv6
+address as the IPv4 one it is); ``recv_q`` (bytes received, not yet read by the
+application) and ``send_q`` (bytes sent, not yet acknowledged), as ss's Recv-Q and
+Send-Q; ``rto_ms`` (tcpi_rto, µs, as ms: the retransmission timeout, backoff
+included); ``srtt_ms`` (tcpi_rtt, µs, as ms: the smoothed RTT); ``cwnd`` (segments);
+``unacked`` (segments in flight); ``backoff`` (timeouts since the last ACK);
+``retrans_total`` (segments re-sent over the connection's life); ``lost`` (segments
+deemed lost now); ``bytes_acked``, ``bytes_received`` (over its life). A field the
+kernel's ``tcp_info`` is too short to hold (an older kernel) reads 0, as in ss.
 
 A *backoff span* is a stretch of consecutive samples of one connection in which the
 sender's retransmission timer has backed off (``backoff`` > 0: a timeout fired and no
@@ -15,18 +27,21 @@ them, each with the smoothed RTT the sender held in the sample before it (what i
 timeout was computed from). A span is as long as the samples show it: a span shorter
 than the interval can be missed, and its ends are known to one interval.
 
-The sampler's cost (its ``ss`` processes' CPU time) is reported beside the queue
-sampler's: it competes with the emulation for the same cores.
+The sampler's cost (its thread's CPU time) is reported beside the queue sampler's: it
+competes with the emulation for the same cores.
 """
 from __future__ import annotations
 
 import csv
+import ctypes
+import os
+import socket
+import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.hostnet import netns_cmd
-from experiments.platform.sampling import Sampler
+from experiments.platform.sampling import COMMAND_TIMEOUT_S, Sampler
 
 TCP_SOCKETS = "tcp_sockets.csv"
 TCP_BACKOFFS = "tcp_backoffs.csv"
@@ -35,61 +50,149 @@ SOCKET_COLUMNS = ["time_s", "host", "local", "peer", "send_q", "recv_q", "rto_ms
 BACKOFF_COLUMNS = ["host", "local", "peer", "start_s", "end_s", "samples", "backoff_max", "rto_ms_max",
                    "srtt_ms_before"]
 
+# linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h, netinet/tcp.h, linux/sched.h
+NETLINK_SOCK_DIAG, TCPDIAG_GETSOCK = 4, 18
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+INET_DIAG_INFO = 2
+TCP_ESTABLISHED = 1
+CLONE_NEWNET = 0x40000000
+RECV_BYTES = 1 << 16  # the kernel sends a dump in datagrams of at most 32 KiB
+V4_MAPPED = bytes(10) + b"\xff\xff"
 
-def ss_cmd(netns_pid: int | None) -> list[str]:
-    """Every established TCP connection with the kernel's view of it, no header, numeric."""
-    return netns_cmd(netns_pid, ["ss", "-tinH", "state", "established"])
+# Netlink is in host byte order, but for the addresses and ports (network order).
+NLMSG_HDR = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
+DIAG_REQ = struct.Struct("=BBBB48xII")  # inet_diag_req: family, src_len, dst_len, ext, sockid (0: any), states, dbs
+DIAG_MSG = struct.Struct("=B3xHH16s16s16xII8x")  # inet_diag_msg: family, sport, dport, src, dst, rqueue, wqueue
+NLMSG_ERR = struct.Struct("=i")  # nlmsgerr's error: -errno
+RTATTR = struct.Struct("=HH")  # rtattr: len, type
+# tcp_info's prefix: backoff, rto (µs), unacked, lost, rtt (µs), snd_cwnd, total_retrans, bytes_acked, bytes_received
+TCP_INFO = struct.Struct("=4xB3xI12xI4xI32xI8xI16xI16xQQ")
+
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def address(text: str) -> str:
-    """``ss``'s endpoint as ``ip:port``: an IPv4-mapped IPv6 one (a dual-stack socket's
-    peer, e.g. ``[::ffff:10.0.0.1]:20000``) as the IPv4 address it is."""
-    if text.startswith("[::ffff:") and "]:" in text:
-        ip, port = text[len("[::ffff:"):].split("]:", 1)
-        return f"{ip}:{port}"
-    return text
+def _align(n: int) -> int:
+    return (n + 3) & ~3  # NLMSG_ALIGN, RTA_ALIGN
 
 
-def _number(value: str) -> float:
-    return float(value.rstrip("ms")) if value.endswith("ms") else float(value)
+def diag_request() -> bytes:
+    """A dump request for every established TCP connection, IPv4 and IPv6, with its tcp_info.
+
+    The older TCPDIAG_GETSOCK request, not SOCK_DIAG_BY_FAMILY's inet_diag_req_v2: the
+    kernel answers it for both families in one walk of its TCP hash table (it dumps it
+    as AF_UNSPEC), where v2 takes one walk per family. The table is the whole box's,
+    every namespace's connections in it (262,144 buckets here), so a walk is most of a
+    read's cost: the one walk halves it (``make bench``'s tcp_sampler rows)."""
+    body = DIAG_REQ.pack(socket.AF_INET, 0, 0, 1 << (INET_DIAG_INFO - 1), 1 << TCP_ESTABLISHED, 0)
+    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), TCPDIAG_GETSOCK, NLM_F_REQUEST | NLM_F_DUMP, 0, 0) + body
 
 
-def parse_ss(text: str) -> list[dict]:
-    """``ss -tinH state established``'s output as one dict a connection: ``local``,
-    ``peer``, ``send_q``, ``recv_q`` and the info line's fields that say whether it
-    waits on its timer (absent ones read 0: the kernel prints ``unacked``, ``backoff``,
-    ``lost`` and ``retrans`` only when non-zero)."""
-    conns: list[dict] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if not line[0].isspace():  # "recv_q send_q local peer [process]"
-            f = line.split()
-            if len(f) < 4:
-                raise ValueError(f"ss: unreadable connection line {line!r}")
-            conns.append({"recv_q": int(f[0]), "send_q": int(f[1]), "local": address(f[2]), "peer": address(f[3]),
-                          "rto_ms": 0.0, "srtt_ms": 0.0, "cwnd": 0, "unacked": 0, "backoff": 0, "retrans_total": 0,
-                          "lost": 0, "bytes_acked": 0, "bytes_received": 0})
-            continue
-        if not conns:
-            raise ValueError(f"ss: an info line before any connection: {line.strip()[:80]!r}")
-        conn = conns[-1]
-        for token in line.split():
-            key, sep, value = token.partition(":")
-            if not sep:
-                continue
-            if key == "rto":
-                conn["rto_ms"] = _number(value)
-            elif key == "rtt":
-                conn["srtt_ms"] = _number(value.split("/", 1)[0])
-            elif key == "retrans":  # "now/total"
-                _now, slash, total = value.partition("/")
-                if not slash:
-                    raise ValueError(f"ss: unreadable retrans:{value}")
-                conn["retrans_total"] = int(total)
-            elif key in ("cwnd", "unacked", "backoff", "lost", "bytes_acked", "bytes_received"):
-                conn[key] = int(value)
-    return conns
+REQUEST = diag_request()
+
+
+def endpoint(family: int, raw: bytes, port: int) -> str:
+    """An address as ss writes it, ``ip:port`` or ``[ipv6]:port``, but a dual-stack
+    socket's IPv4-mapped IPv6 address (``::ffff:10.0.0.1``) as the IPv4 one it is."""
+    if family == socket.AF_INET:
+        return f"{socket.inet_ntop(socket.AF_INET, raw[:4])}:{port}"
+    if raw[:12] == V4_MAPPED:
+        return f"{socket.inet_ntop(socket.AF_INET, raw[12:16])}:{port}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{port}"
+
+
+def _connection(body: bytes) -> dict:
+    if len(body) < DIAG_MSG.size:
+        raise ValueError(f"sock_diag: a connection of {len(body)} bytes, under inet_diag_msg's {DIAG_MSG.size}")
+    family, sport, dport, src, dst, rqueue, wqueue = DIAG_MSG.unpack_from(body)
+    info, at = b"", DIAG_MSG.size
+    while at + RTATTR.size <= len(body):
+        length, kind = RTATTR.unpack_from(body, at)
+        if length < RTATTR.size or at + length > len(body):
+            raise ValueError(f"sock_diag: a truncated attribute ({length} bytes at {at} of {len(body)})")
+        if kind == INET_DIAG_INFO:
+            info = body[at + RTATTR.size:at + length]
+        at += _align(length)
+    # an older kernel's shorter tcp_info: what it lacks reads 0; a newer one's longer tail is not read
+    backoff, rto, unacked, lost, rtt, cwnd, retrans_total, acked, received = TCP_INFO.unpack(
+        info[:TCP_INFO.size].ljust(TCP_INFO.size, b"\0"))
+    return {"recv_q": rqueue, "send_q": wqueue, "local": endpoint(family, src, socket.ntohs(sport)),
+            "peer": endpoint(family, dst, socket.ntohs(dport)), "rto_ms": rto / 1000, "srtt_ms": rtt / 1000,
+            "cwnd": cwnd, "unacked": unacked, "backoff": backoff, "retrans_total": retrans_total, "lost": lost,
+            "bytes_acked": acked, "bytes_received": received}
+
+
+def parse_diag(data: bytes) -> tuple[list[dict], bool]:
+    """One datagram of a sock_diag dump's reply: its connections, and whether it ended
+    the dump (NLMSG_DONE). A message the kernel refused (NLMSG_ERROR) is an OSError; a
+    message cut short or of another type, a ValueError."""
+    rows, offset = [], 0
+    while offset < len(data):
+        if len(data) - offset < NLMSG_HDR.size:
+            raise ValueError(f"sock_diag: a truncated netlink header at {offset} of {len(data)} bytes")
+        length, kind, _flags, _seq, _pid = NLMSG_HDR.unpack_from(data, offset)
+        if length < NLMSG_HDR.size or offset + length > len(data):
+            raise ValueError(f"sock_diag: a truncated message ({length} bytes at {offset} of {len(data)})")
+        body = data[offset + NLMSG_HDR.size:offset + length]
+        offset += _align(length)
+        if kind == NLMSG_DONE:
+            return rows, True
+        if kind == NLMSG_ERROR and len(body) >= NLMSG_ERR.size:
+            code = -NLMSG_ERR.unpack_from(body)[0]
+            raise OSError(code, f"sock_diag refused the dump: {os.strerror(code)}")
+        if kind != TCPDIAG_GETSOCK:  # a reply's type is its request's
+            raise ValueError(f"sock_diag: a message of type {kind}, not a connection")
+        rows.append(_connection(body))
+    return rows, False
+
+
+def netns_socket(ns_path: str) -> socket.socket:
+    """A sock_diag netlink socket in the network namespace at ``ns_path``
+    (``/proc/PID/ns/net``). A throwaway thread enters the namespace and opens it: setns
+    moves only the calling thread (man 2 setns), and a socket stays in the namespace it
+    was made in, so no thread of this process changes namespace for good."""
+    made: list = []
+
+    def enter() -> None:
+        try:
+            fd = os.open(ns_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if _libc.setns(fd, CLONE_NEWNET) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code))
+            finally:
+                os.close(fd)
+            made.append(socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG))
+        except OSError as err:
+            made.append(OSError(err.errno, f"{ns_path}: {err.strerror}"))
+
+    thread = threading.Thread(target=enter, name="netns-socket")
+    thread.start()
+    thread.join()
+    if isinstance(made[0], OSError):
+        raise made[0]
+    return made[0]
+
+
+class TcpConnections:
+    """A network namespace's established TCP connections (IPv4 and IPv6), read from its
+    kernel through one sock_diag socket opened once in it."""
+
+    def __init__(self, ns_path: str):
+        self.sock = netns_socket(ns_path)
+        self.sock.settimeout(COMMAND_TIMEOUT_S)  # a read that hangs ends the sampling, as a stuck command did
+
+    def read(self) -> list[dict]:
+        rows: list[dict] = []
+        self.sock.send(REQUEST)
+        done = False
+        while not done:  # a dump comes in as many datagrams as it fills
+            got, done = parse_diag(self.sock.recv(RECV_BYTES))
+            rows += got
+        return rows
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 @dataclass
@@ -153,23 +256,40 @@ class TcpSampler(Sampler):
     prefix = "tcp"
 
     def __init__(self, host_pids: dict[str, int | None], raw: Path, interval_s: float, t0: float):
+        """Each host's namespace (its PID's; None: this process's) opened here, so a host
+        that cannot be read fails before any sampling starts."""
         super().__init__(raw / TCP_SOCKETS, interval_s, t0)
-        self.host_pids, self.raw = host_pids, raw
+        self.raw = raw
+        self.connections: dict[str, TcpConnections] = {}
+        for host, pid in host_pids.items():
+            try:
+                self.connections[host] = TcpConnections(f"/proc/{pid or 'self'}/ns/net")
+            except OSError as err:
+                self.close()
+                raise OSError(f"{host}: its TCP connections cannot be read: {err.strerror or err}") from err
         self.spans = BackoffSpans()
         self.lock = threading.Lock()  # a sampler stuck past stop() must not add to the spans being closed
 
     def sample(self, t: float, writer) -> None:
         """Every host read first: a round that fails leaves no part of itself behind."""
-        read = {host: parse_ss(self.output(ss_cmd(pid))) for host, pid in self.host_pids.items()}
+        read = {host: conns.read() for host, conns in self.connections.items()}
         with self.lock:
             for host, conns in read.items():
                 self.spans.add(t, host, conns)
                 for c in conns:
                     writer.writerow([f"{t:.3f}", host, *(c[k] for k in SOCKET_COLUMNS[2:])])
 
+    def close(self) -> None:
+        """Release the sockets: each holds its host's namespace alive."""
+        for conns in self.connections.values():
+            conns.close()
+
     def stop(self) -> dict:
         """Stop sampling, write the backoff spans; the summary fields."""
-        fields = super().stop()
+        try:
+            fields = super().stop()
+        finally:
+            self.close()
         with self.lock:
             spans = self.spans.close()
         with open(self.raw / TCP_BACKOFFS, "w", newline="") as f:
