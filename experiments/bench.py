@@ -303,7 +303,8 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
 
 TCP_SAMPLER_ROUNDS = 200
 TCP_SAMPLER_CONNECTIONS = 4  # a host of a run holds a few; both ends of each are sampled
-# Holds loopback connections in a network namespace of its own (run under ``unshare --net``) until its stdin closes.
+# Holds loopback connections in a network namespace of its own (run under ``unshare --net``) until its stdin
+# closes; prints its server's port once they are up (the bench's and tests/test_platform_sockets.py's).
 CONNECTIONS_HOLDER = """
 import socket, subprocess, sys
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -311,7 +312,7 @@ server = socket.create_server(("127.0.0.1", 0))
 held = []
 for _ in range(int(sys.argv[1])):  # each accepted at once: the listen backlog holds few
     held += [socket.create_connection(server.getsockname()), server.accept()[0]]
-print("ready", flush=True)
+print(server.getsockname()[1], flush=True)
 sys.stdin.read()
 """
 
@@ -334,7 +335,7 @@ def bench_tcp_sampler() -> list[dict]:
     holder = subprocess.Popen(["unshare", "--net", sys.executable, "-c", CONNECTIONS_HOLDER,
                                str(TCP_SAMPLER_CONNECTIONS)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        if holder.stdout.readline() != "ready\n":
+        if not holder.stdout.readline().strip().isdigit():
             raise RuntimeError(f"the connections' namespace did not come up (exit {holder.wait()})")
         ns = f"/proc/{holder.pid}/ns/net"  # unshare execs the holder: its PID is the namespace's
         ss = ["nsenter", f"--net={ns}", "ss", "-tinH", "state", "established"]

@@ -15,6 +15,7 @@ from contextlib import closing
 
 import pytest
 
+from experiments.bench import CONNECTIONS_HOLDER
 from experiments.platform import sampling
 from experiments.platform.sockets import (DIAG_MSG, DIAG_REQ, INET_DIAG_INFO, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE,
                                           NLMSG_ERR, NLMSG_ERROR, NLMSG_HDR, RTATTR, TCP_INFO, TCPDIAG_GETSOCK,
@@ -154,24 +155,13 @@ def test_the_kernels_reply_is_what_ss_reads_of_the_same_connections(address):
     assert ours[(server, client)]["bytes_received"] == 5000 and ours[(client, server)]["srtt_ms"] > 0
 
 
-# Holds loopback connections in a namespace of its own (run under ``unshare --net``) until its stdin closes.
-HOLDER = """
-import socket, subprocess, sys
-subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-server = socket.create_server(("127.0.0.1", 0))
-held = []
-for _ in range(int(sys.argv[1])):  # each accepted at once: the listen backlog holds few
-    held += [socket.create_connection(server.getsockname()), server.accept()[0]]
-print(server.getsockname()[1], flush=True)
-sys.stdin.read()
-"""
 
 
 @needs_root
 @pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")), reason="needs unshare and ip")
 def test_a_namespaces_connections_are_read_there_and_only_there():
     """200 connections, both ends seen: a dump of many datagrams (the kernel's are of 32 KiB at most)."""
-    holder = subprocess.Popen(["unshare", "--net", sys.executable, "-c", HOLDER, "200"], stdin=subprocess.PIPE,
+    holder = subprocess.Popen(["unshare", "--net", sys.executable, "-c", CONNECTIONS_HOLDER, "200"], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     sockets, root_pair = _connection()
     try:
