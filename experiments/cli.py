@@ -53,21 +53,19 @@ def _run(args) -> int:
     return 0
 
 
-def _refuse_unsimulated(raw) -> None:
+def _refuse_unsimulated(raw, kind) -> None:
     """The one refusal of a spec the simulator has no model of (``simulate``,
     ``validate --simulated``), named as ``place`` names it: by the workload's kind."""
     from experiments.kinds import simulator_names
-    from experiments.runner import kind_of
-    kind = kind_of(raw)
     if isinstance(raw, dict) and kind.simulate is None:
-        raise SpecError("workload.kind", f"trainbed simulate runs {' or '.join(simulator_names())} specs; "
+        raise SpecError("workload.kind", f"the simulator runs {' or '.join(simulator_names())} specs; "
                                          f"this is a {kind.name} spec")
 
 
 def _simulate(args) -> int:
-    from experiments.runner import read_spec, simulate_any_spec
+    from experiments.runner import kind_of, read_spec, simulate_any_spec
     raw = read_spec(args.spec)
-    _refuse_unsimulated(raw)
+    _refuse_unsimulated(raw, kind_of(raw))
     simulate_any_spec(raw, out=args.out)  # its summary is printed as the run ends
     return 0
 
@@ -79,7 +77,7 @@ def _validate(args) -> int:
     raw = read_spec(args.spec)
     kind = kind_of(raw)
     if args.simulated:
-        _refuse_unsimulated(raw)
+        _refuse_unsimulated(raw, kind)
     if args.resolved:  # every step of resolving, an ETP search included
         spec = validate_any(raw, simulated=args.simulated)
         print(yaml.safe_dump(spec, sort_keys=False), end="")

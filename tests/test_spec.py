@@ -353,7 +353,7 @@ def test_a_directory_named_as_a_file_is_called_one(tmp_path):
     (["run", "experiments/sweeps/grouper-smoke.yaml"],
      "spec: this is a sweep file (its spec: names a base spec): run it with trainbed sweep (--dry-run checks it)"),
     (["simulate", "experiments/specs/priority-demo.yaml"],
-     "workload.kind: trainbed simulate runs cojob or gnn specs; this is a timetable spec"),
+     "workload.kind: the simulator runs cojob or gnn specs; this is a timetable spec"),
 ])
 def test_cli_a_spec_of_the_wrong_kind_is_named_so(tmp_path, capsys, args, problem):
     from experiments.cli import main
@@ -376,7 +376,7 @@ def test_trainbed_validate_checks_a_spec_as_run_or_simulate_would_and_starts_not
     assert capsys.readouterr().err.startswith("trainbed: error: topology.host_mbps: 10000 Mbit/s")
     assert main(["validate", str(DEMO), "--simulated"]) == 2
     assert capsys.readouterr().err == (
-        "trainbed: error: workload.kind: trainbed simulate runs cojob or gnn specs; this is a timetable spec\n")
+        "trainbed: error: workload.kind: the simulator runs cojob or gnn specs; this is a timetable spec\n")
     raw = demo()
     raw["flows"][0]["dst"] = "tbh42"
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(raw))

@@ -42,7 +42,7 @@ from experiments.errors import SpecError
 from experiments.reports.markdown import markdown_table
 from experiments.results import lookup, usable_cells
 from experiments.stats import cdf, mean, paired_mean_ratio, percentile
-from experiments.store import EVENTS, SPEC, SWEEP_RECORD, write_csv
+from experiments.store import CELLS, EVENTS, SPEC, SWEEP_RECORD, write_csv
 from experiments.validation import read_yaml
 
 matplotlib.use("Agg")
@@ -437,7 +437,7 @@ def grouper_figures(results_dir: str | Path, solo_runs: Sequence[str | Path] = (
     returns the paths written."""
     results_dir = Path(results_dir)
     target = Path(out_dir) if out_dir is not None else results_dir
-    reference = next((spec.parent for spec in sorted(results_dir.glob(f"cells/*/{SPEC}"))), None)
+    reference = next((spec.parent for spec in sorted(results_dir.glob(f"{CELLS}/*/{SPEC}"))), None)
     solo = solo_calibration(solo_runs, reference) if solo_runs else None
     cells, left_out = load_results(results_dir, solo)
     if solo:

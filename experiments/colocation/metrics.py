@@ -37,7 +37,7 @@ def summarize(records: list[TaskRecord]) -> dict:
         "over_budget_tasks": sum(r.over_budget for r in records),
         "over_capacity_tasks": sum(r.over_capacity for r in records),
         "out_of_memory_tasks": sum(r.error in OUT_OF_MEMORY_ERRORS for r in records),
-        # refused while the watch saw the budget held: a cap too tight (see the caveat in workers._run)
+        # refused while the watch saw the budget held: a cap too tight or the device full (workers._run)
         "refused_within_budget_tasks": sum(r.error == OUT_OF_MEMORY_WITHIN_BUDGET for r in records),
     }
     boundaries = group_boundaries(records)

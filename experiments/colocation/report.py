@@ -55,10 +55,12 @@ def write_report(run: Path, summary: dict, records) -> None:
              "", markdown_table(*colocation_rows(summary))]
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
                           for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
-    refused = ", ".join(f"{name} {spread_of(row, REFUSED)}" for name, row in methods.items() if row.get(REFUSED))
+    refused = ("not recorded" if not any(REFUSED in row for row in methods.values())  # a summary from before it was
+               else ", ".join(f"{name} {spread_of(row, REFUSED)}" for name, row in methods.items() if row.get(REFUSED)))
     lines += ["", f"PMC relative error over the run's tasks: max {spread(summary['pmc_max_relative_error'])}, "
                   f"mean {spread(summary['pmc_mean_relative_error'])}",
-              "", f"Refused by the allocator within their budget (a cap too tight), a run's mean: {refused or 'none'}.",
+              "", f"Refused by the allocator within their budget (a cap too tight, or the device full of what the "
+                  f"ledger does not count), a run's mean: {refused or 'none'}.",
               "", "Group boundary: seconds from a group's end (or its batch's first arrival, if later) to the next "
                   f"group's first start; the policies' groups {'' if summary.get('pipeline_groups') else 'not '}"
                   "pipelined (MPS-Base's and MPS's never are).",
@@ -141,7 +143,7 @@ def table_v(runs: list[Path]) -> str:
 def _failed_table(summaries, queues, methods) -> str:
     """Tasks that failed, a run's mean: a method with any is no clean measurement
     (its failures count as QoS violations, its makespan ends at them). Those the
-    allocator refused within their budget are named: a cap too tight, not the method's."""
+    allocator refused within their budget are named: ours (a cap too tight, the device full), not the method's."""
     return "\n".join(["## Failed tasks (a run's mean; out of memory, over budget, a worker dead)", "",
                       markdown_table(["method", *queues], [
                           [method, *(_failed(s["methods"][method]) if method in s["methods"] else "-"

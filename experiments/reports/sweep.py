@@ -204,7 +204,7 @@ def render_sweep(sweep: SweepData) -> str:
                                                for p in figures]))
     cells = []
     for row in sweep.rows:
-        cell = f"cells/{row['cell']}"
+        cell = f"{store.CELLS}/{row['cell']}"
         if not (sweep.path / cell).is_dir():
             cells.append(f"<li>{escape(row['cell'])} (no directory)</li>")
             continue

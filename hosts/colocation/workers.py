@@ -20,7 +20,8 @@ A task's memory is its own:
   pass the budget. Either way the task stops and its worker serves the next job.
   It is recorded over budget only if the watch saw the budget passed; a refusal
   while its watched bytes were within the budget is ``OUT_OF_MEMORY_WITHIN_BUDGET``:
-  a cap too tight, ours to fix, not the task's excess (one caveat, in ``_run``).
+  not the task's excess but ours (its cap too tight, or on a GPU the device full of
+  what the ledger does not count: other workers' caches, contexts; caveats in ``_run``).
 - Capacity: every worker adds its task's live bytes to one ``DeviceLedger`` in
   shared memory, so the sum over processes is compared with the allocatable memory.
 - A worker that dies (a signal, the kernel's out-of-memory killer) fails its job
@@ -51,7 +52,7 @@ from hosts.colocation.models import build_model
 from hosts.colocation.tasks import Task, run_task, warm_up_models
 
 READY, GO, UP = "ready", "go", "up"
-OUT_OF_MEMORY = "out of memory"  # refused by the allocator past the task's budget, or with none
+OUT_OF_MEMORY = "out of memory"  # refused by the allocator with no budget (past one, the watch stops it first)
 OUT_OF_MEMORY_WITHIN_BUDGET = "out of memory within budget"  # refused while the watch saw the budget held
 OUT_OF_MEMORY_ERRORS = (OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET)
 
@@ -362,7 +363,10 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
     if refused:
         # The watch counts an allocation once it has succeeded, so a task refused on the
         # very request that would have passed its budget is recorded within budget too;
-        # its watched peak (what was live before that request) shows how near it came.
+        # its watched peak (what was live before that request) shows how near it came. The
+        # watch stops a task at its first operator past the budget, so with a budget set a
+        # refusal is nearly always this one; it does not say whether the cap or the device
+        # (full of what the ledger does not count) refused.
         within = job.budget_bytes is not None and not outcome.over_budget
         outcome.error = OUT_OF_MEMORY_WITHIN_BUDGET if within else OUT_OF_MEMORY
     outcome.watched_peak_bytes = watch.record.peak_bytes
