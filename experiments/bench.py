@@ -13,23 +13,28 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from controller.hostnet import netns_cmd, run_tc_batch
 from experiments import store
 from experiments.benchrows import row, show
 from experiments.cojob import bench as bench_grouper
 from experiments.gnn import bench as bench_gnn
 from experiments.gnn import searchbench as bench_search
-from experiments.platform import cpu
+from experiments.platform import cpu, netlink, tcstats
 from experiments.platform.fidelity import host_tcp_counters, queue_drops, tcp_summary
 from experiments.platform.net import Emulation, EmulationOptions
 from experiments.platform.sockets import TcpConnections
 from experiments.platform.spec import FIDELITY_DEFAULTS
+from experiments.platform.tcstats import TcClasses
 from experiments.results import load_summary
 from experiments.runner import run_any_spec
 from experiments.stats import percentile
@@ -39,6 +44,7 @@ from experiments.timetable.runner import run_spec
 from experiments.validation import read_yaml
 from hosts import mesh
 from hosts.traffic import receiver_series
+from topologies import queues
 from topologies.fabric import host_interface, leaf_spine
 
 # The fabrics compared, side by side in one run: ``new`` is the default
@@ -359,6 +365,88 @@ def bench_tcp_sampler() -> list[dict]:
             row("tcp_sampler_ss_over_sock_diag_cpu", ss_ms / diag_ms, "ratio", 4.0)]
 
 
+QUEUE_SAMPLER_ROUNDS = 100
+QUEUE_SAMPLER_PORTS = 4  # a leaf-spine fabric has tens; the cost is per port per sample
+# Holds a network namespace of its own (``unshare --net`` execs it: its PID is the namespace's) until its stdin
+# closes; says so once the namespace is made.
+QUEUE_PORTS_HOLDER = ["unshare", "--net", "--", "sh", "-c", "echo up && exec cat"]
+
+
+@contextmanager
+def queue_ports(n_ports: int, mbps: float = 1000.0) -> Iterator[tuple[int, list[str]]]:
+    """A network namespace of its own, held while the block runs, with ``n_ports``
+    ports (``tbq0``, ...: one end of a veth pair each, both ends up), each with a
+    switch port's queue plan at ``mbps`` (``queues.switch_port_cmds``), the address
+    10.99.<k>.1/24 and a neighbour 10.99.<k>.2 of its own: what is sent there leaves
+    through the port's queues (the other end, which has no address, drops it). The
+    holder's PID and the ports; the namespace, its interfaces with it, goes when the
+    holder is killed (no socket left open in it)."""
+    holder = subprocess.Popen(QUEUE_PORTS_HOLDER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if holder.stdout.readline().strip() != "up":
+            raise RuntimeError(f"the queue ports' namespace did not come up (exit {holder.wait()})")
+        names = [f"tbq{k}" for k in range(n_ports)]
+        links = "".join(f"link add {name} type veth peer name {name}p\nlink set dev {name}p up\n"
+                        f"addr add 10.99.{k}.1/24 dev {name}\nlink set dev {name} up\n"
+                        f"neigh replace 10.99.{k}.2 lladdr 02:00:00:00:99:{k:02x} dev {name} nud permanent\n"
+                        for k, name in enumerate(names))
+        done = subprocess.run(netns_cmd(holder.pid, ["ip", "-batch", "-"]), input=links, text=True, capture_output=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"the queue ports could not be made: {done.stderr.strip() or done.returncode}")
+        run_tc_batch([cmd for name in names for cmd in queues.switch_port_cmds(name, mbps)], holder.pid,
+                     where="queue ports")
+        yield holder.pid, names
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _tc_backlogs(port: str) -> dict[int, int]:
+    """The queue sampler's way until 2026-12: ``tc -s class show`` forked, its text parsed."""
+    return queues.queue_backlogs(subprocess.run(["tc", "-s", "class", "show", "dev", port], capture_output=True,
+                                                text=True, check=True).stdout)
+
+
+def _queue_sampler_cpu(ports: list[str]) -> tuple[dict[str, float], dict[str, dict[int, int]]]:
+    """CPU ms each way spent on ``QUEUE_SAMPLER_ROUNDS`` samples of ``ports`` (rounds
+    interleaved), and what the netlink way read last, by port."""
+    reader = TcClasses()
+    try:
+        index = {port: socket.if_nametoindex(port) for port in ports}
+        spent = {"tc": 0.0, "netlink": 0.0}
+        for _ in range(QUEUE_SAMPLER_ROUNDS):
+            for port in ports:
+                spent["tc"] += _cpu_ms(lambda port=port: _tc_backlogs(port))
+            for port in ports:
+                spent["netlink"] += _cpu_ms(lambda port=port: tcstats.queue_backlogs(reader.read(index[port])))
+        seen = {port: tcstats.queue_backlogs(reader.read(index[port])) for port in ports}
+        if seen != {port: _tc_backlogs(port) for port in ports}:
+            raise RuntimeError(f"rtnetlink read {seen}, not what tc read")
+        return spent, seen
+    finally:
+        reader.close()
+
+
+def bench_queue_sampler() -> list[dict]:
+    """CPU per port-sample of the capture's queue sampler, its two ways side by side on
+    the same ports: ``tc -s class show`` forked per port-sample and its text parsed (the
+    sampler's way until 2026-12) and one RTM_GETTCLASS dump over the rtnetlink socket
+    ``TcClasses`` holds (``tcstats``), each read to {queue: backlog}. The ports are
+    ``queue_ports``' (a switch port's queue plan on dummy interfaces in a namespace of
+    their own), read by a thread that entered the namespace, as the sampler reads the
+    root namespace's switch ports: tc forked with no ``nsenter``, the socket a plain
+    one. Rounds interleave the two, so a noisy moment costs both alike."""
+    with queue_ports(QUEUE_SAMPLER_PORTS) as (pid, ports):
+        spent, seen = netlink.in_netns(f"/proc/{pid}/ns/net", lambda: _queue_sampler_cpu(ports))
+    if any(sorted(backlogs) != list(range(queues.N_QUEUES)) for backlogs in seen.values()):
+        raise RuntimeError(f"rtnetlink did not read every port's {queues.N_QUEUES} queues: {seen}")
+    samples = QUEUE_SAMPLER_ROUNDS * len(ports)
+    tc_ms, netlink_ms = spent["tc"] / samples, spent["netlink"] / samples
+    return [row("queue_sampler_tc_cpu_ms_per_port_sample", tc_ms, "ms"),
+            row("queue_sampler_netlink_cpu_ms_per_port_sample", netlink_ms, "ms"),
+            row("queue_sampler_tc_over_netlink_cpu", tc_ms / netlink_ms, "ratio", 10.0)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the smaller half (CI-sized): capacity at 6 hosts only, no smoke "
@@ -372,7 +460,8 @@ def main(argv: list[str] | None = None) -> None:
         steps = [lambda: bench_grouper.pda_timings(), lambda: bench_grouper.simulator_timings(),
                  lambda: bench_grouper.simulated_vs_emulated(workdir, emulate_smoke=not args.quick), lambda: bench_bring_up_and_policies(workdir),
                  lambda: bench_capacity(workdir, args.quick), lambda: bench_fidelity_per_mode(workdir, args.quick)]
-        steps += [lambda: bench_gnn.rate_update_latency(workdir), bench_search.rows, bench_tcp_sampler]
+        steps += [lambda: bench_gnn.rate_update_latency(workdir), bench_search.rows, bench_tcp_sampler,
+                  bench_queue_sampler]
         if not args.quick:
             steps += [lambda: bench_gnn.training_side_by_side(workdir), lambda: bench_big_fabric(workdir)]
         for step in steps:

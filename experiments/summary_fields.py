@@ -54,7 +54,8 @@ EMULATED = {  # every emulated run beside (platform: fidelity, cpu, capture)
     "collect_errors": ("only when some fabric counter/file could not be read: 'file: error' lines (run made "
                        "untrustworthy)"),
     "queue_samples": "only with capture.queue_interval_s: sampling rounds of every switch port's per-queue backlog",
-    "queue_sampler_cpu_s": "only with capture.queue_interval_s: CPU s (user+sys) the sampler thread and its tc processes used",
+    "queue_sampler_cpu_s": ("only with capture.queue_interval_s: CPU s (user+sys) the sampler thread used (its "
+                            "rtnetlink reads)"),
     "queue_sampler_cpu_share": "only with capture.queue_interval_s: sampler CPU s / (s since run start x CPU count)",
     "queue_sampler_error": "only when the queue sampler stopped on an error (e.g. a port gone): its message",
     "tcp_samples": "only with capture.tcp_interval_s: sampling rounds of the capture hosts' TCP connections",

@@ -296,7 +296,11 @@ def _class_stats(text: str, stat: re.Pattern) -> dict[str, re.Match]:
     return found
 
 
-def _per_queue(by_class: dict) -> dict:
+def per_queue(by_class: dict) -> dict:
+    """{classid (tc's ``1:10``): value} -> {queue number: value}: a port's queue classes
+    (``queue_classid``) only, its root class (1:1) and a host's per-flow classes left
+    out. tc's text (``queue_counters``, ``queue_backlogs``) and the queue sampler's
+    rtnetlink reads (``experiments/platform/tcstats.py``) alike."""
     return {q: by_class[queue_classid(q)] for q in range(N_QUEUES) if queue_classid(q) in by_class}
 
 
@@ -324,14 +328,15 @@ def root_qdisc_counters(text: str) -> dict[str, int] | None:
 
 def queue_counters(text: str) -> dict[int, dict[str, int]]:
     """Counters per queue number from one switch port's ``tc -s class show``."""
-    return _per_queue(parse_class_counters(text))
+    return per_queue(parse_class_counters(text))
 
 
 def queue_backlogs(text: str) -> dict[int, int]:
     """Bytes waiting per queue number, from one switch port's ``tc -s class show``
     (this tc prints classes as text only; it rounds a size to Kb or Mb only when that
-    is within 16 bytes or 1 KiB of exact)."""
-    return _per_queue({classid: round(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+    is within 16 bytes or 1 KiB of exact). The queue sampler reads the same from
+    rtnetlink, exact (``experiments/platform/tcstats.py``); this reads tc's view of it."""
+    return per_queue({classid: round(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
                        for classid, m in _class_stats(text, _BACKLOG_RE).items()})
 
 

@@ -10,10 +10,14 @@ tcp_interval_s: 0.25}``
   error, not an empty pcap); ``raw/capture-<host>.pcap``. A tcpdump that exits
   other than 0 is listed in the summary's ``capture_errors``.
 - Queue occupancy (``queue_interval_s``): every interval, every switch egress port's
-  backlog per queue from ``tc -s class show`` (the root namespace holds the switch
-  ports); ``raw/queue_occupancy.csv`` (``time_s,port,queue,backlog_bytes``, run time
-  from the run's start, before the fabric's bring-up, as ``cpu.csv``'s). The sampler's
-  own cost, the CPU time of its thread and its tc processes, is reported
+  backlog per queue, as ``tc -s class show`` prints it, read from the kernel's
+  rtnetlink (one RTM_GETTCLASS dump per port over one socket: no process forked;
+  ``experiments/platform/tcstats.py``; the root namespace holds the switch ports);
+  ``raw/queue_occupancy.csv`` (``time_s,port,queue,backlog_bytes``, run time from the
+  run's start, before the fabric's bring-up, as ``cpu.csv``'s; the bytes exact, where
+  tc's text rounds a size near a KiB multiple). A port that does not exist fails the
+  capture's start; one gone while sampling ends the sampling (``queue_sampler_error``).
+  The sampler's own cost, the CPU time of its thread, is reported
   (``queue_sampler_cpu_s``, ``queue_sampler_cpu_share`` of the box's CPU time over the
   sampling) beside the run's fidelity fields: it competes with the emulation for the
   same cores.
@@ -28,16 +32,17 @@ import functools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
-from controller.hostnet import tc_show_cmd
 from experiments.errors import SpecError
+from experiments.platform import tcstats
 from experiments.platform.sampling import Sampler
 from experiments.platform.sockets import TcpSampler
+from experiments.platform.tcstats import TcClasses
 from experiments.validation import at, describe, host_name, integer, items, mapping, number, string, word
-from topologies import queues
 from topologies.fabric import Fabric, host_interface
 
 CAPTURE_FIELDS = {"hosts", "snap_bytes", "packets", "filter", "queue_interval_s", "tcp_interval_s"}
@@ -157,20 +162,56 @@ def stop_packet_captures(procs: dict[str, subprocess.Popen]) -> list[str]:
 
 
 class QueueSampler(Sampler):
-    """Every ``interval_s``, every switch port's backlog per queue, into ``path``."""
+    """Every ``interval_s``, every switch port's backlog per queue, into ``path``: one
+    rtnetlink dump of the port's tc classes per port per sample (``tcstats``), through
+    one socket opened here (the switch ports are the root namespace's, as this
+    process's are), no process forked."""
 
     header = ["time_s", "port", "queue", "backlog_bytes"]
     prefix = "queue"
 
     def __init__(self, fabric: Fabric, path: Path, interval_s: float, t0: float):
+        """Each port's index resolved here, so that a port that cannot be read fails
+        before any sampling starts."""
         super().__init__(path, interval_s, t0)
-        self.ports = [intf for _switch, intf, _mbps in fabric.switch_ports()]
+        self.ports: dict[str, int] = {}
+        for _switch, intf, _mbps in fabric.switch_ports():
+            try:
+                self.ports[intf] = socket.if_nametoindex(intf)
+            except OSError as err:
+                raise OSError(f"{intf}: its queues cannot be read: {err.strerror or err}") from err
+        self.classes = TcClasses()
 
     def sample(self, t: float, writer) -> None:
-        for intf in self.ports:
-            out = self.output(tc_show_cmd(None, "class", intf, stats=True))
-            for queue, backlog in sorted(queues.queue_backlogs(out).items()):
+        """Every port read first: a round that fails leaves no part of itself behind."""
+        read = {intf: tcstats.queue_backlogs(self._classes(intf, index)) for intf, index in self.ports.items()}
+        for intf, backlogs in read.items():
+            for queue, backlog in sorted(backlogs.items()):
                 writer.writerow([f"{t:.3f}", intf, queue, backlog])
+
+    def _classes(self, intf: str, index: int) -> dict[str, dict]:
+        """The port's classes; an OSError if the port is gone (the kernel's dump of an
+        index no interface has is empty, as is one of a port without classes)."""
+        classes = self.classes.read(index)
+        if not classes:
+            try:
+                gone = socket.if_indextoname(index) != intf
+            except OSError:
+                gone = True
+            if gone:
+                raise OSError(f"{intf}: its queues cannot be read: the interface is gone")
+        return classes
+
+    def close(self) -> None:
+        """Release the rtnetlink socket."""
+        self.classes.close()
+
+    def stop(self) -> dict:
+        """Stop sampling, release the socket; the summary fields."""
+        try:
+            return super().stop()
+        finally:
+            self.close()
 
 
 class Capture:
@@ -189,13 +230,19 @@ class Capture:
             return
         o = self.options
         t0 = time.monotonic() if self.t0 is None else self.t0
-        # Every sampler built (the TCP one opens its hosts' sockets) before anything starts:
-        # a host that cannot be read fails the start with nothing left running.
+        # Every sampler built (each opens its netlink sockets) before anything starts:
+        # a port or host that cannot be read fails the start with nothing left running.
         samplers: list[Sampler] = []
-        if o["queue_interval_s"]:
-            samplers.append(QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0))
-        if o["tcp_interval_s"]:
-            samplers.append(TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"], t0))
+        try:
+            if o["queue_interval_s"]:
+                samplers.append(QueueSampler(em.fabric, self.raw / QUEUE_OCCUPANCY, o["queue_interval_s"], t0))
+            if o["tcp_interval_s"]:
+                samplers.append(TcpSampler({h: em.host(h).pid for h in o["hosts"]}, self.raw, o["tcp_interval_s"],
+                                           t0))
+        except BaseException:
+            for sampler in samplers:  # the sockets of those built: none started
+                sampler.close()
+            raise
         self.samplers = samplers
         for sampler in samplers:
             sampler.start()

@@ -1,20 +1,18 @@
 """A sampler thread of a run: every interval, something of the live fabric read into a
-CSV (by commands, or by the thread itself), its CPU time counted: the thread's own and
-its commands'. The capture's queue and TCP samplers are two; each says what it reads
-(``header``, ``sample``) and what its summary fields are called (``prefix``)."""
+CSV by the thread itself (netlink: no process forked), its CPU time counted. The
+capture's queue and TCP samplers are two; each says what it reads (``header``,
+``sample``) and what its summary fields are called (``prefix``)."""
 from __future__ import annotations
 
 import csv
 import os
-import select
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 from experiments.errors import one_line
 
-COMMAND_TIMEOUT_S = 10.0  # a sampler command that takes longer is stuck: the sampling ends on it
+READ_TIMEOUT_S = 10.0  # a sampler's read that takes longer is stuck: the sampling ends on it
 
 
 class Sampler(threading.Thread):
@@ -39,37 +37,15 @@ class Sampler(threading.Thread):
         """One sample's rows at run time ``t``."""
         raise NotImplementedError
 
-    def output(self, cmd: list[str]) -> str:
-        """``cmd``'s standard output, its CPU time counted (its own rusage); OSError if it fails."""
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        chunks, fd, timed_out = [], proc.stdout.fileno(), False
-        deadline = time.monotonic() + COMMAND_TIMEOUT_S
-        while True:  # read to EOF by hand: Popen's own timeouts reap the child, and its rusage with it
-            left = deadline - time.monotonic()
-            if left <= 0:
-                proc.kill()
-                timed_out = True
-                break
-            if select.select([fd], [], [], left)[0]:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        proc.stdout.close()
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting on it again
-        self.cpu_s += usage.ru_utime + usage.ru_stime
-        if timed_out:
-            raise OSError(f"{' '.join(cmd)} took over {COMMAND_TIMEOUT_S:g} s")
-        if proc.returncode != 0:
-            raise OSError(f"{' '.join(cmd)} exited with {proc.returncode}")
-        return b"".join(chunks).decode()
+    def close(self) -> None:
+        """Release what the sampler holds open (its sockets): at ``stop``, or when the
+        capture fails to start after building it."""
 
     def run(self) -> None:
         started = time.thread_time()
         try:
             self._sample_until_stopped()
-        finally:  # the thread's own work (forking, parsing, netlink reads) competes for the cores too
+        finally:  # the thread's own work (netlink reads, parsing, writing) competes for the cores too
             self.cpu_s += time.thread_time() - started
 
     def _sample_until_stopped(self) -> None:
@@ -90,9 +66,9 @@ class Sampler(threading.Thread):
     def stop(self) -> dict:
         """Stop sampling; the summary fields of its cost."""
         self.stopped.set()
-        self.join(timeout=COMMAND_TIMEOUT_S + 5)
+        self.join(timeout=READ_TIMEOUT_S + 5)
         if self.is_alive():
-            self.error = self.error or f"did not stop within {COMMAND_TIMEOUT_S + 5:g} s"
+            self.error = self.error or f"did not stop within {READ_TIMEOUT_S + 5:g} s"
         span = time.monotonic() - self.t0
         cores = os.cpu_count() or 1
         p = self.prefix

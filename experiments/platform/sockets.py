@@ -33,15 +33,15 @@ competes with the emulation for the same cores.
 from __future__ import annotations
 
 import csv
-import ctypes
-import os
 import socket
 import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments.platform.sampling import COMMAND_TIMEOUT_S, Sampler
+from experiments.platform import netlink, sampling
+from experiments.platform.netlink import NETLINK_SOCK_DIAG, NLM_F_DUMP, NLM_F_REQUEST
+from experiments.platform.sampling import Sampler
 
 TCP_SOCKETS = "tcp_sockets.csv"
 TCP_BACKOFFS = "tcp_backoffs.csv"
@@ -50,30 +50,18 @@ SOCKET_COLUMNS = ["time_s", "host", "local", "peer", "send_q", "recv_q", "rto_ms
 BACKOFF_COLUMNS = ["host", "local", "peer", "start_s", "end_s", "samples", "backoff_max", "rto_ms_max",
                    "srtt_ms_before"]
 
-# linux/netlink.h, linux/sock_diag.h, linux/inet_diag.h, netinet/tcp.h, linux/sched.h
-NETLINK_SOCK_DIAG, TCPDIAG_GETSOCK = 4, 18
-NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
-NLMSG_ERROR, NLMSG_DONE = 2, 3
+# linux/sock_diag.h, linux/inet_diag.h, netinet/tcp.h (netlink's own: netlink.py)
+TCPDIAG_GETSOCK = 18
 INET_DIAG_INFO = 2
 TCP_ESTABLISHED = 1
-CLONE_NEWNET = 0x40000000
-RECV_BYTES = 1 << 16  # the kernel sends a dump in datagrams of at most 32 KiB
 V4_MAPPED = bytes(10) + b"\xff\xff"
+WHAT = "sock_diag"
 
 # Netlink is in host byte order, but for the addresses and ports (network order).
-NLMSG_HDR = struct.Struct("=IHHII")  # nlmsghdr: len, type, flags, seq, pid
 DIAG_REQ = struct.Struct("=BBBB48xII")  # inet_diag_req: family, src_len, dst_len, ext, sockid (0: any), states, dbs
 DIAG_MSG = struct.Struct("=B3xHH16s16s16xII8x")  # inet_diag_msg: family, sport, dport, src, dst, rqueue, wqueue
-NLMSG_ERR = struct.Struct("=i")  # nlmsgerr's error: -errno
-RTATTR = struct.Struct("=HH")  # rtattr: len, type
 # tcp_info's prefix: backoff, rto (µs), unacked, lost, rtt (µs), snd_cwnd, total_retrans, bytes_acked, bytes_received
 TCP_INFO = struct.Struct("=4xB3xI12xI4xI32xI8xI16xI16xQQ")
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _align(n: int) -> int:
-    return (n + 3) & ~3  # NLMSG_ALIGN, RTA_ALIGN
 
 
 def diag_request() -> bytes:
@@ -85,7 +73,7 @@ def diag_request() -> bytes:
     every namespace's connections in it (262,144 buckets here), so a walk is most of a
     read's cost: the one walk halves it (``make bench``'s tcp_sampler rows)."""
     body = DIAG_REQ.pack(socket.AF_INET, 0, 0, 1 << (INET_DIAG_INFO - 1), 1 << TCP_ESTABLISHED, 0)
-    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), TCPDIAG_GETSOCK, NLM_F_REQUEST | NLM_F_DUMP, 0, 0) + body
+    return netlink.request(TCPDIAG_GETSOCK, body, NLM_F_REQUEST | NLM_F_DUMP)
 
 
 REQUEST = diag_request()
@@ -101,18 +89,14 @@ def endpoint(family: int, raw: bytes, port: int) -> str:
     return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{port}"
 
 
-def _connection(body: bytes) -> dict:
+def _connection(kind: int, body: bytes) -> dict:
+    """A connection of the dump's reply (a message of another type is a ValueError)."""
+    if kind != TCPDIAG_GETSOCK:  # a reply's type is its request's
+        raise ValueError(f"sock_diag: a message of type {kind}, not a connection")
     if len(body) < DIAG_MSG.size:
         raise ValueError(f"sock_diag: a connection of {len(body)} bytes, under inet_diag_msg's {DIAG_MSG.size}")
     family, sport, dport, src, dst, rqueue, wqueue = DIAG_MSG.unpack_from(body)
-    info, at = b"", DIAG_MSG.size
-    while at + RTATTR.size <= len(body):
-        length, kind = RTATTR.unpack_from(body, at)
-        if length < RTATTR.size or at + length > len(body):
-            raise ValueError(f"sock_diag: a truncated attribute ({length} bytes at {at} of {len(body)})")
-        if kind == INET_DIAG_INFO:
-            info = body[at + RTATTR.size:at + length]
-        at += _align(length)
+    info = netlink.attributes(body, DIAG_MSG.size, WHAT).get(INET_DIAG_INFO, b"")
     # an older kernel's shorter tcp_info: what it lacks reads 0; a newer one's longer tail is not read
     backoff, rto, unacked, lost, rtt, cwnd, retrans_total, acked, received = TCP_INFO.unpack(
         info[:TCP_INFO.size].ljust(TCP_INFO.size, b"\0"))
@@ -126,52 +110,8 @@ def parse_diag(data: bytes) -> tuple[list[dict], bool]:
     """One datagram of a sock_diag dump's reply: its connections, and whether it ended
     the dump (NLMSG_DONE). A message the kernel refused (NLMSG_ERROR) is an OSError; a
     message cut short or of another type, a ValueError."""
-    rows, offset = [], 0
-    while offset < len(data):
-        if len(data) - offset < NLMSG_HDR.size:
-            raise ValueError(f"sock_diag: a truncated netlink header at {offset} of {len(data)} bytes")
-        length, kind, _flags, _seq, _pid = NLMSG_HDR.unpack_from(data, offset)
-        if length < NLMSG_HDR.size or offset + length > len(data):
-            raise ValueError(f"sock_diag: a truncated message ({length} bytes at {offset} of {len(data)})")
-        body = data[offset + NLMSG_HDR.size:offset + length]
-        offset += _align(length)
-        if kind == NLMSG_DONE:
-            return rows, True
-        if kind == NLMSG_ERROR and len(body) >= NLMSG_ERR.size:
-            code = -NLMSG_ERR.unpack_from(body)[0]
-            raise OSError(code, f"sock_diag refused the dump: {os.strerror(code)}")
-        if kind != TCPDIAG_GETSOCK:  # a reply's type is its request's
-            raise ValueError(f"sock_diag: a message of type {kind}, not a connection")
-        rows.append(_connection(body))
-    return rows, False
-
-
-def netns_socket(ns_path: str) -> socket.socket:
-    """A sock_diag netlink socket in the network namespace at ``ns_path``
-    (``/proc/PID/ns/net``). A throwaway thread enters the namespace and opens it: setns
-    moves only the calling thread (man 2 setns), and a socket stays in the namespace it
-    was made in, so no thread of this process changes namespace for good."""
-    made: list = []
-
-    def enter() -> None:
-        try:
-            fd = os.open(ns_path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    code = ctypes.get_errno()
-                    raise OSError(code, os.strerror(code))
-            finally:
-                os.close(fd)
-            made.append(socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG))
-        except OSError as err:
-            made.append(OSError(err.errno, f"{ns_path}: {err.strerror}"))
-
-    thread = threading.Thread(target=enter, name="netns-socket")
-    thread.start()
-    thread.join()
-    if isinstance(made[0], OSError):
-        raise made[0]
-    return made[0]
+    messages, done = netlink.parse_datagram(data, WHAT)
+    return [_connection(kind, body) for kind, body in messages], done
 
 
 class TcpConnections:
@@ -179,17 +119,11 @@ class TcpConnections:
     kernel through one sock_diag socket opened once in it."""
 
     def __init__(self, ns_path: str):
-        self.sock = netns_socket(ns_path)
-        self.sock.settimeout(COMMAND_TIMEOUT_S)  # a read that hangs ends the sampling, as a stuck command did
+        self.sock = netlink.netns_socket(ns_path, NETLINK_SOCK_DIAG)
+        self.sock.settimeout(sampling.READ_TIMEOUT_S)  # a read that hangs ends the sampling
 
     def read(self) -> list[dict]:
-        rows: list[dict] = []
-        self.sock.send(REQUEST)
-        done = False
-        while not done:  # a dump comes in as many datagrams as it fills
-            got, done = parse_diag(self.sock.recv(RECV_BYTES))
-            rows += got
-        return rows
+        return [_connection(kind, body) for kind, body in netlink.dump(self.sock, REQUEST, WHAT)]
 
     def close(self) -> None:
         self.sock.close()
