@@ -298,7 +298,7 @@ _COLOCATION_METHOD = {  # under methods.<method>; a number also as <field>_sd
     "out_of_memory_tasks": ("tasks the allocator refused: 'out of memory' (past the budget, or none) or 'out of "
                             "memory within budget'"),
     "refused_within_budget_tasks": ("tasks that ended 'out of memory within budget': refused while the watch saw "
-                                    "the budget held (a cap too tight, or the refused request would have passed it)"),
+                                    "the budget held (a cap too tight, the device full, or the refused request would have passed it)"),
     "group_boundary_s": "s; mean over groups after the first of start - when it could start; null if <2 groups",
     "group_boundary_max_s": "s; largest such boundary; null if <2 groups",
     "qos_violation_rate": "(inference) share of tasks with a QT not delivered within it (failures count)",

@@ -180,6 +180,53 @@ def test_a_namespaces_connections_are_read_there_and_only_there():
     assert root_pair not in inside and root_pair in outside and not inside & outside
 
 
+@needs_root
+@pytest.mark.skipif(not (shutil.which("unshare") and shutil.which("ip")), reason="needs unshare and ip")
+def test_a_host_gone_mid_run_ends_the_reads_though_its_socket_holds_the_namespace():
+    holder = subprocess.Popen(["unshare", "--net", sys.executable, "-c", CONNECTIONS_HOLDER, "2"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        holder.stdout.readline()
+        with closing(TcpConnections(f"/proc/{holder.pid}/ns/net")) as there:
+            assert len(there.read()) == 4
+            holder.kill()
+            holder.wait()
+            with pytest.raises(OSError, match=f"^/proc/{holder.pid}/ns/net: gone"):
+                there.read()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_reply_read_at_the_headers_offsets():
+    """The layouts against linux/inet_diag.h and linux/tcp.h's offsets (gcc's offsetof on
+    this box), written here by number, not by the module's own structs."""
+    msg = bytearray(72)  # inet_diag_msg
+    msg[0] = socket.AF_INET
+    msg[4:6], msg[6:8] = (20000).to_bytes(2, "big"), (41234).to_bytes(2, "big")  # id.idiag_sport, idiag_dport
+    msg[8:12], msg[24:28] = socket.inet_aton("10.0.0.2"), socket.inet_aton("10.0.0.1")  # idiag_src, idiag_dst
+    msg[56:60], msg[60:64] = (11).to_bytes(4, "little"), (22).to_bytes(4, "little")  # idiag_rqueue, idiag_wqueue
+    info = bytearray(136)  # tcp_info to tcpi_bytes_received
+    info[4] = 3  # tcpi_backoff
+    for offset, size, value in ((8, 4, 204000), (24, 4, 5), (32, 4, 6), (68, 4, 3500), (80, 4, 10), (100, 4, 9),
+                                (120, 8, 1201), (128, 8, 99)):  # rto, unacked, lost, rtt, snd_cwnd, total_retrans,
+        info[offset:offset + size] = value.to_bytes(size, "little")  # bytes_acked, bytes_received
+    assert sys.byteorder == "little"  # netlink is in host order; this box's
+    body = bytes(msg) + _attr(INET_DIAG_INFO, bytes(info))
+    [row], _ = parse_diag(_message(TCPDIAG_GETSOCK, body))
+    assert row == {"recv_q": 11, "send_q": 22, "local": "10.0.0.2:20000", "peer": "10.0.0.1:41234", "rto_ms": 204.0,
+                   "srtt_ms": 3.5, "cwnd": 10, "unacked": 5, "backoff": 3, "retrans_total": 9, "lost": 6,
+                   "bytes_acked": 1201, "bytes_received": 99}
+
+
+def test_a_connection_without_its_tcp_info_or_a_dump_cut_short_is_an_error():
+    body = DIAG_MSG.pack(socket.AF_INET, 1, 2, bytes(16), bytes(16), 0, 0)
+    with pytest.raises(ValueError, match="without its tcp_info"):
+        parse_diag(_message(TCPDIAG_GETSOCK, body))
+    with pytest.raises(OSError, match="the dump ended on an error: Interrupted system call"):
+        parse_diag(_message(NLMSG_DONE, NLMSG_ERR.pack(-4)))
+
+
 def test_a_host_gone_fails_the_sampler_before_it_samples(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -57,7 +57,9 @@ def parse_datagram(data: bytes, what: str) -> tuple[list[tuple[int, bytes]], boo
             raise ValueError(f"{what}: a truncated message ({length} bytes at {offset} of {len(data)})")
         body = data[offset + NLMSG_HDR.size:offset + length]
         offset += _align(length)
-        if kind == NLMSG_DONE:
+        if kind == NLMSG_DONE:  # its body: the dump's end code, -errno if the kernel cut it short
+            if len(body) >= NLMSG_ERR.size and (code := -NLMSG_ERR.unpack_from(body)[0]) > 0:
+                raise OSError(code, f"{what}: the dump ended on an error: {os.strerror(code)}")
             return messages, True
         if kind == NLMSG_ERROR:
             if len(body) < NLMSG_ERR.size:
@@ -77,7 +79,10 @@ def dump(sock: socket.socket, req: bytes, what: str) -> list[tuple[int, bytes]]:
     messages: list[tuple[int, bytes]] = []
     done = False
     while not done:
-        got, done = parse_datagram(sock.recv(RECV_BYTES), what)
+        data = sock.recv(RECV_BYTES)
+        if not data:
+            raise ValueError(f"{what}: an empty reply before the dump's end")
+        got, done = parse_datagram(data, what)
         messages += got
     return messages
 

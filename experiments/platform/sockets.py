@@ -11,7 +11,7 @@ backed off.
 A row's fields, from ``struct inet_diag_msg`` and ``struct tcp_info`` (linux/inet_diag.h,
 linux/tcp.h): ``local``, ``peer`` (``ip:port``, ``[ipv6]:port``; an IPv4-mapped IPv6
 address as the IPv4 one it is); ``recv_q`` (bytes received, not yet read by the
-application) and ``send_q`` (bytes sent, not yet acknowledged), as ss's Recv-Q and
+application) and ``send_q`` (bytes written, not yet acknowledged: sent or not), as ss's Recv-Q and
 Send-Q; ``rto_ms`` (tcpi_rto, µs, as ms: the retransmission timeout, backoff
 included); ``srtt_ms`` (tcpi_rtt, µs, as ms: the smoothed RTT); ``cwnd`` (segments);
 ``unacked`` (segments in flight); ``backoff`` (timeouts since the last ACK);
@@ -33,6 +33,7 @@ competes with the emulation for the same cores.
 from __future__ import annotations
 
 import csv
+import os
 import socket
 import struct
 import threading
@@ -96,7 +97,9 @@ def _connection(kind: int, body: bytes) -> dict:
     if len(body) < DIAG_MSG.size:
         raise ValueError(f"sock_diag: a connection of {len(body)} bytes, under inet_diag_msg's {DIAG_MSG.size}")
     family, sport, dport, src, dst, rqueue, wqueue = DIAG_MSG.unpack_from(body)
-    info = netlink.attributes(body, DIAG_MSG.size, WHAT).get(INET_DIAG_INFO, b"")
+    info = netlink.attributes(body, DIAG_MSG.size, WHAT).get(INET_DIAG_INFO)
+    if info is None:  # asked for (idiag_ext): without it every field would read a silent 0
+        raise ValueError("sock_diag: a connection without its tcp_info")
     # an older kernel's shorter tcp_info: what it lacks reads 0; a newer one's longer tail is not read
     backoff, rto, unacked, lost, rtt, cwnd, retrans_total, acked, received = TCP_INFO.unpack(
         info[:TCP_INFO.size].ljust(TCP_INFO.size, b"\0"))
@@ -114,15 +117,32 @@ def parse_diag(data: bytes) -> tuple[list[dict], bool]:
     return [_connection(kind, body) for kind, body in messages], done
 
 
+def _namespace_id(ns_path: str) -> tuple[int, int]:
+    try:
+        status = os.stat(ns_path)
+    except OSError as err:
+        raise OSError(err.errno, f"{ns_path}: {err.strerror}") from None
+    return status.st_dev, status.st_ino
+
+
 class TcpConnections:
     """A network namespace's established TCP connections (IPv4 and IPv6), read from its
     kernel through one sock_diag socket opened once in it."""
 
     def __init__(self, ns_path: str):
+        self.ns_path, self.ns_id = ns_path, _namespace_id(ns_path)
         self.sock = netlink.netns_socket(ns_path, NETLINK_SOCK_DIAG)
         self.sock.settimeout(sampling.READ_TIMEOUT_S)  # a read that hangs ends the sampling
 
     def read(self) -> list[dict]:
+        """The connections now; an OSError once the namespace's process is gone: the
+        socket would keep reading the namespace it holds alive, emptied."""
+        try:
+            same = _namespace_id(self.ns_path) == self.ns_id
+        except OSError:
+            same = False
+        if not same:
+            raise OSError(f"{self.ns_path}: gone (its process ended)")
         return [_connection(kind, body) for kind, body in netlink.dump(self.sock, REQUEST, WHAT)]
 
     def close(self) -> None:
@@ -198,15 +218,22 @@ class TcpSampler(Sampler):
         for host, pid in host_pids.items():
             try:
                 self.connections[host] = TcpConnections(f"/proc/{pid or 'self'}/ns/net")
-            except OSError as err:
+            except BaseException as err:  # an interrupt too: each socket opened holds a namespace alive
                 self.close()
-                raise OSError(f"{host}: its TCP connections cannot be read: {err.strerror or err}") from err
+                if isinstance(err, OSError):
+                    raise OSError(f"{host}: its TCP connections cannot be read: {err.strerror or err}") from err
+                raise
         self.spans = BackoffSpans()
         self.lock = threading.Lock()  # a sampler stuck past stop() must not add to the spans being closed
 
     def sample(self, t: float, writer) -> None:
         """Every host read first: a round that fails leaves no part of itself behind."""
-        read = {host: conns.read() for host, conns in self.connections.items()}
+        read = {}
+        for host, conns in self.connections.items():
+            try:
+                read[host] = conns.read()
+            except OSError as err:
+                raise OSError(f"{host}: its TCP connections cannot be read: {err.strerror or err}") from err
         with self.lock:
             for host, conns in read.items():
                 self.spans.add(t, host, conns)
