@@ -432,7 +432,7 @@ def bench_queue_sampler() -> list[dict]:
     the same ports: ``tc -s class show`` forked per port-sample and its text parsed (the
     sampler's way until 2026-12) and one RTM_GETTCLASS dump over the rtnetlink socket
     ``TcClasses`` holds (``tcstats``), each read to {queue: backlog}. The ports are
-    ``queue_ports``' (a switch port's queue plan on dummy interfaces in a namespace of
+    ``queue_ports``' (a switch port's queue plan on veth ports in a namespace of
     their own), read by a thread that entered the namespace, as the sampler reads the
     root namespace's switch ports: tc forked with no ``nsenter``, the socket a plain
     one. Rounds interleave the two, so a noisy moment costs both alike."""
