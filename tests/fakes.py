@@ -1,8 +1,11 @@
 """Stand-ins the unit tests share: the controller client a driver applies its
-decisions through, and a socket that keeps what a host program wrote."""
+decisions through, a socket that keeps what a host program wrote, and netlink
+replies built as the kernel frames them."""
 from __future__ import annotations
 
 import socket
+
+from experiments.platform.netlink import NLMSG_HDR, RTATTR
 
 
 class FakeClient:
@@ -28,3 +31,13 @@ class RecordingSocket:
 
     def __getattr__(self, name):
         return getattr(self.sock, name)
+
+
+def netlink_message(kind: int, body: bytes) -> bytes:
+    """A netlink message of a kernel's reply (flags NLM_F_MULTI, as a dump's), 4-byte aligned."""
+    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), kind, 2, 7, 0) + body + bytes(-len(body) % 4)
+
+
+def netlink_attr(kind: int, payload: bytes) -> bytes:
+    """An rtattr, its payload padded to 4 bytes."""
+    return RTATTR.pack(RTATTR.size + len(payload), kind) + payload + bytes(-len(payload) % 4)

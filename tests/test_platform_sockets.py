@@ -14,11 +14,11 @@ import time
 from contextlib import closing
 
 import pytest
+from fakes import netlink_attr, netlink_message
 
 from experiments.bench import CONNECTIONS_HOLDER
 from experiments.platform import sampling
-from experiments.platform.netlink import (NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERR, NLMSG_ERROR, NLMSG_HDR,
-                                          RTATTR)
+from experiments.platform.netlink import NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERR, NLMSG_ERROR, NLMSG_HDR
 from experiments.platform.sockets import (DIAG_MSG, DIAG_REQ, INET_DIAG_INFO, TCP_INFO, TCPDIAG_GETSOCK, BackoffSpans,
                                           TcpConnections, TcpSampler, diag_request, parse_diag)
 
@@ -27,19 +27,11 @@ needs_root = pytest.mark.skipif(not ROOT, reason="entering a network namespace n
 INET_DIAG_CONG = 4
 
 
-def _message(kind: int, body: bytes) -> bytes:
-    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), kind, 2, 7, 0) + body + bytes(-len(body) % 4)
-
-
-def _attr(kind: int, payload: bytes) -> bytes:
-    return RTATTR.pack(RTATTR.size + len(payload), kind) + payload + bytes(-len(payload) % 4)
-
-
 def _diag(family: int, src: str, sport: int, dst: str, dport: int, info: bytes, rq: int = 0, wq: int = 0) -> bytes:
     raw = [socket.inet_pton(family, a).ljust(16, b"\0") for a in (src, dst)]
     body = DIAG_MSG.pack(family, socket.htons(sport), socket.htons(dport), *raw, rq, wq)
     # an attribute of an unaligned length before tcp_info: the attributes are walked 4-byte aligned
-    return _message(TCPDIAG_GETSOCK, body + _attr(INET_DIAG_CONG, b"cubic\0") + _attr(INET_DIAG_INFO, info))
+    return netlink_message(TCPDIAG_GETSOCK, body + netlink_attr(INET_DIAG_CONG, b"cubic\0") + netlink_attr(INET_DIAG_INFO, info))
 
 
 # tcp_info's prefix: backoff, rto (µs), unacked, lost, rtt (µs), snd_cwnd, total_retrans, bytes_acked, bytes_received
@@ -50,7 +42,7 @@ WAITING = TCP_INFO.pack(3, 1632000, 14, 14, 12250, 1, 9, 5000, 0)
 def test_a_dump_is_read_per_connection_with_the_timer_fields():
     data = (_diag(socket.AF_INET, "10.0.0.2", 20000, "10.0.0.1", 41234, QUIET)
             + _diag(socket.AF_INET6, "::ffff:10.0.0.2", 20001, "::ffff:10.0.0.3", 50000, WAITING, wq=131072)
-            + _message(NLMSG_DONE, bytes(4)))
+            + netlink_message(NLMSG_DONE, bytes(4)))
     (quiet, waiting), done = parse_diag(data)
     assert done
     assert quiet == {"recv_q": 0, "send_q": 0, "local": "10.0.0.2:20000", "peer": "10.0.0.1:41234", "rto_ms": 204.0,
@@ -65,7 +57,7 @@ def test_a_dump_is_read_per_connection_with_the_timer_fields():
 def test_a_datagram_without_done_leaves_the_dump_open_and_ipv6_reads_bracketed():
     rows, done = parse_diag(_diag(socket.AF_INET6, "2001:db8::1", 20000, "fe80::2", 443, QUIET))
     assert not done and [(r["local"], r["peer"]) for r in rows] == [("[2001:db8::1]:20000", "[fe80::2]:443")]
-    assert parse_diag(_message(NLMSG_DONE, bytes(4))) == ([], True)
+    assert parse_diag(netlink_message(NLMSG_DONE, bytes(4))) == ([], True)
 
 
 def test_an_older_kernels_shorter_tcp_info_reads_what_it_holds_and_0_for_the_rest():
@@ -75,7 +67,7 @@ def test_an_older_kernels_shorter_tcp_info_reads_what_it_holds_and_0_for_the_res
 
 
 def test_a_refused_dump_is_an_error_naming_the_kernels_reason():
-    refused = _message(NLMSG_ERROR, NLMSG_ERR.pack(-22) + diag_request())
+    refused = netlink_message(NLMSG_ERROR, NLMSG_ERR.pack(-22) + diag_request())
     with pytest.raises(OSError, match="sock_diag refused the dump: Invalid argument$") as err:
         parse_diag(_diag(socket.AF_INET, "10.0.0.1", 1, "10.0.0.2", 2, QUIET) + refused)
     assert err.value.errno == 22
@@ -90,7 +82,7 @@ def test_a_truncated_reply_is_an_error_not_a_silent_row(cut):
 
 def test_a_message_too_short_for_a_connection_is_an_error():
     with pytest.raises(ValueError, match="under inet_diag_msg"):
-        parse_diag(_message(TCPDIAG_GETSOCK, bytes(40)))
+        parse_diag(netlink_message(TCPDIAG_GETSOCK, bytes(40)))
 
 
 def test_the_request_dumps_every_established_connection_of_both_families_with_its_tcp_info():
@@ -212,8 +204,8 @@ def test_a_reply_read_at_the_headers_offsets():
                                 (120, 8, 1201), (128, 8, 99)):  # rto, unacked, lost, rtt, snd_cwnd, total_retrans,
         info[offset:offset + size] = value.to_bytes(size, "little")  # bytes_acked, bytes_received
     assert sys.byteorder == "little"  # netlink is in host order; this box's
-    body = bytes(msg) + _attr(INET_DIAG_INFO, bytes(info))
-    [row], _ = parse_diag(_message(TCPDIAG_GETSOCK, body))
+    body = bytes(msg) + netlink_attr(INET_DIAG_INFO, bytes(info))
+    [row], _ = parse_diag(netlink_message(TCPDIAG_GETSOCK, body))
     assert row == {"recv_q": 11, "send_q": 22, "local": "10.0.0.2:20000", "peer": "10.0.0.1:41234", "rto_ms": 204.0,
                    "srtt_ms": 3.5, "cwnd": 10, "unacked": 5, "backoff": 3, "retrans_total": 9, "lost": 6,
                    "bytes_acked": 1201, "bytes_received": 99}
@@ -222,9 +214,9 @@ def test_a_reply_read_at_the_headers_offsets():
 def test_a_connection_without_its_tcp_info_or_a_dump_cut_short_is_an_error():
     body = DIAG_MSG.pack(socket.AF_INET, 1, 2, bytes(16), bytes(16), 0, 0)
     with pytest.raises(ValueError, match="without its tcp_info"):
-        parse_diag(_message(TCPDIAG_GETSOCK, body))
+        parse_diag(netlink_message(TCPDIAG_GETSOCK, body))
     with pytest.raises(OSError, match="the dump ended on an error: Interrupted system call"):
-        parse_diag(_message(NLMSG_DONE, NLMSG_ERR.pack(-4)))
+        parse_diag(netlink_message(NLMSG_DONE, NLMSG_ERR.pack(-4)))
 
 
 def test_a_host_gone_fails_the_sampler_before_it_samples(tmp_path):

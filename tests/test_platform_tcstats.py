@@ -14,12 +14,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from fakes import netlink_attr, netlink_message
 
 from experiments.bench import queue_ports
 from experiments.platform import capture, netlink, sampling, tcstats
 from experiments.platform.capture import QueueSampler
 from experiments.platform.netlink import (NETLINK_ROUTE, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERR, NLMSG_ERROR,
-                                          NLMSG_HDR, RTATTR)
+                                          NLMSG_HDR)
 from experiments.platform.tcstats import (GNET_STATS_BASIC, GNET_STATS_QUEUE, PKT64, RTM_GETTCLASS, RTM_NEWTCLASS,
                                           TC_STATS, TCA_KIND, TCA_STATS, TCA_STATS2, TCA_STATS_BASIC, TCA_STATS_PKT64,
                                           TCA_STATS_QUEUE, TCMSG, TcClasses, class_request, classid, parse_classes)
@@ -33,31 +34,23 @@ TCA_OPTIONS, TCA_XSTATS, TCA_STATS_APP = 2, 4, 4
 NLA_F_NESTED = 1 << 15
 
 
-def _message(kind: int, body: bytes) -> bytes:
-    return NLMSG_HDR.pack(NLMSG_HDR.size + len(body), kind, 2, 7, 0) + body + bytes(-len(body) % 4)
-
-
-def _attr(kind: int, payload: bytes) -> bytes:
-    return RTATTR.pack(RTATTR.size + len(payload), kind) + payload + bytes(-len(payload) % 4)
-
-
 def _class(handle: int, basic: tuple | None = None, queue: tuple | None = None, legacy: tuple | None = None,
            pkt64: int | None = None, kind: bytes = b"htb") -> bytes:
     """An RTM_NEWTCLASS as the kernel sends it: TCA_KIND, options, TCA_STATS2 (nested:
     basic, queue, the qdisc's own), the legacy TCA_STATS, xstats."""
     nested = b""
     if basic is not None:
-        nested += _attr(TCA_STATS_BASIC, GNET_STATS_BASIC.pack(*basic) + bytes(4))  # the kernel's 16 bytes
+        nested += netlink_attr(TCA_STATS_BASIC, GNET_STATS_BASIC.pack(*basic) + bytes(4))  # the kernel's 16 bytes
     if pkt64 is not None:
-        nested += _attr(TCA_STATS_PKT64, PKT64.pack(pkt64))
+        nested += netlink_attr(TCA_STATS_PKT64, PKT64.pack(pkt64))
     if queue is not None:
-        nested += _attr(TCA_STATS_QUEUE, GNET_STATS_QUEUE.pack(*queue))
-    nested += _attr(TCA_STATS_APP, bytes(20))
-    body = (TCMSG.pack(0, 5, handle, 0x10001, 0) + _attr(TCA_KIND, kind + b"\0") + _attr(TCA_OPTIONS, bytes(48))
-            + (_attr(TCA_STATS2 | NLA_F_NESTED, nested) if basic or queue else b"")
-            + (_attr(TCA_STATS, TC_STATS.pack(*legacy) + bytes(4)) if legacy else b"")
-            + _attr(TCA_XSTATS, bytes(20)))
-    return _message(RTM_NEWTCLASS, body)
+        nested += netlink_attr(TCA_STATS_QUEUE, GNET_STATS_QUEUE.pack(*queue))
+    nested += netlink_attr(TCA_STATS_APP, bytes(20))
+    body = (TCMSG.pack(0, 5, handle, 0x10001, 0) + netlink_attr(TCA_KIND, kind + b"\0") + netlink_attr(TCA_OPTIONS, bytes(48))
+            + (netlink_attr(TCA_STATS2 | NLA_F_NESTED, nested) if basic or queue else b"")
+            + (netlink_attr(TCA_STATS, TC_STATS.pack(*legacy) + bytes(4)) if legacy else b"")
+            + netlink_attr(TCA_XSTATS, bytes(20)))
+    return netlink_message(RTM_NEWTCLASS, body)
 
 
 # tc_stats: bytes, packets, drops, overlimits, bps, pps, qlen, backlog
@@ -67,7 +60,7 @@ QUEUE_7 = _class(0x10017, basic=(153174, 147), queue=(53, 55226, 2, 1, 4),
 
 
 def test_a_dump_is_read_per_class_with_its_counters_and_backlog():
-    (classes, done) = parse_classes(ROOT_CLASS + QUEUE_7 + _message(NLMSG_DONE, bytes(4)))
+    (classes, done) = parse_classes(ROOT_CLASS + QUEUE_7 + netlink_message(NLMSG_DONE, bytes(4)))
     assert done
     assert classes == {
         "1:1": {"kind": "htb", "bytes": 306864, "packets": 300, "dropped": 0, "overlimits": 1, "requeues": 0,
@@ -106,12 +99,12 @@ def test_only_htb_classes_with_counters_are_a_ports_queues():
 
 
 def test_a_refused_dump_is_an_error_naming_the_kernels_reason_and_an_ack_is_not():
-    refused = _message(NLMSG_ERROR, NLMSG_ERR.pack(-19) + class_request(3))
+    refused = netlink_message(NLMSG_ERROR, NLMSG_ERR.pack(-19) + class_request(3))
     with pytest.raises(OSError, match="rtnetlink refused the dump: No such device$") as err:
         parse_classes(ROOT_CLASS + refused)
     assert err.value.errno == 19
-    acked = _message(NLMSG_ERROR, NLMSG_ERR.pack(0) + class_request(3))
-    assert parse_classes(acked + QUEUE_7 + _message(NLMSG_DONE, bytes(4)))[0].keys() == {"1:17"}
+    acked = netlink_message(NLMSG_ERROR, NLMSG_ERR.pack(0) + class_request(3))
+    assert parse_classes(acked + QUEUE_7 + netlink_message(NLMSG_DONE, bytes(4)))[0].keys() == {"1:17"}
 
 
 @pytest.mark.parametrize("cut", [3, 20, 30, len(QUEUE_7) - 60, len(QUEUE_7) - 4])
@@ -121,16 +114,16 @@ def test_a_truncated_reply_is_an_error_not_a_silent_class(cut):
 
 
 def test_a_counter_attribute_too_short_for_its_struct_is_an_error():
-    short = TCMSG.pack(0, 5, 0x10011, 0x10001, 0) + _attr(TCA_STATS2, _attr(TCA_STATS_QUEUE, bytes(16)))
+    short = TCMSG.pack(0, 5, 0x10011, 0x10001, 0) + netlink_attr(TCA_STATS2, netlink_attr(TCA_STATS_QUEUE, bytes(16)))
     with pytest.raises(ValueError, match=r"truncated gnet_stats_queue \(16 bytes, under its 20\)"):
-        parse_classes(_message(RTM_NEWTCLASS, short))
+        parse_classes(netlink_message(RTM_NEWTCLASS, short))
     with pytest.raises(ValueError, match="truncated tcmsg"):
-        parse_classes(_message(RTM_NEWTCLASS, bytes(12)))
+        parse_classes(netlink_message(RTM_NEWTCLASS, bytes(12)))
 
 
 def test_a_message_of_another_type_is_an_error():
     with pytest.raises(ValueError, match="a message of type 36, not a tc class"):
-        parse_classes(_message(36, bytes(20)))
+        parse_classes(netlink_message(36, bytes(20)))
 
 
 def test_the_request_dumps_every_class_of_one_interface():
@@ -151,7 +144,7 @@ def test_a_dump_is_read_to_its_done_across_datagrams():
     here, kernel = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         kernel.send(ROOT_CLASS)
-        kernel.send(QUEUE_7 + _message(NLMSG_DONE, bytes(4)))
+        kernel.send(QUEUE_7 + netlink_message(NLMSG_DONE, bytes(4)))
         assert TcClasses(here).read(7).keys() == {"1:1", "1:17"}
         assert kernel.recv(100) == class_request(7)
     finally:
@@ -184,7 +177,7 @@ def test_a_read_the_kernel_never_answers_ends_the_sampling_instead_of_the_run(tm
 
 
 def test_attributes_are_read_without_their_flags_and_a_cut_one_is_an_error():
-    body = bytes(8) + _attr(3 | NLA_F_NESTED, b"\1\2\3") + _attr(1, b"abcd")
+    body = bytes(8) + netlink_attr(3 | NLA_F_NESTED, b"\1\2\3") + netlink_attr(1, b"abcd")
     assert netlink.attributes(body, 8, "x") == {3: b"\1\2\3", 1: b"abcd"}
     with pytest.raises(ValueError, match=r"^x: a truncated attribute \(7 bytes at 8 of 14\)$"):
         netlink.attributes(body[:14], 8, "x")
