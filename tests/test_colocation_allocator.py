@@ -12,13 +12,10 @@ library scratch it does not (workspaces, temporary storage of kernels).
 """
 import math
 import random
-import threading
-import weakref
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
+from fakes import RefusingHostAllocator
 
 from hosts.colocation.allocator import (
     cap_bytes,
@@ -26,12 +23,13 @@ from hosts.colocation.allocator import (
     device_allocator,
     limit,
     overhead_by_class,
+    refused_by,
     reserved_growth,
     reserved_overhead,
     size_class,
 )
 from hosts.colocation.datasets import GraphShape, synthesize
-from hosts.colocation.memory import DeviceLedger, round_up
+from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.tasks import TRAINING, Task, warm_up_models
 from hosts.colocation.workers import OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET, Job, _run
 
@@ -206,61 +204,6 @@ def test_overhead_is_the_largest_per_model_and_size_class():
     assert class_key("SAGE", 3 * MIB) == "SAGE 2-4 MiB"
 
 
-class RefusingHostAllocator(TorchDispatchMode):
-    """A capped allocator under a real task on the CPU, through the worker's own job path:
-    it reserves every storage the task's operators create (512-byte rounded, as the
-    watch counts them) plus ``scratch_bytes`` of workspace from the first one on, and
-    refuses an operator whose outputs would take the reservation past the cap (or past
-    ``total_bytes``, the device, with no cap) by raising ``torch.OutOfMemoryError`` from
-    it, so the watch, the mode inside it, never sees those outputs: a refused request."""
-
-    def __init__(self, scratch_bytes: int, total_bytes: int | None = None):
-        super().__init__()
-        self.scratch_bytes, self.total_bytes = scratch_bytes, total_bytes
-        self.live = self.scratch = self.peak = 0
-        self.cap: int | None = None
-        self._seen: set[int] = set()
-        self._lock = threading.RLock()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        new = {s.data_ptr(): s for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)
-               for s in [leaf.untyped_storage()] if s.nbytes() and s.data_ptr() not in self._seen}
-        wanted = sum(round_up(s.nbytes()) for s in new.values())
-        limits = [b for b in (self.cap, self.total_bytes) if b is not None]
-        if wanted and limits and self.scratch_bytes + self.live + wanted > min(limits):
-            raise torch.OutOfMemoryError(f"{wanted} bytes past {min(limits)}")
-        with self._lock:
-            for key, storage in new.items():
-                self._seen.add(key)
-                weakref.finalize(storage, self._free, key, round_up(storage.nbytes()))
-                self.live += round_up(storage.nbytes())
-        if wanted:
-            self.scratch = self.scratch_bytes
-        self.peak = max(self.peak, self.reserved_bytes())
-        return out
-
-    def _free(self, key: int, nbytes: int) -> None:
-        with self._lock:
-            self._seen.discard(key)
-            self.live -= nbytes
-
-    def reserved_bytes(self) -> int:
-        return self.scratch + self.live
-
-    def peak_reserved_bytes(self) -> int:
-        return self.peak
-
-    def reset_peak(self) -> None:
-        self.peak = self.reserved_bytes()
-
-    def release_cache(self) -> None:
-        self.scratch = 0
-
-    def set_cap(self, cap_bytes: int | None) -> None:
-        self.cap = cap_bytes
-
-
 def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
     """The worker's job path on the CPU under a capped fake allocator: what the watch saw
     decides. Refused while its live bytes were within budget: the cap was too tight,
@@ -285,6 +228,11 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
     budget = math.ceil(peak * 1.15)
     too_tight = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB))  # the cap leaves out the scratch
     assert too_tight.error == OUT_OF_MEMORY_WITHIN_BUDGET and not too_tight.over_budget, too_tight
+    assert too_tight.refused_by is None  # the fake's device has no size: which limit refused is unknown
+    crowded = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=1 << 40))
+    assert crowded.error == OUT_OF_MEMORY_WITHIN_BUDGET and crowded.refused_by == "cap", crowded
+    full = run(budget, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=peak))
+    assert full.error == OUT_OF_MEMORY_WITHIN_BUDGET and full.refused_by == "device", full
     assert too_tight.watched_peak_bytes <= budget and too_tight.result is None
     assert run(budget, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB)).error is None
 
@@ -298,7 +246,15 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
     assert refused_at_budget.watched_peak_bytes <= peak // 2
 
     no_budget = run(None, 0, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=peak))  # the device is full
-    assert no_budget.error == OUT_OF_MEMORY and not no_budget.over_budget, no_budget
+    assert no_budget.error == OUT_OF_MEMORY and not no_budget.over_budget and no_budget.refused_by == "device"
+
+
+def test_a_refusal_is_the_caps_where_the_device_had_more_free_than_the_cap_left():
+    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=30 * MIB) == "cap"
+    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=10 * MIB) == "device"  # equal room
+    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=5 * MIB) == "device"
+    assert refused_by(cap_bytes=None, reserved_bytes=90 * MIB, free_bytes=None) == "device"  # no cap to refuse
+    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=None) is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

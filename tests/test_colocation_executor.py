@@ -7,22 +7,26 @@ import os
 import signal
 import statistics
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from fakes import entered_refusing_allocator
 
 from experiments import summary_fields
 from experiments.cli import main
-from experiments.colocation.metrics import group_boundaries
+from experiments.colocation import runner
+from experiments.colocation.metrics import group_boundaries, summarize
 from experiments.reports.rundata import colocation_rows
 from experiments.colocation.runner import estimate_all, run_colocate_file
 from experiments.colocation.spec import build_tasks, load_spec, validate
 from hosts.colocation import mps
+from hosts.colocation.allocator import MIB, device_allocator
 from hosts.colocation.executor import Executor, Plan, PreparedInputs
 from hosts.colocation.memory import DeviceLedger
-from hosts.colocation.workers import Job, WorkerPool, context
+from hosts.colocation.workers import OUT_OF_MEMORY_WITHIN_BUDGET, Job, WorkerPool, context
 
 SPECS = Path(__file__).resolve().parents[1] / "experiments" / "specs"
 
@@ -93,14 +97,44 @@ def test_groups_respect_workers_and_memory(tmp_path):
             assert sum(tasks[k]["need_bytes"] for k in group) <= allocatable
 
 
-def _plan(capacity_budget=None):
+def _plan():
     tasks = build_tasks(validate(dict(TRAINING)))
     estimates = estimate_all(tasks, "cpu")
     return tasks, estimates, Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
 
 
-def _executor(allocatable=64 << 20, workers=2, pipeline_groups=True):
-    return Executor(torch.device("cpu"), allocatable, workers, PreparedInputs(seed=3), pipeline_groups)
+def _executor(allocatable=64 << 20, workers=2, pipeline_groups=True, allocator=device_allocator):
+    return Executor(torch.device("cpu"), allocatable, workers, PreparedInputs(seed=3), pipeline_groups, allocator)
+
+
+def test_the_overhead_profiled_in_a_worker_becomes_each_tasks_cap_and_keeps_it_from_refusal(tmp_path, monkeypatch):
+    """Profile -> plan -> job through the runner, the workers' allocator a fake that
+    reserves 8 MiB of scratch beside the tensors the watch counts (as CUDA's keeps
+    workspaces and cached blocks): the profiling pass measures the 8 MiB per task in a
+    worker, the plan allows it to every task of its class, and no task is refused;
+    the same queue and budgets with the caps leaving it out are refused within budget,
+    by the cap, every one."""
+    scratch = 8 * MIB  # more than any tiny task's margin, its budget less its peak
+    allocator = partial(entered_refusing_allocator, scratch, 1 << 40)
+    monkeypatch.setattr(runner, "Executor", partial(Executor, allocator=allocator))
+    spec = dict(TRAINING, name="overhead", methods=["bmc"])
+    run = run_colocate_file(_write(tmp_path, spec), device="cpu", out=tmp_path / "run")
+    profiled = json.loads((run / "tasks.json").read_text())
+    assert {(t["allocator_overhead_bytes"], t["cap_overhead_bytes"]) for t in profiled} == {(scratch, scratch)}
+    summary = json.loads((run / "summary.json").read_text())
+    assert set(summary["allocator_overhead_bytes"].values()) == {scratch}
+    bmc = summary["methods"]["bmc"]
+    assert (bmc["failed"], bmc["refused_within_budget_tasks"], bmc["memory_violations"]) == (0, 0, 0), bmc
+    records = json.loads((run / "records-bmc.json").read_text())["runs"][0]["records"]
+    assert all(r["cap_overhead_bytes"] == scratch and r["result"] is not None for r in records)
+
+    tasks, _, plan = _plan()  # the same queue and budgets, no overhead in the caps
+    assert all(max(plan.need_bytes[t.task_id] - r["watched_peak_bytes"] for r in records if r["task_id"] == t.task_id)
+               < scratch for t in tasks)
+    refused, _ = _executor(allocator=allocator).run("bmc", plan)
+    assert all(r.error == OUT_OF_MEMORY_WITHIN_BUDGET and not r.over_budget and r.refused_by == "cap"
+               for r in refused), refused
+    assert summarize(refused)["refused_within_budget_by_cap_tasks"] == len(tasks)
 
 
 def test_task_over_its_budget_is_stopped_and_recorded_and_its_group_finishes():

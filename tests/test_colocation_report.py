@@ -3,7 +3,7 @@ and the metrics of a run with failures."""
 from pathlib import Path
 
 from experiments.colocation.metrics import aggregate, group_boundaries, summarize
-from experiments.colocation.report import _failed_table, table_v
+from experiments.colocation.report import _failed_table, _refused_by, table_v
 from hosts.colocation.executor import TaskRecord
 from hosts.colocation.workers import OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET
 
@@ -84,7 +84,7 @@ def test_a_group_boundary_is_from_when_the_group_could_start_to_its_first_start(
 
 def test_both_kinds_of_refusal_are_out_of_memory_and_memory_violations_and_one_is_within_budget():
     records = [_task("ok"), _task("unbudgeted", budget=None, error=OUT_OF_MEMORY),
-               _task("tight", error=OUT_OF_MEMORY_WITHIN_BUDGET),
+               _task("tight", error=OUT_OF_MEMORY_WITHIN_BUDGET, refused_by="cap"),
                _task("stopped", error="stopped over budget at 9 bytes", over_budget=True),
                _task("crowded", over_capacity=True)]
     summary = summarize(records)
@@ -95,3 +95,6 @@ def test_both_kinds_of_refusal_are_out_of_memory_and_memory_violations_and_one_i
     assert row["refused_within_budget_tasks"] == 0.5 and row["refused_within_budget_tasks_sd"] > 0
     table = _failed_table([{"methods": {"bmc": row}}], ["gcn"], ["bmc"])
     assert "| bmc | 1.5 ± 2.12 (0.5 ± 0.707 refused within budget) |" in table
+    assert (summary["refused_within_budget_by_cap_tasks"], summary["refused_within_budget_by_device_tasks"]) == (1, 0)
+    assert _refused_by(row) == " (by the cap 0.5 ± 0.707, by the device 0)"
+    assert _refused_by({"refused_within_budget_tasks": 1}) == ""  # a summary from before the split

@@ -37,8 +37,12 @@ def summarize(records: list[TaskRecord]) -> dict:
         "over_budget_tasks": sum(r.over_budget for r in records),
         "over_capacity_tasks": sum(r.over_capacity for r in records),
         "out_of_memory_tasks": sum(r.error in OUT_OF_MEMORY_ERRORS for r in records),
-        # refused while the watch saw the budget held: a cap too tight or the device full (workers._run)
+        # refused while the watch saw the budget held: a cap too tight or the device full (workers._run),
+        # and by which (allocator.refused_by; neither where the device's free memory was unknown)
         "refused_within_budget_tasks": sum(r.error == OUT_OF_MEMORY_WITHIN_BUDGET for r in records),
+        **{f"refused_within_budget_by_{limit}_tasks":
+           sum(r.error == OUT_OF_MEMORY_WITHIN_BUDGET and r.refused_by == limit for r in records)
+           for limit in ("cap", "device")},
     }
     boundaries = group_boundaries(records)
     summary["group_boundary_s"] = mean(boundaries, numpy=True)

@@ -56,7 +56,8 @@ def write_report(run: Path, summary: dict, records) -> None:
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
                           for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
     refused = ("not recorded" if not any(REFUSED in row for row in methods.values())  # a summary from before it was
-               else ", ".join(f"{name} {spread_of(row, REFUSED)}" for name, row in methods.items() if row.get(REFUSED)))
+               else ", ".join(f"{name} {spread_of(row, REFUSED)}{_refused_by(row)}"
+                              for name, row in methods.items() if row.get(REFUSED)))
     lines += ["", f"PMC relative error over the run's tasks: max {spread(summary['pmc_max_relative_error'])}, "
                   f"mean {spread(summary['pmc_mean_relative_error'])}",
               "", f"Refused by the allocator within their budget (a cap too tight, or the device full of what the "
@@ -148,6 +149,13 @@ def _failed_table(summaries, queues, methods) -> str:
                       markdown_table(["method", *queues], [
                           [method, *(_failed(s["methods"][method]) if method in s["methods"] else "-"
                                      for s in summaries)] for method in methods])]) + "\n"
+
+
+def _refused_by(row: dict) -> str:
+    """' (by the cap 1, by the device 0.5)': which limit refused, where recorded."""
+    by = [f"by the {limit} {spread_of(row, f'refused_within_budget_by_{limit}_tasks')}" for limit in ("cap", "device")
+          if f"refused_within_budget_by_{limit}_tasks" in row]
+    return f" ({', '.join(by)})" if by else ""
 
 
 def _failed(row: dict) -> str:

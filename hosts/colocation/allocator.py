@@ -19,9 +19,12 @@ reserves no more than its profiled run did, so the allocator never refuses it;
 one that goes past its budget is stopped by the watch (and, past budget +
 overhead, refused by the allocator), and recorded.
 
-The CPU's allocator keeps no cache beside the tensors and has no per-process
-cap (``HostAllocator``): overhead 0, the watch alone holds a task to its budget.
-Tests drive the same functions with a fake caching allocator.
+A refusal says which limit refused (``refused_by``): the cap, where the device
+had more free memory than the cap left, else the device (full of what other
+workers reserve). The CPU's allocator keeps no cache beside the tensors and has
+no per-process cap (``HostAllocator``): overhead 0, the watch alone holds a task
+to its budget. Tests drive the same functions with fake caching allocators, the
+workers' too (``WorkerPool.allocator``).
 """
 from __future__ import annotations
 
@@ -44,6 +47,9 @@ class Allocator(Protocol):
     def release_cache(self) -> None: ...
 
     def set_cap(self, cap_bytes: int | None) -> None: ...
+
+    def free_bytes(self) -> int | None:
+        """What the device has free now, whoever holds the rest (None: unknown)."""
 
 
 class CudaAllocator:
@@ -69,6 +75,9 @@ class CudaAllocator:
         fraction = 1.0 if cap_bytes is None else min(1.0, cap_bytes / self.total_bytes)
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
 
+    def free_bytes(self) -> int | None:
+        return torch.cuda.mem_get_info(self.device)[0]
+
 
 class HostAllocator:
     """The CPU's: memory goes back as tensors die, nothing is reserved beside them, and no cap exists."""
@@ -88,6 +97,9 @@ class HostAllocator:
     def set_cap(self, cap_bytes: int | None) -> None:
         pass
 
+    def free_bytes(self) -> int | None:
+        return None
+
 
 def device_allocator(device: torch.device) -> Allocator:
     return CudaAllocator(device) if device.type == "cuda" else HostAllocator()
@@ -106,6 +118,20 @@ def limit(allocator: Allocator, budget_bytes: int | None, overhead_bytes: int) -
     allocator.set_cap(None if budget_bytes is None else cap_bytes(held, budget_bytes, overhead_bytes))
     allocator.reset_peak()
     return held
+
+
+def refused_by(cap_bytes: int | None, reserved_bytes: int, free_bytes: int | None) -> str | None:
+    """Which limit refused a request, read just after the refusal: ``cap`` where the
+    device had more free than the cap left (a request between the two passes the
+    device and not the cap; one past both meets the cap first, as CUDA's allocator
+    checks it before asking the device), else ``device``; with no cap, the device;
+    None where the device's free memory is unknown. Other workers allocate and free
+    meanwhile, so it is a reading of that moment."""
+    if cap_bytes is None:
+        return "device"
+    if free_bytes is None:
+        return None
+    return "cap" if free_bytes > cap_bytes - reserved_bytes else "device"
 
 
 def reserved_growth(allocator: Allocator, held_bytes: int) -> int:

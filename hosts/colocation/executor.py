@@ -50,13 +50,14 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from hosts.colocation import mps
-from hosts.colocation.allocator import reserved_overhead
+from hosts.colocation.allocator import Allocator, device_allocator, reserved_overhead
 from hosts.colocation.datasets import Graph, GraphShape, synthesize
 from hosts.colocation.memory import DeviceLedger
 from hosts.colocation.policies import BASELINE_CONCURRENCY, BATCH_BASELINES, POLICIES, Item
@@ -92,6 +93,7 @@ class TaskRecord:
     ready_s: float | None = None  # its worker had it prepared (inputs mapped, allocator capped)
     over_budget: bool = False
     over_capacity: bool = False
+    refused_by: str | None = None  # the allocator refused it: "cap" or "device" (``allocator.refused_by``)
     error: str | None = None
     result: float | None = None
 
@@ -133,8 +135,9 @@ class PreparedInputs:
 
 class Executor:
     def __init__(self, device: torch.device, allocatable_bytes: int, workers: int, inputs: PreparedInputs,
-                 pipeline_groups: bool = True):
+                 pipeline_groups: bool = True, allocator: Callable[[torch.device], Allocator] = device_allocator):
         self.device = device
+        self.allocator = allocator  # each worker's (``WorkerPool.allocator``)
         self.allocatable_bytes = allocatable_bytes
         self.workers = workers
         self.pipeline_groups = pipeline_groups
@@ -164,7 +167,8 @@ class Executor:
             daemon_started = time.monotonic()
             daemon, probe = self._mps_daemon(Path(scratch)) if method in MPS_BASELINES else (None, [])
             daemon_start_s = time.monotonic() - daemon_started
-            pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {})
+            pool = WorkerPool(self.device, self._ledger, daemon.env if isinstance(daemon, mps.MpsDaemon) else {},
+                              self.allocator)
             utilization = UtilizationSampler(self.device)
             try:
                 # Warm workers start before the clock; beyond WARM_START_LIMIT more start when needed.
@@ -210,7 +214,7 @@ class Executor:
         """The profiling pass's part in a worker: each distinct task alone on a warm
         worker, watched as in a run (training for at most two epochs, as in
         ``measure_peak``), and what its allocator reserved beyond the watched peak."""
-        pool = WorkerPool(self.device, self._ledger)
+        pool = WorkerPool(self.device, self._ledger, allocator=self.allocator)
         measured: dict[tuple, int] = {}
         overheads = {}
         try:
@@ -237,7 +241,7 @@ class Executor:
         daemon = mps.start(directory, self.device.type)
         if isinstance(daemon, str):
             return daemon, []
-        probe = WorkerPool(self.device, self._ledger, daemon.env)
+        probe = WorkerPool(self.device, self._ledger, daemon.env, self.allocator)
         try:
             probe.start(1)
         except RuntimeError as err:
@@ -278,6 +282,7 @@ class _MethodRun:
             record.end_s = outcome.end - self.t0 if outcome.end is not None else self.now()
             record.result, record.error = outcome.result, outcome.error
             record.over_budget, record.over_capacity = outcome.over_budget, outcome.over_capacity
+            record.refused_by = outcome.refused_by
             record.watched_peak_bytes = outcome.watched_peak_bytes
             record.reserved_growth_bytes = outcome.reserved_growth_bytes
             self.finished.add(outcome.task_id)

@@ -21,7 +21,8 @@ A task's memory is its own:
   It is recorded over budget only if the watch saw the budget passed; a refusal
   while its watched bytes were within the budget is ``OUT_OF_MEMORY_WITHIN_BUDGET``:
   not the task's excess but ours (its cap too tight, or on a GPU the device full of
-  what the ledger does not count: other workers' caches, contexts; caveats in ``_run``).
+  what the ledger does not count: other workers' caches, contexts; caveats in ``_run``);
+  ``refused_by`` says which of the two (``allocator.refused_by``).
 - Capacity: every worker adds its task's live bytes to one ``DeviceLedger`` in
   shared memory, so the sum over processes is compared with the allocatable memory.
 - A worker that dies (a signal, the kernel's out-of-memory killer) fails its job
@@ -39,13 +40,14 @@ import os
 import resource
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as wait_any
 
 import torch
 import torch.multiprocessing  # noqa: F401 - registers the reducers that pass tensors through shared memory
 
-from hosts.colocation.allocator import Allocator, device_allocator, limit, reserved_growth
+from hosts.colocation.allocator import Allocator, cap_bytes, device_allocator, limit, refused_by, reserved_growth
 from hosts.colocation.datasets import Graph
 from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch
 from hosts.colocation.models import build_model
@@ -93,6 +95,7 @@ class Outcome:
     error: str | None = None
     over_budget: bool = False
     over_capacity: bool = False
+    refused_by: str | None = None  # the allocator refused it: "cap" or "device" (``allocator.refused_by``)
     watched_peak_bytes: int | None = None
     reserved_growth_bytes: int | None = None  # the allocator's peak reservation above what it held at the start
     worker_max_rss_bytes: int | None = None
@@ -129,11 +132,14 @@ class Worker:
 @dataclass
 class WorkerPool:
     """Worker processes on one device, adding to one ledger. ``env`` is set in each
-    worker before it touches the device (an MPS daemon's pipe directory)."""
+    worker before it touches the device (an MPS daemon's pipe directory);
+    ``allocator`` gives a worker its device's allocator (a module-level function,
+    as a worker receives it pickled; tests pass fakes)."""
 
     device: torch.device
     ledger: DeviceLedger
     env: dict[str, str] = field(default_factory=dict)
+    allocator: Callable[[torch.device], Allocator] = device_allocator
     workers: list[Worker] = field(default_factory=list)
     max_rss_bytes: dict[int, int] = field(default_factory=dict)  # worker pid -> its peak resident set
     startups: list[Startup] = field(default_factory=list)  # one per worker that came up, in order
@@ -153,7 +159,8 @@ class WorkerPool:
         """A started worker; a warm one is up only once ``_expect_up`` has read its UP."""
         parent_end, child_end = self._ctx.Pipe()
         spawned = time.monotonic()
-        process = self._ctx.Process(target=_serve, args=(child_end, str(self.device), self.ledger, self.env, not fresh),
+        process = self._ctx.Process(target=_serve, args=(child_end, str(self.device), self.ledger, self.env, not fresh,
+                                                                self.allocator),
                                     name="colocate-worker", daemon=True)
         process.start()
         child_end.close()
@@ -285,7 +292,8 @@ class WorkerPool:
 
 # -- in the worker process ---------------------------------------------------------------------
 
-def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], warm: bool) -> None:
+def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], warm: bool,
+           allocator_of: Callable[[torch.device], Allocator]) -> None:
     # A Ctrl-C, or a budget's SIGINT to the process group, is the parent's to answer:
     # it stops its workers (``close``); a worker would only die mid-task with a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -298,7 +306,7 @@ def _serve(conn, device_name: str, ledger: DeviceLedger, env: dict[str, str], wa
     device_ready = time.monotonic()
     if warm:  # a fresh worker pays its models' first use in its task, as a new process does
         warm_up_models(device)
-    allocator = device_allocator(device)
+    allocator = allocator_of(device)
     conn.send((UP, entered, device_ready, time.monotonic()))
     while True:
         job = conn.recv()
@@ -331,6 +339,7 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
     except Exception as err:  # noqa: BLE001 - the task's record (was: the worker's death, its cause lost)
         outcome.error = _error_text(err)
         outcome.start = outcome.end = time.monotonic()
+        outcome.worker_max_rss_bytes = _max_rss_bytes()
         return outcome
     outcome.ready = time.monotonic()
     if job.gated:
@@ -353,6 +362,9 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
         outcome.error = f"stopped over budget at {watch.record.exceeded_at_bytes} bytes"
     except torch.OutOfMemoryError:
         refused = True
+        # read while the refused task's tensors are still live (the traceback holds them)
+        cap = None if job.budget_bytes is None else cap_bytes(held, job.budget_bytes, job.overhead_bytes)
+        outcome.refused_by = refused_by(cap, allocator.reserved_bytes(), allocator.free_bytes())
     except Exception as err:  # noqa: BLE001 - a task's failure is its record, the worker serves on
         outcome.error = _error_text(err)
     outcome.end = time.monotonic()
@@ -365,11 +377,16 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
         # very request that would have passed its budget is recorded within budget too;
         # its watched peak (what was live before that request) shows how near it came. The
         # watch stops a task at its first operator past the budget, so with a budget set a
-        # refusal is nearly always this one; it does not say whether the cap or the device
-        # (full of what the ledger does not count) refused.
+        # refusal is nearly always this one; ``refused_by`` says whether the cap or the
+        # device (full of what the ledger does not count) refused.
         within = job.budget_bytes is not None and not outcome.over_budget
         outcome.error = OUT_OF_MEMORY_WITHIN_BUDGET if within else OUT_OF_MEMORY
     outcome.watched_peak_bytes = watch.record.peak_bytes
     outcome.reserved_growth_bytes = reserved_growth(allocator, held)
-    outcome.worker_max_rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    allocator.set_cap(None)  # the cap is the task's: the next job prepares (a model built on the host) without it
+    outcome.worker_max_rss_bytes = _max_rss_bytes()
     return outcome
+
+
+def _max_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
