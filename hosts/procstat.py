@@ -24,13 +24,10 @@ def box_times(proc: Path = PROC) -> BoxTimes:
     return BoxTimes(idle=fields[3] + fields[4], steal=fields[7], total=sum(fields[:8]))
 
 
-def idle_share(before: BoxTimes, after: BoxTimes) -> float:
-    """The share of all CPUs' time between two readings spent idle (0 when none passed)."""
+def idle_and_stolen_shares(before: BoxTimes, after: BoxTimes) -> tuple[float, float]:
+    """The shares of all CPUs' time between two readings spent idle and taken by the
+    hypervisor (both 0 when no time passed)."""
     total = after.total - before.total
-    return (after.idle - before.idle) / total if total > 0 else 0.0
-
-
-def stolen_share(before: BoxTimes, after: BoxTimes) -> float:
-    """The share of all CPUs' time between two readings the hypervisor took."""
-    total = after.total - before.total
-    return (after.steal - before.steal) / total if total > 0 else 0.0
+    if total <= 0:
+        return 0.0, 0.0
+    return (after.idle - before.idle) / total, (after.steal - before.steal) / total

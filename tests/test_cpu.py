@@ -25,7 +25,8 @@ def test_box_times_count_iowait_as_idle_and_steal_apart(tmp_path):
     times = cpu.box_times(proc)
     assert (times.idle, times.steal, times.total) == (75, 5, 100)
     later = cpu.BoxTimes(idle=95, steal=25, total=200)
-    assert cpu.idle_share(times, later) == pytest.approx(0.2) and cpu.stolen_share(times, later) == pytest.approx(0.2)
+    assert cpu.idle_and_stolen_shares(times, later) == pytest.approx((0.2, 0.2))
+    assert cpu.idle_and_stolen_shares(times, times) == (0.0, 0.0)  # no time passed
 
 
 def test_a_v1_quota_and_its_throttling_are_found_on_the_process_cgroup_and_its_parents(tmp_path):

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hosts.procstat import PROC, BoxTimes, box_times, idle_share, stolen_share
+from hosts.procstat import PROC, BoxTimes, box_times, idle_and_stolen_shares
 
 
 def _read(path: Path) -> str | None:
@@ -197,8 +197,8 @@ def shares(a: CpuSample, b: CpuSample) -> dict:
     time this process's cgroup was frozen by a quota."""
     wall = b.wall - a.wall
     throttled = (b.throttled - a.throttled) / wall if wall > 0 else 0.0
-    return {"cpu_idle_share": idle_share(a.box, b.box), "cpu_stolen_share": stolen_share(a.box, b.box),
-            "cpu_throttled_share": min(max(throttled, 0.0), 1.0)}
+    idle, stolen = idle_and_stolen_shares(a.box, b.box)
+    return {"cpu_idle_share": idle, "cpu_stolen_share": stolen, "cpu_throttled_share": min(max(throttled, 0.0), 1.0)}
 
 
 class CpuMonitor(threading.Thread):

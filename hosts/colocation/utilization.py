@@ -12,7 +12,7 @@ import threading
 
 import torch
 
-from hosts.procstat import BoxTimes, box_times, idle_share
+from hosts.procstat import BoxTimes, box_times, idle_and_stolen_shares
 
 
 class UtilizationSampler:
@@ -40,7 +40,7 @@ class UtilizationSampler:
             self.mean = sum(self._samples) / len(self._samples) if self._samples else None
         elif self._cpu_start is not None:
             now = box_times()
-            self.mean = 1 - idle_share(self._cpu_start, now) if now.total > self._cpu_start.total else None
+            self.mean = 1 - idle_and_stolen_shares(self._cpu_start, now)[0] if now.total > self._cpu_start.total else None
         return self.mean
 
     def _read_gpu(self) -> float | None:
