@@ -1,5 +1,6 @@
 """``trainbed figures dgtp``: Table III and Figs. 6-7 from the kept Table III sweep
-(measurements/gnn-dgtp-2026-11-24), recomputed here from its cells' data."""
+(measurements/gnn-dgtp-2026-11-24), recomputed here from its cells' data; and Fig. 9
+(search time), measured afresh at a few steps."""
 from __future__ import annotations
 
 import csv
@@ -171,3 +172,17 @@ def test_a_rows_boxes_are_those_of_its_compared_cells(drawn, tmp_path):
         copies.append(figures.Cell(cell.placement, cell.scheduler, cell.seed, cell.summary, run_dir))
     assert figures.boxes(copies) == "2 + 1 unrecorded"
     assert figures.boxes(copies[1::2]) == "1"
+
+
+def test_figure_9_times_both_searches_and_writes_data_then_table_and_plot(tmp_path):
+    """``python -m experiments.gnn.searchbench --figure9 DIR`` at 3 steps on one testbed:
+    a row per search (time, candidates, the model's makespan of the placement it chose),
+    the CSV first, then the table and the plot."""
+    from experiments.gnn import searchbench
+    table = searchbench.figure9(tmp_path, steps=3, testbeds={"tight": searchbench.TIGHT})
+    rows = _rows(tmp_path / "figure-9.csv")
+    assert [(r["testbed"], r["method"], r["steps"]) for r in rows] == [
+        ("tight", "ETP (critical path)", "3"), ("tight", "simulated makespan as cost", "3")]
+    assert all(float(r["search_s"]) > 0 and float(r["makespan_s"]) > 0 and int(r["candidates"]) >= 1 for r in rows)
+    assert table == tmp_path / "figure-9.md" and "| tight | ETP (critical path) |" in table.read_text()
+    assert (tmp_path / "figure-9.png").stat().st_size > 0
