@@ -74,9 +74,10 @@ class RefusingHostAllocator(TorchDispatchMode):
         new = {s.data_ptr(): s for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)
                for s in [leaf.untyped_storage()] if s.nbytes() and s.data_ptr() not in self._seen | given}
         wanted = sum(round_up(s.nbytes()) for s in new.values())
+        requested = wanted + self.scratch_bytes - self.scratch if wanted else 0  # the scratch comes with the first
         limits = [b for b in (self.cap, self.total_bytes) if b is not None]
-        if wanted and limits and self.scratch_bytes + self.live + wanted > min(limits):
-            raise torch.OutOfMemoryError(f"{wanted} bytes past {min(limits)}")
+        if requested and limits and self.reserved_bytes() + requested > min(limits):
+            raise torch.OutOfMemoryError(f"Tried to allocate {requested} bytes; {min(limits)} is the limit")
         with self._lock:
             for key, storage in new.items():
                 self._seen.add(key)

@@ -24,6 +24,7 @@ from hosts.colocation.allocator import (
     limit,
     overhead_by_class,
     refused_by,
+    requested_bytes,
     reserved_growth,
     reserved_overhead,
     size_class,
@@ -228,7 +229,7 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
     budget = math.ceil(peak * 1.15)
     too_tight = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB))  # the cap leaves out the scratch
     assert too_tight.error == OUT_OF_MEMORY_WITHIN_BUDGET and not too_tight.over_budget, too_tight
-    assert too_tight.refused_by is None  # the fake's device has no size: which limit refused is unknown
+    assert too_tight.refused_by == "cap"  # its request was past what the cap left
     crowded = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=1 << 40))
     assert crowded.error == OUT_OF_MEMORY_WITHIN_BUDGET and crowded.refused_by == "cap", crowded
     full = run(budget, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=peak))
@@ -249,12 +250,22 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
     assert no_budget.error == OUT_OF_MEMORY and not no_budget.over_budget and no_budget.refused_by == "device"
 
 
-def test_a_refusal_is_the_caps_where_the_device_had_more_free_than_the_cap_left():
-    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=30 * MIB) == "cap"
-    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=10 * MIB) == "device"  # equal room
-    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=5 * MIB) == "device"
-    assert refused_by(cap_bytes=None, reserved_bytes=90 * MIB, free_bytes=None) == "device"  # no cap to refuse
-    assert refused_by(cap_bytes=100 * MIB, reserved_bytes=90 * MIB, free_bytes=None) is None
+def test_a_refusal_is_the_caps_where_the_request_was_past_what_the_cap_left():
+    """CUDA's allocator checks the cap before it asks the device: a request past the
+    cap's room is the cap's refusal, one within it the device's; without the size, the
+    cap's only where the device had at least the cap's room free."""
+    cap, reserved = 100 * MIB, 90 * MIB  # 10 MiB of room
+    assert refused_by(cap, reserved, free_bytes=5 * MIB, requested_bytes=20 * MIB) == "cap"  # past both: the cap first
+    assert refused_by(cap, reserved, free_bytes=5 * MIB, requested_bytes=8 * MIB) == "device"
+    assert refused_by(cap, reserved, free_bytes=30 * MIB, requested_bytes=None) == "cap"
+    assert refused_by(cap, reserved, free_bytes=10 * MIB, requested_bytes=None) == "cap"
+    assert refused_by(cap, reserved, free_bytes=5 * MIB, requested_bytes=None) is None  # either could have
+    assert refused_by(cap, reserved, free_bytes=None, requested_bytes=None) is None
+    assert refused_by(None, reserved, free_bytes=None, requested_bytes=None) == "device"  # no cap to refuse
+    message = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB of which "
+               "3.19 MiB is free. Including non-PyTorch memory, this process has 1.50 GiB memory in use.")
+    assert requested_bytes(message) == 20 * MIB
+    assert requested_bytes("Tried to allocate 1.50 GiB.") == 3 << 29 and requested_bytes("out of memory") is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -289,8 +300,13 @@ def test_on_cuda_a_task_within_its_budget_runs_and_one_past_it_is_stopped_and_re
         assert past.result is None, past
         assert (past.over_budget and str(past.error).startswith("stopped over budget")) or (
             not past.over_budget and past.error == OUT_OF_MEMORY_WITHIN_BUDGET), past
-        limit(allocator, budget, overhead)
-        with pytest.raises(torch.OutOfMemoryError):  # past budget and overhead: the allocator refuses
+        held = limit(allocator, budget, overhead)
+        with pytest.raises(torch.OutOfMemoryError) as refusal:  # past budget and overhead: the allocator refuses
             torch.empty(2 * (budget + overhead), dtype=torch.uint8, device=device)
+        # its message names the request (2 MiB-rounded), past what the cap left: the cap refused
+        asked = requested_bytes(str(refusal.value))
+        assert asked is not None and abs(asked - 2 * (budget + overhead)) <= max(4 * MIB, asked // 100), str(refusal.value)
+        assert refused_by(cap_bytes(held, budget, overhead), allocator.reserved_bytes(), allocator.free_bytes(),
+                          asked) == "cap"
     finally:
         limit(allocator, None, 0)

@@ -19,15 +19,16 @@ reserves no more than its profiled run did, so the allocator never refuses it;
 one that goes past its budget is stopped by the watch (and, past budget +
 overhead, refused by the allocator), and recorded.
 
-A refusal says which limit refused (``refused_by``): the cap, where the device
-had more free memory than the cap left, else the device (full of what other
-workers reserve). The CPU's allocator keeps no cache beside the tensors and has
+A refusal says which limit refused (``refused_by``): the cap, where the request
+was larger than what the cap left, else the device (full of what other workers
+reserve). The CPU's allocator keeps no cache beside the tensors and has
 no per-process cap (``HostAllocator``): overhead 0, the watch alone holds a task
 to its budget. Tests drive the same functions with fake caching allocators, the
 workers' too (``WorkerPool.allocator``).
 """
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 import torch
@@ -120,18 +121,33 @@ def limit(allocator: Allocator, budget_bytes: int | None, overhead_bytes: int) -
     return held
 
 
-def refused_by(cap_bytes: int | None, reserved_bytes: int, free_bytes: int | None) -> str | None:
-    """Which limit refused a request, read just after the refusal: ``cap`` where the
-    device had more free than the cap left (a request between the two passes the
-    device and not the cap; one past both meets the cap first, as CUDA's allocator
-    checks it before asking the device), else ``device``; with no cap, the device;
-    None where the device's free memory is unknown. Other workers allocate and free
+def refused_by(cap_bytes: int | None, reserved_bytes: int, free_bytes: int | None,
+               requested_bytes: int | None) -> str | None:
+    """Which limit refused a request, from readings just after the refusal. CUDA's
+    caching allocator checks the cap before it asks the device for a segment, so the
+    cap refused a request larger than what the cap left (``cap - reserved``: its
+    cache is released before it gives up), the device one that fit the cap. Without
+    the request's size (``requested_bytes``): the cap where the device had at least
+    what the cap left free (any request past the device's free was past the cap
+    too), else unknown (None). No cap: the device. Other workers allocate and free
     meanwhile, so it is a reading of that moment."""
     if cap_bytes is None:
         return "device"
-    if free_bytes is None:
-        return None
-    return "cap" if free_bytes > cap_bytes - reserved_bytes else "device"
+    room = cap_bytes - reserved_bytes
+    if requested_bytes is not None:
+        return "cap" if requested_bytes > room else "device"
+    return "cap" if free_bytes is not None and free_bytes >= room else None
+
+
+_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)")
+_UNIT = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def requested_bytes(message: str) -> int | None:
+    """The segment size a refusal names (CUDA's "Tried to allocate 20.00 MiB", to
+    two decimals of its unit); None where it names none."""
+    found = _SIZE.search(message)
+    return None if found is None else round(float(found.group(1)) * _UNIT[found.group(2)])
 
 
 def reserved_growth(allocator: Allocator, held_bytes: int) -> int:

@@ -47,7 +47,8 @@ from multiprocessing.connection import wait as wait_any
 import torch
 import torch.multiprocessing  # noqa: F401 - registers the reducers that pass tensors through shared memory
 
-from hosts.colocation.allocator import Allocator, cap_bytes, device_allocator, limit, refused_by, reserved_growth
+from hosts.colocation.allocator import (Allocator, cap_bytes, device_allocator, limit, refused_by, requested_bytes,
+                                        reserved_growth)
 from hosts.colocation.datasets import Graph
 from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch
 from hosts.colocation.models import build_model
@@ -360,11 +361,9 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
             torch.cuda.synchronize(device)
     except BudgetExceeded:
         outcome.error = f"stopped over budget at {watch.record.exceeded_at_bytes} bytes"
-    except torch.OutOfMemoryError:
+    except torch.OutOfMemoryError as err:
         refused = True
-        # read while the refused task's tensors are still live (the traceback holds them)
-        cap = None if job.budget_bytes is None else cap_bytes(held, job.budget_bytes, job.overhead_bytes)
-        outcome.refused_by = refused_by(cap, allocator.reserved_bytes(), allocator.free_bytes())
+        outcome.refused_by = _refused_by(err, job, held, allocator)
     except Exception as err:  # noqa: BLE001 - a task's failure is its record, the worker serves on
         outcome.error = _error_text(err)
     outcome.end = time.monotonic()
@@ -386,6 +385,16 @@ def _run(job: Job, conn, device: torch.device, ledger: DeviceLedger, allocator: 
     allocator.set_cap(None)  # the cap is the task's: the next job prepares (a model built on the host) without it
     outcome.worker_max_rss_bytes = _max_rss_bytes()
     return outcome
+
+
+def _refused_by(err: torch.OutOfMemoryError, job: Job, held: int, allocator: Allocator) -> str | None:
+    """Which limit refused, read while the refused task's tensors are still live (the
+    traceback holds them); None where the readings fail: the task's record, not the worker's end."""
+    try:
+        cap = None if job.budget_bytes is None else cap_bytes(held, job.budget_bytes, job.overhead_bytes)
+        return refused_by(cap, allocator.reserved_bytes(), allocator.free_bytes(), requested_bytes(str(err)))
+    except Exception:  # noqa: BLE001 - a diagnosis, never worth the worker
+        return None
 
 
 def _max_rss_bytes() -> int:
