@@ -276,6 +276,10 @@ def test_a_worker_that_dies_fails_its_task_only():
         assert by_id[long_task.task_id].error == f"worker process died (exit code {-signal.SIGKILL})"
         assert by_id[tasks[1].task_id].error is None and by_id[tasks[1].task_id].worker_pid == survivor.pid
         assert doomed not in pool.workers and survivor in pool.workers
+        os.kill(survivor.pid, signal.SIGKILL)  # now idle: killed between jobs, it is not handed the next
+        survivor.process.join(timeout=10)
+        fresh = pool.idle()
+        assert fresh is not survivor and survivor not in pool.workers and fresh.process.is_alive()
     finally:
         pool.close()
     assert not pool.workers and not survivor.process.is_alive()

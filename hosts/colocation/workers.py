@@ -188,10 +188,13 @@ class WorkerPool:
         return True
 
     def idle(self, start: bool = True) -> Worker | None:
-        """An idle warm worker, started if there is none (None if there is none and not ``start``)."""
-        for worker in self.workers:
+        """An idle warm worker, started if there is none (None if there is none and not
+        ``start``). One that died while idle (the kernel's out-of-memory killer) is dropped."""
+        for worker in list(self.workers):
             if worker.job is None and not worker.fresh:
-                return worker
+                if worker.process.is_alive():
+                    return worker
+                self._drop(worker)
         if not start:
             return None
         self.start(sum(not w.fresh for w in self.workers) + 1)
