@@ -15,7 +15,7 @@ import random
 
 import pytest
 import torch
-from fakes import RefusingHostAllocator
+from fake_allocator import RefusingHostAllocator
 
 from hosts.colocation.allocator import (
     cap_bytes,
@@ -24,7 +24,7 @@ from hosts.colocation.allocator import (
     limit,
     overhead_by_class,
     refused_by,
-    requested_bytes,
+    requested_range,
     reserved_growth,
     reserved_overhead,
     size_class,
@@ -57,6 +57,9 @@ class FakeCachingAllocator:
 
     def reset_peak(self) -> None:
         self.peak = self.reserved_bytes()
+
+    def free_bytes(self) -> int | None:
+        return None  # no device behind it
 
     def release_cache(self) -> None:
         self.segments = [seg for seg in self.segments if any(live for _, _, live in seg["blocks"])]
@@ -217,7 +220,9 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
 
     def run(budget, overhead, allocator):
         with allocator:
-            return _run(Job(task, graph, budget, 1, overhead_bytes=overhead), None, cpu, ledger, allocator)
+            outcome = _run(Job(task, graph, budget, 1, overhead_bytes=overhead), None, cpu, ledger, allocator)
+        assert allocator.cap is None  # lifted when the task ended: the next job prepares without it
+        return outcome
 
     warm_up_models(cpu)
     profiled = run(None, 0, RefusingHostAllocator(scratch_bytes=8 * MIB))
@@ -230,8 +235,12 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
     too_tight = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB))  # the cap leaves out the scratch
     assert too_tight.error == OUT_OF_MEMORY_WITHIN_BUDGET and not too_tight.over_budget, too_tight
     assert too_tight.refused_by == "cap"  # its request was past what the cap left
-    crowded = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=1 << 40))
-    assert crowded.error == OUT_OF_MEMORY_WITHIN_BUDGET and crowded.refused_by == "cap", crowded
+    # a refusal that names no size: the cap's where the device had the cap's room free, else unknown
+    unsized = run(budget, 0, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=1 << 40, names_size=False))
+    assert unsized.error == OUT_OF_MEMORY_WITHIN_BUDGET and unsized.refused_by == "cap", unsized
+    unsized_full = run(budget, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=peak,
+                                                               names_size=False))
+    assert unsized_full.error == OUT_OF_MEMORY_WITHIN_BUDGET and unsized_full.refused_by is None, unsized_full
     full = run(budget, overhead, RefusingHostAllocator(scratch_bytes=8 * MIB, total_bytes=peak))
     assert full.error == OUT_OF_MEMORY_WITHIN_BUDGET and full.refused_by == "device", full
     assert too_tight.watched_peak_bytes <= budget and too_tight.result is None
@@ -252,20 +261,39 @@ def test_a_refusal_within_budget_is_told_from_a_task_past_its_budget():
 
 def test_a_refusal_is_the_caps_where_the_request_was_past_what_the_cap_left():
     """CUDA's allocator checks the cap before it asks the device: a request past the
-    cap's room is the cap's refusal, one within it the device's; without the size, the
-    cap's only where the device had at least the cap's room free."""
+    cap's room is the cap's refusal, one within it the device's; without the size, or
+    where its rounding straddles the room, the cap's only where the device had at
+    least the cap's room free (read only then)."""
     cap, reserved = 100 * MIB, 90 * MIB  # 10 MiB of room
-    assert refused_by(cap, reserved, free_bytes=5 * MIB, requested_bytes=20 * MIB) == "cap"  # past both: the cap first
-    assert refused_by(cap, reserved, free_bytes=5 * MIB, requested_bytes=8 * MIB) == "device"
-    assert refused_by(cap, reserved, free_bytes=30 * MIB, requested_bytes=None) == "cap"
-    assert refused_by(cap, reserved, free_bytes=10 * MIB, requested_bytes=None) == "cap"
-    assert refused_by(cap, reserved, free_bytes=5 * MIB, requested_bytes=None) is None  # either could have
-    assert refused_by(cap, reserved, free_bytes=None, requested_bytes=None) is None
-    assert refused_by(None, reserved, free_bytes=None, requested_bytes=None) == "device"  # no cap to refuse
+
+    def free(nbytes):
+        return lambda: nbytes
+
+    def unread():
+        raise AssertionError("the device's free memory is read only where the size does not decide")
+
+    assert refused_by(cap, reserved, unread, (20 * MIB, 20 * MIB)) == "cap"  # past both: the cap first
+    assert refused_by(cap, reserved, unread, (8 * MIB, 8 * MIB)) == "device"
+    assert refused_by(cap, reserved, unread, (10 * MIB, 10 * MIB)) == "device"  # exactly the room fits the cap
+    assert refused_by(cap, reserved, free(30 * MIB), (9 * MIB, 11 * MIB)) == "cap"  # straddles: as without a size
+    assert refused_by(cap, reserved, free(5 * MIB), (9 * MIB, 11 * MIB)) is None
+    assert refused_by(cap, reserved, free(30 * MIB), None) == "cap"
+    assert refused_by(cap, reserved, free(10 * MIB), None) == "cap"
+    assert refused_by(cap, reserved, free(5 * MIB), None) is None  # either could have
+    assert refused_by(cap, reserved, free(None), None) is None
+    assert refused_by(None, reserved, unread, None) == "device"  # no cap to refuse
+
+
+def test_a_refusals_size_is_read_as_the_bounds_its_rounding_leaves():
     message = ("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.11 GiB of which "
                "3.19 MiB is free. Including non-PyTorch memory, this process has 1.50 GiB memory in use.")
-    assert requested_bytes(message) == 20 * MIB
-    assert requested_bytes("Tried to allocate 1.50 GiB.") == 3 << 29 and requested_bytes("out of memory") is None
+    low, high = requested_range(message)
+    assert low <= 20 * MIB <= high and high - low == MIB // 100 + 1  # +-0.005 MiB, outward to whole bytes
+    low, high = requested_range("Tried to allocate 1.50 GiB.")
+    assert low <= 3 << 29 <= high and (3 << 29) - low > 5 * MIB  # two decimals of a GiB: ~5 MiB either way
+    assert requested_range("Tried to allocate 512 bytes.") == (512, 512)  # whole bytes are exact
+    assert requested_range("Tried to allocate 2.5 KiB.") == (2508, 2612)  # one decimal: 0.05 KiB either way
+    assert requested_range("out of memory") is None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -304,9 +332,10 @@ def test_on_cuda_a_task_within_its_budget_runs_and_one_past_it_is_stopped_and_re
         with pytest.raises(torch.OutOfMemoryError) as refusal:  # past budget and overhead: the allocator refuses
             torch.empty(2 * (budget + overhead), dtype=torch.uint8, device=device)
         # its message names the request (2 MiB-rounded), past what the cap left: the cap refused
-        asked = requested_bytes(str(refusal.value))
-        assert asked is not None and abs(asked - 2 * (budget + overhead)) <= max(4 * MIB, asked // 100), str(refusal.value)
-        assert refused_by(cap_bytes(held, budget, overhead), allocator.reserved_bytes(), allocator.free_bytes(),
+        asked = requested_range(str(refusal.value))
+        assert asked is not None and asked[0] - 4 * MIB <= 2 * (budget + overhead) <= asked[1] + 4 * MIB, \
+            str(refusal.value)
+        assert refused_by(cap_bytes(held, budget, overhead), allocator.reserved_bytes(), allocator.free_bytes,
                           asked) == "cap"
     finally:
         limit(allocator, None, 0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fakes import entered_refusing_allocator
+from fake_allocator import entered_refusing_allocator
 
 from experiments import summary_fields
 from experiments.cli import main
@@ -280,9 +280,15 @@ def test_a_worker_that_dies_fails_its_task_only():
         survivor.process.join(timeout=10)
         fresh = pool.idle()
         assert fresh is not survivor and survivor not in pool.workers and fresh.process.is_alive()
+        os.kill(fresh.pid, signal.SIGKILL)  # dies after ``idle`` picked it, before the job is sent
+        fresh.process.join(timeout=10)
+        served = pool.hand(Job(tasks[1], inputs.get(tasks[1].graph), None, threads=1), fresh)
+        assert served is not fresh and fresh not in pool.workers
+        outcome, = pool.wait(timeout=30)
+        assert (outcome.task_id, outcome.error, outcome.worker_pid) == (tasks[1].task_id, None, served.pid)
     finally:
         pool.close()
-    assert not pool.workers and not survivor.process.is_alive()
+    assert not pool.workers and not survivor.process.is_alive() and not fresh.process.is_alive()
 
 
 def test_a_standby_that_cannot_prepare_fails_its_task_and_one_retired_before_go_exits_cleanly():

@@ -3,7 +3,7 @@ and the metrics of a run with failures."""
 from pathlib import Path
 
 from experiments.colocation.metrics import aggregate, group_boundaries, summarize
-from experiments.colocation.report import _failed_table, _refused_by, table_v
+from experiments.colocation.report import _failed_table, _refused_by_text, table_v
 from hosts.colocation.executor import TaskRecord
 from hosts.colocation.workers import OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET
 
@@ -96,5 +96,5 @@ def test_both_kinds_of_refusal_are_out_of_memory_and_memory_violations_and_one_i
     table = _failed_table([{"methods": {"bmc": row}}], ["gcn"], ["bmc"])
     assert "| bmc | 1.5 ± 2.12 (0.5 ± 0.707 refused within budget) |" in table
     assert (summary["refused_within_budget_by_cap_tasks"], summary["refused_within_budget_by_device_tasks"]) == (1, 0)
-    assert _refused_by(row) == " (by the cap 0.5 ± 0.707, by the device 0)"
-    assert _refused_by({"refused_within_budget_tasks": 1}) == ""  # a summary from before the split
+    assert _refused_by_text(row) == " (by the cap 0.5 ± 0.707, by the device 0)"
+    assert _refused_by_text({"refused_within_budget_tasks": 1}) == ""  # a summary from before the split

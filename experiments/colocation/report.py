@@ -56,7 +56,7 @@ def write_report(run: Path, summary: dict, records) -> None:
     overheads = ", ".join(f"{key} {value / 2**20:.1f} MiB"
                           for key, value in summary.get("allocator_overhead_bytes", {}).items() if value)
     refused = ("not recorded" if not any(REFUSED in row for row in methods.values())  # a summary from before it was
-               else ", ".join(f"{name} {spread_of(row, REFUSED)}{_refused_by(row)}"
+               else ", ".join(f"{name} {spread_of(row, REFUSED)}{_refused_by_text(row)}"
                               for name, row in methods.items() if row.get(REFUSED)))
     lines += ["", f"PMC relative error over the run's tasks: max {spread(summary['pmc_max_relative_error'])}, "
                   f"mean {spread(summary['pmc_mean_relative_error'])}",
@@ -151,7 +151,7 @@ def _failed_table(summaries, queues, methods) -> str:
                                      for s in summaries)] for method in methods])]) + "\n"
 
 
-def _refused_by(row: dict) -> str:
+def _refused_by_text(row: dict) -> str:
     """' (by the cap 1, by the device 0.5)': which limit refused, where recorded."""
     by = [f"by the {limit} {spread_of(row, f'refused_within_budget_by_{limit}_tasks')}" for limit in ("cap", "device")
           if f"refused_within_budget_by_{limit}_tasks" in row]

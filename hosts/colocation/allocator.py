@@ -28,7 +28,9 @@ workers' too (``WorkerPool.allocator``).
 """
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -121,33 +123,47 @@ def limit(allocator: Allocator, budget_bytes: int | None, overhead_bytes: int) -
     return held
 
 
-def refused_by(cap_bytes: int | None, reserved_bytes: int, free_bytes: int | None,
-               requested_bytes: int | None) -> str | None:
+def refused_by(cap: int | None, reserved: int, free: Callable[[], int | None],
+               requested: tuple[int, int] | None) -> str | None:
     """Which limit refused a request, from readings just after the refusal. CUDA's
     caching allocator checks the cap before it asks the device for a segment, so the
     cap refused a request larger than what the cap left (``cap - reserved``: its
-    cache is released before it gives up), the device one that fit the cap. Without
-    the request's size (``requested_bytes``): the cap where the device had at least
-    what the cap left free (any request past the device's free was past the cap
-    too), else unknown (None). No cap: the device. Other workers allocate and free
-    meanwhile, so it is a reading of that moment."""
-    if cap_bytes is None:
+    cache is released before it gives up), the device one that fit the cap.
+    ``requested``: the request's size as bounds (``requested_range``: the message
+    rounds it). Without it, or where the bounds straddle what the cap left: the cap
+    where the device had at least that much free (``free()``, read only then: any
+    request past the device's free was past the cap too), else unknown (None). No
+    cap: the device. Other workers allocate and free meanwhile, so it is a reading
+    of that moment."""
+    if cap is None:
         return "device"
-    room = cap_bytes - reserved_bytes
-    if requested_bytes is not None:
-        return "cap" if requested_bytes > room else "device"
-    return "cap" if free_bytes is not None and free_bytes >= room else None
+    room = cap - reserved
+    if requested is not None:
+        low, high = requested
+        if low > room:
+            return "cap"
+        if high <= room:
+            return "device"
+    available = free()
+    return "cap" if available is not None and available >= room else None
 
 
-_SIZE = re.compile(r"Tried to allocate (\d+(?:\.\d+)?) (bytes|KiB|MiB|GiB|TiB)")
-_UNIT = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_SIZE = re.compile(r"Tried to allocate (\d+)(?:\.(\d+))? (bytes|KiB|MiB|GiB)")
+_UNIT = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
-def requested_bytes(message: str) -> int | None:
-    """The segment size a refusal names (CUDA's "Tried to allocate 20.00 MiB", to
-    two decimals of its unit); None where it names none."""
+def requested_range(message: str) -> tuple[int, int] | None:
+    """The bounds of the segment size a refusal names (CUDA's "Tried to allocate
+    1.50 GiB": rounded to two decimals of its unit, so up to half a hundredth of a
+    GiB, ~5 MiB, either way); None where it names none."""
     found = _SIZE.search(message)
-    return None if found is None else round(float(found.group(1)) * _UNIT[found.group(2)])
+    if found is None:
+        return None
+    whole, decimals, unit = found.groups()
+    scale = _UNIT[unit]
+    value = float(f"{whole}.{decimals or 0}") * scale
+    slack = 0.0 if decimals is None else 0.5 * 10 ** -len(decimals) * scale
+    return max(0, math.floor(value - slack)), math.ceil(value + slack)
 
 
 def reserved_growth(allocator: Allocator, held_bytes: int) -> int:

@@ -47,7 +47,7 @@ from multiprocessing.connection import wait as wait_any
 import torch
 import torch.multiprocessing  # noqa: F401 - registers the reducers that pass tensors through shared memory
 
-from hosts.colocation.allocator import (Allocator, cap_bytes, device_allocator, limit, refused_by, requested_bytes,
+from hosts.colocation.allocator import (Allocator, cap_bytes, device_allocator, limit, refused_by, requested_range,
                                         reserved_growth)
 from hosts.colocation.datasets import Graph
 from hosts.colocation.memory import BudgetExceeded, DeviceLedger, TaskMemoryWatch
@@ -207,8 +207,16 @@ class WorkerPool:
             worker = self._spawn(fresh=True)
         worker = worker or self.idle()
         assert worker.job is None, "a worker holds one job at a time"
+        try:
+            worker.conn.send(job)
+        except (BrokenPipeError, ConnectionResetError):
+            if fresh:
+                raise
+            # It died after ``idle`` saw it alive: the job goes to another (started if
+            # none is idle, even where the caller asked for none: a rare race, not a plan).
+            self._drop(worker)
+            return self.hand(job)
         worker.job, worker.ready = job, False
-        worker.conn.send(job)
         return worker
 
     def go(self, worker: Worker) -> None:
@@ -395,7 +403,7 @@ def _refused_by(err: torch.OutOfMemoryError, job: Job, held: int, allocator: All
     traceback holds them); None where the readings fail: the task's record, not the worker's end."""
     try:
         cap = None if job.budget_bytes is None else cap_bytes(held, job.budget_bytes, job.overhead_bytes)
-        return refused_by(cap, allocator.reserved_bytes(), allocator.free_bytes(), requested_bytes(str(err)))
+        return refused_by(cap, allocator.reserved_bytes(), allocator.free_bytes, requested_range(str(err)))
     except Exception:  # noqa: BLE001 - a diagnosis, never worth the worker
         return None
 
