@@ -12,13 +12,24 @@ from torch.utils._pytree import tree_leaves
 from hosts.colocation.memory import round_up
 
 
+def cuda_size_text(nbytes: int) -> str:
+    """A size as CUDA's caching allocator names it in a refusal: whole bytes up to
+    1 KiB, above that two decimals of the largest unit it reaches (KiB, MiB, GiB)."""
+    if nbytes <= 1 << 10:
+        return f"{nbytes} bytes"
+    for unit, shift in (("KiB", 10), ("MiB", 20)):
+        if nbytes <= 1 << (shift + 10):
+            return f"{nbytes / (1 << shift):.2f} {unit}"
+    return f"{nbytes / (1 << 30):.2f} GiB"
+
+
 class RefusingHostAllocator(TorchDispatchMode):
     """A capped allocator under a real task on the CPU, through the worker's own job path:
     it reserves every storage the task's operators create (512-byte rounded, as the
     watch counts them) plus ``scratch_bytes`` of workspace from the first one on, and
     refuses an operator whose outputs would take the reservation past the cap or past
     ``total_bytes`` (the device, all of it this worker's) by raising
-    ``torch.OutOfMemoryError`` from it (naming the request's size as CUDA does, unless
+    ``torch.OutOfMemoryError`` from it (naming the request's size as CUDA does, rounded, unless
     not ``names_size``), so the watch, the mode inside it, never sees those outputs: a
     refused request. A tensor rebuilt on a storage it was given
     (``set_``: one the parent sent in shared memory) is no allocation."""
@@ -40,7 +51,7 @@ class RefusingHostAllocator(TorchDispatchMode):
         requested = wanted + self.scratch_bytes - self.scratch if wanted else 0  # the scratch comes with the first
         limits = [b for b in (self.cap, self.total_bytes) if b is not None]
         if requested and limits and self.reserved_bytes() + requested > min(limits):
-            size = f"Tried to allocate {requested} bytes; " if self.names_size else ""
+            size = f"Tried to allocate {cuda_size_text(requested)}; " if self.names_size else ""
             raise torch.OutOfMemoryError(f"{size}{min(limits)} is the limit")
         with self._lock:
             for key, storage in new.items():

@@ -15,7 +15,7 @@ import random
 
 import pytest
 import torch
-from fake_allocator import RefusingHostAllocator
+from fake_allocator import RefusingHostAllocator, cuda_size_text
 
 from hosts.colocation.allocator import (
     cap_bytes,
@@ -282,6 +282,7 @@ def test_a_refusal_is_the_caps_where_the_request_was_past_what_the_cap_left():
     assert refused_by(cap, reserved, free(5 * MIB), None) is None  # either could have
     assert refused_by(cap, reserved, free(None), None) is None
     assert refused_by(None, reserved, unread, None) == "device"  # no cap to refuse
+    assert refused_by(cap, cap, unread, None) == "cap"  # nothing left under the cap: whatever was asked
 
 
 def test_a_refusals_size_is_read_as_the_bounds_its_rounding_leaves():
@@ -292,7 +293,11 @@ def test_a_refusals_size_is_read_as_the_bounds_its_rounding_leaves():
     low, high = requested_range("Tried to allocate 1.50 GiB.")
     assert low <= 3 << 29 <= high and (3 << 29) - low > 5 * MIB  # two decimals of a GiB: ~5 MiB either way
     assert requested_range("Tried to allocate 512 bytes.") == (512, 512)  # whole bytes are exact
-    assert requested_range("Tried to allocate 2.5 KiB.") == (2508, 2612)  # one decimal: 0.05 KiB either way
+    assert requested_range("Tried to allocate 2.50 KiB.") == (2554, 2566)  # 0.005 KiB either way, outward to whole bytes
+    sizes = [1, 1024, 1025, 1536, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 20 * MIB + 12_345, (1 << 30) + 1, 3 << 29]
+    for size in sizes:  # written as CUDA writes it (its units' thresholds, two decimals), read back around it
+        low, high = requested_range(f"Tried to allocate {cuda_size_text(size)}. GPU 0 has 1.20 GiB free")
+        assert low <= size <= high, (size, cuda_size_text(size), low, high)
     assert requested_range("out of memory") is None
 
 

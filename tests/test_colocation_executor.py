@@ -278,17 +278,29 @@ def test_a_worker_that_dies_fails_its_task_only():
         assert doomed not in pool.workers and survivor in pool.workers
         os.kill(survivor.pid, signal.SIGKILL)  # now idle: killed between jobs, it is not handed the next
         survivor.process.join(timeout=10)
-        fresh = pool.idle()
-        assert fresh is not survivor and survivor not in pool.workers and fresh.process.is_alive()
-        os.kill(fresh.pid, signal.SIGKILL)  # dies after ``idle`` picked it, before the job is sent
-        fresh.process.join(timeout=10)
-        served = pool.hand(Job(tasks[1], inputs.get(tasks[1].graph), None, threads=1), fresh)
-        assert served is not fresh and fresh not in pool.workers
-        outcome, = pool.wait(timeout=30)
-        assert (outcome.task_id, outcome.error, outcome.worker_pid) == (tasks[1].task_id, None, served.pid)
+        picked = pool.idle()
+        assert picked is not survivor and survivor not in pool.workers and picked.process.is_alive()
+        os.kill(picked.pid, signal.SIGKILL)  # dies after ``idle`` picked it, before the job is sent
+        picked.process.join(timeout=10)
+        job = Job(tasks[1], inputs.get(tasks[1].graph), None, threads=1)
+        # named by the caller (a standby being prepared) and none other idle: none is started for it
+        assert pool.hand(job, picked) is None and picked not in pool.workers and not pool.workers
+        # not named: the job goes to another, started as ``idle`` starts one
+        pool.start(1)
+        dead = pool.workers[0]
+        os.kill(dead.pid, signal.SIGKILL)
+        dead.process.join(timeout=10)
+        real_idle, picks = pool.idle, iter([dead])
+        pool.idle = lambda start=True: next(picks, None) or real_idle(start)  # it saw ``dead`` alive
+        served = pool.hand(job)
+        assert served is not dead and dead not in pool.workers and served in pool.workers
+        outcomes = []
+        while pool.busy():
+            outcomes += pool.wait(timeout=30)
+        assert [(o.task_id, o.error, o.worker_pid) for o in outcomes] == [(tasks[1].task_id, None, served.pid)]
     finally:
         pool.close()
-    assert not pool.workers and not survivor.process.is_alive() and not fresh.process.is_alive()
+    assert not pool.workers and not any(w.process.is_alive() for w in (survivor, picked, dead, served))
 
 
 def test_a_standby_that_cannot_prepare_fails_its_task_and_one_retired_before_go_exits_cleanly():

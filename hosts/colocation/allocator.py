@@ -138,6 +138,8 @@ def refused_by(cap: int | None, reserved: int, free: Callable[[], int | None],
     if cap is None:
         return "device"
     room = cap - reserved
+    if room <= 0:  # the cap had nothing left: any request was past it
+        return "cap"
     if requested is not None:
         low, high = requested
         if low > room:

@@ -366,9 +366,11 @@ class _MethodRun:
             if key in self.standby or key in self.finished:
                 continue
             worker = self.pool.idle(start=False)
+            if worker is not None:
+                worker = self.pool.hand(self.job(self.tasks[key], gated=True), worker)
             if worker is None:
                 return
-            self.standby[key] = self.pool.hand(self.job(self.tasks[key], gated=True), worker)
+            self.standby[key] = worker
 
     def release_ready(self) -> None:
         for key in [k for k in self.go_when_ready if self.standby[k].ready]:

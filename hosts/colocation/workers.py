@@ -58,6 +58,7 @@ READY, GO, UP = "ready", "go", "up"
 OUT_OF_MEMORY = "out of memory"  # refused by the allocator with no budget (past one, the watch stops it first)
 OUT_OF_MEMORY_WITHIN_BUDGET = "out of memory within budget"  # refused while the watch saw the budget held
 OUT_OF_MEMORY_ERRORS = (OUT_OF_MEMORY, OUT_OF_MEMORY_WITHIN_BUDGET)
+HAND_TRIES = 3  # workers found dead at a job's send before ``hand`` gives up: more is a device failing
 
 
 @dataclass
@@ -200,24 +201,29 @@ class WorkerPool:
         self.start(sum(not w.fresh for w in self.workers) + 1)
         return self.workers[-1]
 
-    def hand(self, job: Job, worker: Worker | None = None, fresh: bool = False) -> Worker:
-        """Give ``job`` to ``worker`` (default: an idle warm one; ``fresh``: a new
-        process that exits after it). A fresh worker's start-up is part of its job."""
-        if fresh:
-            worker = self._spawn(fresh=True)
-        worker = worker or self.idle()
-        assert worker.job is None, "a worker holds one job at a time"
-        try:
-            worker.conn.send(job)
-        except (BrokenPipeError, ConnectionResetError):
+    def hand(self, job: Job, worker: Worker | None = None, fresh: bool = False) -> Worker | None:
+        """Give ``job`` to ``worker`` (default: an idle warm one, started if none is;
+        ``fresh``: a new process that exits after it). A fresh worker's start-up is part
+        of its job. A worker found dead at the send (it died after ``idle`` saw it alive)
+        is dropped and the job goes to another: where the caller named the worker, only
+        to one already idle (None if none is: the caller started none and waits for none)."""
+        start = worker is None
+        for _ in range(HAND_TRIES):
             if fresh:
-                raise
-            # It died after ``idle`` saw it alive: the job goes to another (started if
-            # none is idle, even where the caller asked for none: a rare race, not a plan).
-            self._drop(worker)
-            return self.hand(job)
-        worker.job, worker.ready = job, False
-        return worker
+                worker = self._spawn(fresh=True)
+            worker = worker or self.idle(start)
+            if worker is None:
+                return None
+            assert worker.job is None, "a worker holds one job at a time"
+            try:
+                worker.conn.send(job)
+            except (BrokenPipeError, ConnectionResetError):
+                self._drop(worker)
+                worker = None
+                continue
+            worker.job, worker.ready = job, False
+            return worker
+        raise RuntimeError(f"{HAND_TRIES} co-location workers in a row died before they took a job")
 
     def go(self, worker: Worker) -> None:
         assert worker.job is not None and worker.job.gated and worker.ready
