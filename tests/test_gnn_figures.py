@@ -109,6 +109,29 @@ def test_cli_and_a_directory_without_results(tmp_path, drawn, capsys):
         figures.dgtp_figures(tmp_path)
 
 
+def test_a_sweep_of_distdgl_alone_gives_oes_alone_and_one_with_no_usable_cell_says_so(tmp_path):
+    """A sweep without the searched placement's cells still tables what it ran (OES alone);
+    the comparisons it lacks are empty, not an error. None usable: a one-line error."""
+    out = tmp_path / "sweep"
+    shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    kept = [r for r in rows if r["part"] == "distdgl"]
+    assert 0 < len(kept) < len(rows)
+    store.write_csv(out / "results.csv", kept, list(rows[0]))
+    figures.table3_across([out], tmp_path / "all")
+    row, = _rows(tmp_path / "all" / "table-3-all.csv")
+    assert row["dgtp_reduction"] == row["placement_reduction"] == "" and int(row["seeds"]) == 0
+    full = {r["comparison"]: r for r in _rows(SWEEP / "table-3-gains.csv")}
+    assert float(row["oes_reduction"]) == pytest.approx(
+        float(full["OES alone: DistDGL + OES vs DistDGL + FIFO"]["time_to_accuracy_reduction"]))
+    for r in kept:  # every cell stopped short
+        path = out / "cells" / r["cell"] / "summary.json"
+        path.write_text(json.dumps(dict(json.loads(path.read_text()), completed=False)))
+    with pytest.raises(SpecError, match=r"^dir: .*: has no completed, trustworthy cell to draw \(6 left out: sched-"):
+        figures.dgtp_figures(out)
+
+
 def test_a_mixed_testbed_sweep_is_figure_8_with_the_papers_48_percent(tmp_path):
     out = tmp_path / "sweep"
     shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))
@@ -145,7 +168,7 @@ def test_table_3_across_sweeps_is_one_row_per_sweep_with_its_gains_and_the_paper
         assert float(row["oes_reduction"]) == pytest.approx(
             float(gains["OES alone: DistDGL + OES vs DistDGL + FIFO"]["time_to_accuracy_reduction"]))
     assert "| ps | ogbn-products | heterogeneous NICs |" in (out / "table-3-all.md").read_text()
-    assert [r["boxes"] for r in rows] == ["6 unrecorded", "6 unrecorded"]  # 3 seeds x 2 compared, before boot ids
+    assert [r["boxes"] for r in rows] == ["12 unrecorded", "12 unrecorded"]  # 3 seeds x 4 compared, before boot ids
     assert main(["figures", "dgtp", str(drawn), str(ring)]) == 2  # several sweeps need --out
     assert "--out" in capsys.readouterr().err
     twin = tmp_path / "twin" / ring.name

@@ -151,9 +151,10 @@ def mixed(cells: Sequence[Cell]) -> bool:
     return any(f > 1 for f in factors)
 
 
-def gains(cells: Sequence[Cell], searched: str, on_mixed: bool = False) -> list[dict]:
+def gains(cells: Sequence[Cell], searched: str | None, on_mixed: bool = False) -> list[dict]:
     """DGTP over DistDGL + FIFO, and its two parts, with the paper's number beside
-    (Fig. 8's when ``on_mixed``, else Table III's row for the job)."""
+    (Fig. 8's when ``on_mixed``, else Table III's row for the job). A comparison whose
+    cells the sweep lacks (no searched placement: ``searched`` None) is None over 0 seeds."""
     job = cells[0].summary
     paper = PAPER_FIG8 if on_mixed else PAPER_TABLE3.get((job.get("sync"), _shape(cells[0])))
     out = []
@@ -179,11 +180,14 @@ def _shape(cell: Cell) -> str:
     return _spec(cell)["workload"]["graph"]["shape"]
 
 
-def _searched(cells: Sequence[Cell]) -> str:
+def _searched(cells: Sequence[Cell]) -> str | None:
+    """The searched placement set beside DistDGL's: ETP where the sweep ran it, else its
+    one other (an own placement); None where it ran none (OES alone stands without it)."""
     kinds = sorted({c.placement for c in cells} - {DISTDGL, "distdgl-fast-ps", "spread"})
-    if not kinds:
-        raise SpecError("workload.placement", "the sweep has no searched placement (etp) to set beside DistDGL's")
-    return kinds[0]
+    if "etp" in kinds or len(kinds) <= 1:
+        return "etp" if "etp" in kinds else next(iter(kinds), None)
+    raise SpecError("workload.placement", f"the sweep ran several searched placements and no ETP "
+                                          f"({', '.join(kinds)}): Table III sets one beside DistDGL's")
 
 
 def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
@@ -321,12 +325,13 @@ def boxes(cells: Iterable[Cell]) -> str:
 
 def table3_across(directories: Sequence[str | Path], out: str | Path) -> list[Path]:
     """Table III over several sweeps (module doc): ``table-3-all.{csv,md}`` in ``out``;
-    a row's ``boxes`` are those that ran its DGTP and DistDGL + FIFO cells."""
+    a row's ``boxes`` are those that ran the cells of its comparisons (DGTP's and the
+    ablations')."""
     rows = []
     for directory in directories:
         cells, left_out = load_cells(directory)
         searched, on_mixed = _searched(cells), mixed(cells)
-        compared = [c for c in cells if c.key in ((searched, OES), (DISTDGL, DEFAULT))]
+        compared = [c for c in cells if c.placement in (searched, DISTDGL) and c.scheduler in (OES, DEFAULT)]
         means = {(r["placement"], r["scheduler"]): r["time_to_accuracy_s"] for r in table3_rows(cells)}
         dgtp, placement, oes_alone, _ = gains(cells, searched, on_mixed)
         rows.append({"sync": cells[0].summary.get("sync"), "graph": _shape(cells[0]),
@@ -349,16 +354,20 @@ def table3_across(directories: Sequence[str | Path], out: str | Path) -> list[Pa
     lines = ["# Table III across sweeps: DGTP (ETP + OES) against DistDGL + FIFO, time to the target accuracy "
              f"({SOURCE['Table III']}; Fig. 8 for a mixed testbed)", "", markdown_table(
                  ["sync", "graph", "testbed", "DistDGL + FIFO (s)", "DGTP (s)", "DGTP",
-                  "DGTP from the first iteration's end", "paper", "placement alone", "OES alone", "boxes", "sweep"],
+                  "DGTP from the first iteration's end", "paper", "placement alone", "OES alone", "boxes",
+                  "left out", "sweep"],
                  [[r["sync"], r["graph"], r["testbed"], _fmt(r["distdgl_fifo_s"]), _fmt(r["dgtp_s"]),
                    share(r["dgtp_reduction"], r["seeds"]), _fmt(_neg(r["dgtp_after_first_iteration_reduction"]), "%"),
                    _paper(r["paper"]),
                    share(r["placement_reduction"], r["placement_seeds"]), share(r["oes_reduction"], r["oes_seeds"]),
-                   r["boxes"], r["sweep"]] for r in rows])]
+                   r["boxes"], r["left_out"], r["sweep"]] for r in rows])]
     lines += ["", "Negative: shorter than DistDGL + FIFO. From the first iteration's end: the tasks' start-up "
                   "left out. Placement alone: ETP against DistDGL, both FIFO; OES "
-                  "alone: DistDGL under OES against FIFO. Ratios pair seeds. Boxes: how many ran "
-                  "the DGTP and DistDGL + FIFO cells; across boxes a gain carries the boxes' difference."]
+                  "alone: DistDGL under OES against FIFO. A gain is 1 - mean(T) / mean(T_base) over the "
+                  "seeds both sides have; the seconds average every seed a side has. Boxes: how many ran the "
+                  "cells of the row's comparisons; across boxes a gain carries the boxes' difference. Left out: "
+                  "cells not completed, not trustworthy, or short of the target accuracy (none counts as a "
+                  "time; the sweep's table-3.md names them)."]
     paths[1].write_text("\n".join(lines) + "\n")
     return paths
 
