@@ -300,8 +300,8 @@ _COLOCATION_METHOD = {  # under methods.<method>; a number also as <field>_sd
     "refused_within_budget_tasks": ("tasks that ended 'out of memory within budget': refused while the watch saw "
                                     "the budget held (a cap too tight, the device full, or the refused request would have passed it)"),
     "refused_within_budget_by_cap_tasks": ("of those, refused by the worker's allocator cap: the request was past "
-                                           "what the cap left (its size unknown: the device had that much free; "
-                                           "allocator.refused_by)"),
+                                           "what the cap left (its size unknown, or its rounding straddling what the "
+                                           "cap left: the device had that much free; allocator.refused_by)"),
     "refused_within_budget_by_device_tasks": "of those, refused by the device: the request fit what the cap left",
     "group_boundary_s": "s; mean over groups after the first of start - when it could start; null if <2 groups",
     "group_boundary_max_s": "s; largest such boundary; null if <2 groups",
