@@ -184,10 +184,12 @@ def _searched(cells: Sequence[Cell]) -> str | None:
     """The searched placement set beside DistDGL's: ETP where the sweep ran it, else its
     one other (an own placement); None where it ran none (OES alone stands without it)."""
     kinds = sorted({c.placement for c in cells} - {DISTDGL, "distdgl-fast-ps", "spread"})
-    if "etp" in kinds or len(kinds) <= 1:
-        return "etp" if "etp" in kinds else next(iter(kinds), None)
-    raise SpecError("workload.placement", f"the sweep ran several searched placements and no ETP "
-                                          f"({', '.join(kinds)}): Table III sets one beside DistDGL's")
+    if "etp" in kinds:
+        return "etp"
+    if len(kinds) > 1:
+        raise SpecError("workload.placement", f"the sweep ran several searched placements and no ETP "
+                                              f"({', '.join(kinds)}): Table III sets one beside DistDGL's")
+    return kinds[0] if kinds else None
 
 
 def accuracy_curve(cell: Cell) -> list[tuple[float, float]]:
