@@ -75,7 +75,7 @@ class CudaAllocator:
         torch.cuda.empty_cache()
 
     def set_cap(self, cap_bytes: int | None) -> None:
-        fraction = 1.0 if cap_bytes is None else min(1.0, cap_bytes / self.total_bytes)
+        fraction = 1.0 if cap_bytes is None else cap_fraction(cap_bytes, self.total_bytes)
         torch.cuda.set_per_process_memory_fraction(fraction, self.device)
 
     def free_bytes(self) -> int | None:
@@ -106,6 +106,14 @@ class HostAllocator:
 
 def device_allocator(device: torch.device) -> Allocator:
     return CudaAllocator(device) if device.type == "cuda" else HostAllocator()
+
+
+def cap_fraction(cap_bytes: int, total_bytes: int) -> float:
+    """The fraction of the device to pass PyTorch for a cap of ``cap_bytes``.
+    PyTorch keeps ``size_t(fraction * total)``, truncated: ``cap / total`` can
+    come back one byte short, so the quotient is nudged up by one ulp, which
+    stays below the next byte for any cap under 2**52."""
+    return min(1.0, math.nextafter(cap_bytes / total_bytes, math.inf))
 
 
 def cap_bytes(held_bytes: int, budget_bytes: int, overhead_bytes: int) -> int:
