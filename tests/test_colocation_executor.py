@@ -280,6 +280,7 @@ def test_a_worker_that_dies_fails_its_task_only():
         survivor.process.join(timeout=10)
         picked = pool.idle()
         assert picked is not survivor and survivor not in pool.workers and picked.process.is_alive()
+        assert pool.lost_idle == [{"pid": survivor.pid, "exit_code": -signal.SIGKILL}]
         os.kill(picked.pid, signal.SIGKILL)  # dies after ``idle`` picked it, before the job is sent
         picked.process.join(timeout=10)
         job = Job(tasks[1], inputs.get(tasks[1].graph), None, threads=1)
@@ -294,6 +295,8 @@ def test_a_worker_that_dies_fails_its_task_only():
         pool.idle = lambda start=True: next(picks, None) or real_idle(start)  # it saw ``dead`` alive
         served = pool.hand(job)
         assert served is not dead and dead not in pool.workers and served in pool.workers
+        assert [lost["pid"] for lost in pool.lost_idle] == [survivor.pid, picked.pid, dead.pid]
+        assert doomed.pid not in [lost["pid"] for lost in pool.lost_idle]  # its task's record names it
         outcomes = []
         while pool.busy():
             outcomes += pool.wait(timeout=30)

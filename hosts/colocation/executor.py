@@ -200,7 +200,8 @@ class Executor:
                  "worker_processes": len({r.worker_pid for r in records.values() if r.worker_pid}),
                  "worker_max_rss_bytes": max(pool.max_rss_bytes.values(), default=None),
                  # what the part spent besides its tasks (device time on a GPU)
-                 "worker_startups": [asdict(startup) for startup in pool.startups], "worker_close_s": pool.close_s}
+                 "worker_startups": [asdict(startup) for startup in pool.startups], "worker_close_s": pool.close_s,
+                 "workers_lost_idle": pool.lost_idle}
         if method in MPS_BASELINES:
             facts["mps_daemon"] = "ran" if isinstance(daemon, mps.MpsDaemon) else f"not started: {daemon}"
             # the start includes a probe worker's, whose own start is kept apart

@@ -145,6 +145,7 @@ class WorkerPool:
     workers: list[Worker] = field(default_factory=list)
     max_rss_bytes: dict[int, int] = field(default_factory=dict)  # worker pid -> its peak resident set
     startups: list[Startup] = field(default_factory=list)  # one per worker that came up, in order
+    lost_idle: list[dict] = field(default_factory=list)  # {"pid", "exit_code"} of each warm worker found dead between jobs
     close_s: float = 0.0  # how long ``close`` took (summed, should it run twice)
 
     def __post_init__(self):
@@ -195,7 +196,7 @@ class WorkerPool:
             if worker.job is None and not worker.fresh:
                 if worker.process.is_alive():
                     return worker
-                self._drop(worker)
+                self._lose_idle(worker)
         if not start:
             return None
         self.start(sum(not w.fresh for w in self.workers) + 1)
@@ -218,7 +219,7 @@ class WorkerPool:
             try:
                 worker.conn.send(job)
             except (BrokenPipeError, ConnectionResetError):
-                self._drop(worker)
+                self._lose_idle(worker)
                 worker = None
                 continue
             worker.job, worker.ready = job, False
@@ -283,6 +284,12 @@ class WorkerPool:
         except OSError:
             pass
         worker.process.join(timeout=10)
+        self._drop(worker)
+
+    def _lose_idle(self, worker: Worker) -> None:
+        """Drop a worker found dead with no job (no task's record names it), keeping that it was."""
+        worker.process.join(timeout=5)
+        self.lost_idle.append({"pid": worker.pid, "exit_code": worker.process.exitcode})
         self._drop(worker)
 
     def _drop(self, worker: Worker) -> None:
