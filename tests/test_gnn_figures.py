@@ -132,6 +132,21 @@ def test_a_sweep_of_distdgl_alone_gives_oes_alone_and_one_with_no_usable_cell_sa
         figures.dgtp_figures(out)
 
 
+def test_a_sweep_with_two_cells_for_one_placement_policy_and_seed_is_refused(tmp_path):
+    """A grid over something else (here a copied cell, as a sweep over the graph would
+    give) would average unlike cells in Table III and overwrite one in a gain."""
+    out = tmp_path / "sweep"
+    shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    twin = dict(rows[0], cell=rows[0]["cell"] + "_graph-reddit")
+    shutil.copytree(out / "cells" / rows[0]["cell"], out / "cells" / twin["cell"])
+    store.write_csv(out / "results.csv", rows + [twin], list(rows[0]))
+    with pytest.raises(SpecError, match=rf"^dir: .*: cells {rows[0]['cell']} and {twin['cell']} are both "
+                                        r"etp \+ default, seed 1: the sweep varies something else"):
+        figures.dgtp_figures(out)
+
+
 def test_a_mixed_testbed_sweep_is_figure_8_with_the_papers_48_percent(tmp_path):
     out = tmp_path / "sweep"
     shutil.copytree(SWEEP, out, ignore=shutil.ignore_patterns("table-3*", "figure-*"))

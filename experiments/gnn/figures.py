@@ -32,6 +32,9 @@ Readings, stated here and in docs/gnn-oes.md:
   bytes spread evenly over its duration), payload only, counted at both ends: the
   paper plots what each server's NIC carried.
 - Only completed, trustworthy cells are used; the tables say how many were left out.
+- A sweep has one cell per placement, policy and seed: one whose grid varies anything
+  else (the synchronisation, the graph) is refused, not averaged; table each value from
+  its own sweep (``table3_across`` sets them side by side).
 - A cell whose summary predates ``time_to_accuracy_after_first_iteration_s`` gets it
   from its kept events (``metrics.training``, as a run computes it now).
 - A sweep whose machines compute at different speeds (a ``workload.compute_factor``
@@ -96,8 +99,16 @@ def load_cells(directory: str | Path) -> tuple[list[Cell], list[str]]:
         return None if cell.summary.get("time_to_accuracy_s") is not None else "never reached the target accuracy"
 
     used, left_out = usable_cells(directory, needs=short_of_target)
-    return [Cell(c.summary["placement"], c.summary["scheduler"], int(c.summary["seed"]),
-                 _with_first_iteration_split(c.summary, c.run_dir), c.run_dir) for c in used], left_out
+    cells = [Cell(c.summary["placement"], c.summary["scheduler"], int(c.summary["seed"]),
+                  _with_first_iteration_split(c.summary, c.run_dir), c.run_dir) for c in used]
+    seen: dict[tuple[str, str, int], Cell] = {}
+    for cell in cells:  # a seed pairs one cell per side: two would average, or overwrite, unlike things
+        twin = seen.setdefault((*cell.key, cell.seed), cell)
+        if twin is not cell:
+            raise SpecError("dir", f"{directory}: cells {twin.run_dir.name} and {cell.run_dir.name} are both "
+                                   f"{cell.placement} + {cell.scheduler}, seed {cell.seed}: the sweep varies "
+                                   f"something else; table each value from its own sweep")
+    return cells, left_out
 
 
 def _with_first_iteration_split(summary: dict, run_dir: Path) -> dict:
