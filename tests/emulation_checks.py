@@ -6,9 +6,29 @@ import json
 import os
 from pathlib import Path
 
+from experiments.platform import cpu
 from experiments.platform.records import proc_stat
 
 CPU_LOST = "the box took"  # how experiments.platform.cpu.cpu_reasons starts its steal/throttling reason
+MAX_CPU_LOST_SHARE = 0.05  # the specs' default fidelity limit, for checks that time no run of their own
+
+
+class CpuWatch:
+    """The share of CPU time the box took away (steal, a quota) since ``start``, for a
+    timing check that is not a run with a verdict of its own."""
+
+    def __init__(self):
+        self._dirs = cpu.cgroup_cpu_dirs()
+        self.start()
+
+    def start(self) -> None:
+        self._first = cpu.sample(self._dirs)
+
+    def taken(self) -> str | None:
+        """Why the timings since ``start`` cannot be judged, or None."""
+        shares = cpu.shares(self._first, cpu.sample(self._dirs))
+        lost = shares["cpu_stolen_share"] + shares["cpu_throttled_share"]
+        return f"{CPU_LOST} {lost:.2f} of the CPU time away" if lost > MAX_CPU_LOST_SHARE else None
 
 
 def alive(pid: int) -> bool:

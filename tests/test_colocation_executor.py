@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from emulation_checks import CpuWatch
 from fake_allocator import entered_refusing_allocator
 
 from experiments import summary_fields
@@ -154,11 +155,27 @@ def test_task_over_its_budget_is_stopped_and_recorded_and_its_group_finishes():
 def test_pipelined_groups_wait_prepared_while_the_previous_group_runs_and_start_sooner():
     """GNNSched's pipeline: the next group is prepared on resident standbys before
     the current one ends; without it a group is handed out after. The boundary
-    costs are compared as medians over two interleaved runs of each."""
+    costs are compared as medians over two interleaved runs of each. Order and
+    completion are checked of every try; the timings (prepared before the end, the
+    cheaper boundary) get a second try only where the box took the CPU away."""
     tasks = build_tasks(validate(dict(TRAINING, queue=dict(TRAINING["queue"], count=8, epochs=3))))
     estimates = estimate_all(tasks, "cpu")
     plan = Plan(tasks, estimates, {k: int(v * 1.15) for k, v in estimates.items()})
+    watch = CpuWatch()
+    for _attempt in range(2):
+        watch.start()
+        late = _pipelined_and_not(plan)
+        if not late:
+            return
+        taken = watch.taken()
+        assert taken, late
+    pytest.skip(f"the group boundaries cannot be judged on this box now: {taken}; {late}")
+
+
+def _pipelined_and_not(plan: Plan) -> list[str]:
+    """Runs of each; asserts what no timing excuses, returns the timing checks that failed."""
     boundaries = {True: [], False: []}
+    late = []
     for _ in range(2):
         for pipelined in (True, False):
             records, facts = _executor(pipeline_groups=pipelined).run("bmc", plan)
@@ -171,10 +188,15 @@ def test_pipelined_groups_wait_prepared_while_the_previous_group_runs_and_start_
             for previous, current in zip(order, order[1:]):
                 ended = max(r.end_s for r in groups[previous])
                 ready = [r.ready_s for r in groups[current]]
-                assert all(t < ended for t in ready) if pipelined else all(t > ended for t in ready)
                 assert min(r.start_s for r in groups[current]) >= ended
+                if not pipelined:
+                    assert all(t > ended for t in ready)  # handed out after: an order, not a timing
+                elif not all(t < ended for t in ready):
+                    late.append(f"group {current} prepared at {max(ready):.3f} s, after {previous} ended at {ended:.3f} s")
             boundaries[pipelined] += group_boundaries(records)
-    assert statistics.median(boundaries[True]) < statistics.median(boundaries[False]), boundaries
+    if not statistics.median(boundaries[True]) < statistics.median(boundaries[False]):
+        late.append(f"pipelined boundaries not cheaper: {boundaries}")
+    return late
 
 
 def test_each_task_runs_in_a_process_of_its_own():
