@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from emulation_checks import assert_nothing_left, netns_inodes
+from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes
 
 from controller.client import ControllerClient
 from experiments.platform import spec as platform_spec
@@ -79,44 +79,64 @@ def _live(record: dict, what: str) -> list[int]:
 
 @pytest.mark.root
 def test_controller_killed_mid_run_is_restarted_with_every_policy(tmp_path, private_state):
+    """What no shortage of CPU excuses is checked of every try: the run completes, one
+    restart, every policy back, nothing left. The outage's length and the rate achieved
+    after it are timings: a second try only when the run says the box took its CPU
+    (``cpu_was_taken``), twice: skipped."""
     namespaces = netns_inodes()
     spec = _spec("controller-kill")
-    run_dir = tmp_path / "run"
+    for attempt in range(2):
+        run, summary, seen = _controller_killed_run(spec, tmp_path / f"run{attempt}", private_state)
+        assert summary["completed"] is True
+        [outage] = summary["controller_outages"]
+        assert outage["restarts"] == 1 and outage["end_s"] is not None and outage["exit_code"] == -signal.SIGKILL
+        assert seen["ready_again"], "the restarted controller never had every switch installed again"
+        assert len(seen["before"]) == 5 and seen["after"] == seen["before"]  # two policies + 3 default rules
+        assert "recovered 2 policies" in (run / "controller.log").read_text()
+        assert {p["rate_mbps"] for p in json.loads((run / "raw" / "policies.json").read_text())} == {None, 40.0}
+        touched = [r for r in summary["fidelity"]["untrustworthy_reasons"] if r.startswith("controller outage")]
+        assert bool(touched) == (outage["start_s"] < 11)  # the recovery window (6-11 s) is a measured interval
+        assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
+        taken = cpu_was_taken(summary)
+        if not taken:
+            break
+    else:
+        pytest.skip(f"the outage's timing cannot be judged on this box now: {taken}")
+    assert outage["end_s"] - outage["start_s"] < 10
+    # The change due after the restart went through the new controller and shaped the flow.
+    assert abs(summary["rate_limit_achieved_mbps"] - 40) <= 4.0
+
+
+def _controller_killed_run(spec: dict, run_dir: Path, state: Path) -> tuple[Path, dict, dict]:
+    """The run, its summary, and the leaves' policy rules before the kill and once the
+    restarted controller says every switch is installed again."""
     seen: dict = {}
 
     def kill_controller():
         _wait_for(run_dir / "raw" / "high.client.json")  # both flows running, both marked
         time.sleep(2.5)
-        record = _record(private_state)
+        record = _record(state)
         seen["before"] = _policy_flows(record)
         os.kill(_live(record, "controller")[0], signal.SIGKILL)
         # Restart and switch reconnect (backoff <= 1 s) take a few seconds, more on a
         # loaded box: the rules are read once the new controller has every switch
-        # installed again ("ready (N/N) after recovery").
-        deadline = time.monotonic() + 8.0
+        # installed again ("ready (N/N) after recovery"); the run lasts 16 s.
+        deadline = time.monotonic() + 20.0
         log = run_dir / "controller.log"
-        while (not ALL_READY_AGAIN.search(log.read_text() if log.exists() else "")
-               and time.monotonic() < deadline):
+        while not (ready := ALL_READY_AGAIN.search(log.read_text() if log.exists() else "")):
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.1)
-        seen["after"] = _policy_flows(_record(private_state))
+        seen["ready_again"] = bool(ready)
+        seen["after"] = _policy_flows(_record(state))
 
     killer = threading.Thread(target=kill_controller)
     killer.start()
-    run = run_spec(spec, out=str(run_dir))
-    killer.join()
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["completed"] is True
-    [outage] = summary["controller_outages"]
-    assert outage["restarts"] == 1 and outage["end_s"] is not None and outage["end_s"] - outage["start_s"] < 10
-    assert outage["exit_code"] == -signal.SIGKILL
-    assert len(seen["before"]) == 5 and seen["after"] == seen["before"]  # two policies + 3 default rules
-    assert "recovered 2 policies" in (run / "controller.log").read_text()
-    # The change due after the restart went through the new controller and shaped the flow.
-    assert abs(summary["rate_limit_achieved_mbps"] - 40) <= 4.0
-    assert {p["rate_mbps"] for p in json.loads((run / "raw" / "policies.json").read_text())} == {None, 40.0}
-    touched = [r for r in summary["fidelity"]["untrustworthy_reasons"] if r.startswith("controller outage")]
-    assert bool(touched) == (outage["start_s"] < 11)  # the recovery window (6-11 s) is a measured interval
-    assert_nothing_left(platform_spec.fabric_of(spec), private_state, run, namespaces)
+    try:
+        run = run_spec(spec, out=str(run_dir))
+    finally:
+        killer.join()
+    return run, json.loads((run / "summary.json").read_text()), seen
 
 
 @pytest.mark.root
