@@ -47,7 +47,7 @@ def load_report(out_dir, listen: str) -> dict:
 
 def test_three_hosts_send_to_each_other_and_count_every_byte(tmp_path):
     addresses = free_addresses(3)
-    start_at = time.time() + 2.0  # three interpreters started and connected, even on a busy box
+    start_at = time.time() + 4.0  # three interpreters started and connected, even on a busy box
     procs = [start_mesh(tmp_path, me, [a for a in addresses if a != me],
                         "--duration-s", "2", "--start-at", f"{start_at:.6f}") for me in addresses]
     assert finish(procs, timeout_s=12) == [(0, "")] * 3
