@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from emulation_checks import assert_nothing_left, netns_inodes, processes_mentioning
+from emulation_checks import assert_nothing_left, cpu_was_taken, netns_inodes, processes_mentioning
 
 from scapy.layers.inet import IP
 from scapy.utils import PcapReader
@@ -203,10 +203,13 @@ def test_a_program_sets_its_own_policies_through_the_runs_controller(tmp_path):
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] and summary["failed_programs"] == [], summary
     received = json.loads((run / "raw/programs/push/0/iperf3.json").read_text())["end"]["sum_received"]
-    assert 6e6 < received["bits_per_second"] < 12e6, received
     installed = json.loads((run / "raw" / "policies.json").read_text())
     assert [(p["src"], p["dst"], p["rate_mbps"]) for p in installed] == [("tbh2", "tbh1", 10.0)], installed
     assert_nothing_left(platform_spec.fabric_of(spec), tmp_path / "state", run, namespaces)
+    assert received["bits_per_second"] < 12e6, received  # the limit holds whatever the box's CPU
+    if received["bits_per_second"] <= 6e6 and (taken := cpu_was_taken(summary)):
+        pytest.skip(f"the rate reached cannot be judged on this box now ({received['bits_per_second']}): {taken}")
+    assert 6e6 < received["bits_per_second"], received
 
 
 @pytest.mark.root
