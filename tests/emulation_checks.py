@@ -8,14 +8,14 @@ from pathlib import Path
 
 from experiments.platform import cpu
 from experiments.platform.records import proc_stat
+from experiments.platform.spec import FIDELITY_DEFAULTS
 
 CPU_LOST = "the box took"  # how experiments.platform.cpu.cpu_reasons starts its steal/throttling reason
-MAX_CPU_LOST_SHARE = 0.05  # the specs' default fidelity limit, for checks that time no run of their own
 
 
 class CpuWatch:
-    """The share of CPU time the box took away (steal, a quota) since ``start``, for a
-    timing check that is not a run with a verdict of its own."""
+    """Whether the box took CPU time away (steal, a quota) since ``start`` beyond the
+    specs' default limit, for a timing check that is not a run with a verdict of its own."""
 
     def __init__(self):
         self._dirs = cpu.cgroup_cpu_dirs()
@@ -25,10 +25,9 @@ class CpuWatch:
         self._first = cpu.sample(self._dirs)
 
     def taken(self) -> str | None:
-        """Why the timings since ``start`` cannot be judged, or None."""
+        """Why the timings since ``start`` cannot be judged (the runs' own reason), or None."""
         shares = cpu.shares(self._first, cpu.sample(self._dirs))
-        lost = shares["cpu_stolen_share"] + shares["cpu_throttled_share"]
-        return f"{CPU_LOST} {lost:.2f} of the CPU time away" if lost > MAX_CPU_LOST_SHARE else None
+        return next(iter(cpu.cpu_reasons(shares, {**FIDELITY_DEFAULTS, "min_cpu_idle": 0.0})), None)
 
 
 def alive(pid: int) -> bool:
