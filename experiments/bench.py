@@ -107,7 +107,7 @@ def all_to_all(options: EmulationOptions, fabric, workdir: Path, seconds: float 
     elapsed = seconds + 3.0
     reasons = verdict(shares, {host_interface(n): r for n, r in zip(names, ratios)}, failed, len(names))
     return {"min": min(ratios), "median": statistics.median(ratios), "cpu_idle": shares["cpu_idle_share"],
-            "cpu_lost": shares["cpu_stolen_share"] + shares["cpu_throttled_share"], "up_s": up_s,
+            "cpu_lost": cpu.lost_share(shares), "up_s": up_s,
             "vswitchd_cores": [round(c / elapsed, 3) for c in vswitchd],
             "vswitchd_waited": [round(w / elapsed, 3) for w in waited], "failed": failed, "trustworthy": not reasons,
             "untrustworthy_reasons": reasons,

@@ -48,6 +48,9 @@ class Kind:
     summary: str = ""  # one line for ``trainbed run --help`` and ``simulate --help``
     by_workload: bool = True  # chosen by ``workload.kind`` (False: by the top-level ``kind``)
     headline: tuple[str, ...] = ()  # summary fields a sweep's table and progress lines lead with
+    # (summary field, label, unit) a sweep's report compares its schedulers by; None: the
+    # kind has no scheduler and compares in its results table only
+    compared: tuple[str, str, str] | None = None
     file_fields: tuple[str, ...] = ()  # dotted fields naming a file (``read_spec`` anchors them)
     function_fields: tuple[str, ...] = ()  # dotted fields that may name a function of your own (module:function)
 
@@ -142,10 +145,13 @@ KINDS: dict[str, Kind] = {kind.name: kind for kind in (
          headline=("high_share_while_both", "rate_limit_achieved_mbps", "link_goodput_ratio", "mean_fct_s")),
     Kind("cojob", _validate_cojob, _run_cojob, _simulate_cojob, _validate_cojob_simulated,
          summary="cojobs of PS-trained jobs under one network scheduler", headline=("avg_sct_s", "avg_cojct_s"),
+         compared=("avg_sct_s", "avg SCT", "s"),
          file_fields=("workload.trace",), function_fields=("scheduler.name",)),
     Kind("gnn", _validate_gnn, _run_gnn, _simulate_gnn, _validate_gnn_simulated,
          summary="distributed GNN training (graph stores, samplers, workers)",
          headline=("time_to_accuracy_s", "iteration_s_mean"),
+         # the median: a few outlying iterations (a retransmission timeout) do not sway it
+         compared=("iteration_s_median", "median iteration time", "s"),
          file_fields=("simulation.profile", "workload.placement.profile"),
          function_fields=("scheduler.name", "workload.placement.kind")),
     Kind("programs", _validate_programs, _run_programs,

@@ -317,7 +317,7 @@ def build_scaling(spec: dict, fabric: Fabric | None = None) -> cojob_mod.Scaling
     """How the spec's run shrinks the testbed workload: at the slowest host link."""
     w = spec["workload"]
     fabric = fabric or emulation_spec.fabric_of(spec)
-    link_mbps = min(link.mbps for link in fabric.host_links())
+    link_mbps = min(fabric.host_mbps().values())
     return cojob_mod.Scaling(link_mbps, w["bytes_scale"], w["iterations_scale"])
 
 

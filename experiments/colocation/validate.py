@@ -16,6 +16,7 @@ from experiments.colocation.runner import describe_device, resolve_device
 from experiments.reports.markdown import markdown_table
 from experiments.store import SUMMARY, new_run_dir, point_latest, write_environment, write_json
 from experiments.validation import dir_flag
+from hosts.colocation.allocator import MIB
 from hosts.colocation.datasets import dataset_shape, subgraph_shape
 from hosts.colocation.models import MODELS
 from hosts.colocation.tasks import INFERENCE, TRAINING, Task
@@ -62,7 +63,7 @@ def markdown(rows: list[dict], summary: dict) -> str:
     table = markdown_table(("kind", "model", "dataset", "nodes", "edges", "layers", "estimated (MiB)", "measured (MiB)",
                             "error"),
                            [(r["kind"], r["model"], r["dataset"], r["nodes"], r["edges"], r["layers"],
-                             f"{r['estimated_bytes'] / 2**20:.1f}", f"{r['measured_bytes'] / 2**20:.1f}",
+                             f"{r['estimated_bytes'] / MIB:.1f}", f"{r['measured_bytes'] / MIB:.1f}",
                              f"{100 * r['relative_error']:.2f}%") for r in rows])
     lines = [f"# PMC estimator vs measured peak on {summary['device']['name']}", "", table]
     lines += ["", f"Max relative error {100 * summary['pmc_max_relative_error']:.2f}%, "

@@ -241,12 +241,19 @@ class CpuMonitor(threading.Thread):
             f.write("".join(f"{t:.2f},{i:.3f},{s:.3f},{th:.3f}\n" for t, i, s, th in self.per_second))
 
 
+def lost_share(cpu: dict) -> float:
+    """The share of the run's CPU time the box took away (hypervisor steal plus cgroup
+    quota): what ``max_cpu_lost_share`` limits. ``cpu``: a ``CpuMonitor.summary()`` or a
+    run summary; a share it lacks (an older summary) counts as 0."""
+    return (cpu.get("cpu_stolen_share") or 0) + (cpu.get("cpu_throttled_share") or 0)
+
+
 def cpu_reasons(cpu: dict, fidelity: dict) -> list[str]:
     """``cpu``: a ``CpuMonitor.summary()``; ``fidelity``: a spec's fidelity limits."""
     reasons = []
     if cpu["cpu_idle_share"] < fidelity["min_cpu_idle"]:
         reasons.append(f"CPU idle share {cpu['cpu_idle_share']:.2f} < {fidelity['min_cpu_idle']:.2f}")
-    lost = cpu["cpu_stolen_share"] + cpu["cpu_throttled_share"]
+    lost = lost_share(cpu)
     if lost > fidelity["max_cpu_lost_share"]:
         reasons.append(f"the box took {lost:.2f} of the run's CPU time away (stolen "
                        f"{cpu['cpu_stolen_share']:.2f}, quota-throttled {cpu['cpu_throttled_share']:.2f}) "

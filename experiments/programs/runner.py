@@ -221,7 +221,8 @@ class ProgramsWorkload:
         rows = allreduce.read_iterations(rank0.dir / "iterations.csv")
         windows = [(self.t0_epoch + p.start_s, self.t0_epoch + (p.end_s if p.end_s is not None else p.start_s))
                    for p in self.processes if p.program["name"] == part.get("competing") and p.start_s is not None]
-        link_mbps = min(link.mbps for link in self.em.fabric.host_links() if link.a in program["hosts"])
+        nic = self.em.fabric.host_mbps()
+        link_mbps = min(nic[h] for h in program["hosts"])
         return allreduce.analyse_iterations(rows, link_mbps, len(program["hosts"]), windows)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from experiments import store
 from experiments.errors import SpecError
 from experiments.kinds import COLOCATION_KINDS, kind_of
+from experiments.platform import cpu
 from experiments.results import load_summary, summary_verdict
 from experiments.stats import is_number
 from experiments.validation import read_yaml
@@ -109,10 +110,9 @@ LOSS_PLACES = {"switch_queues": "at switch queues", "switch_sockets": "at switch
 def _fidelity_note(s: dict) -> str:
     parts = []
     if s.get("cpu_idle_share") is not None:
-        lost = (s.get("cpu_stolen_share") or 0) + (s.get("cpu_throttled_share") or 0)
         window = s.get("cpu_window_s")
         over = f" over {window[0]:g}-{window[1]:g} s, its traffic's window" if window else ""
-        parts.append(f"CPU idle {pct(s['cpu_idle_share'])}, stolen or throttled {pct(lost)}{over}")
+        parts.append(f"CPU idle {pct(s['cpu_idle_share'])}, stolen or throttled {pct(cpu.lost_share(s))}{over}")
     if s.get("link_goodput_ratio") is not None:
         parts.append(f"link goodput ratio {s['link_goodput_ratio']:.3f}")
     if s.get("switch_loss_share") is not None:

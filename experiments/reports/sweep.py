@@ -12,6 +12,7 @@ import yaml
 
 from experiments import store
 from experiments.errors import SpecError, one_line
+from experiments.kinds import KINDS
 from experiments.reports import html
 from experiments.reports.run import REPORT, where
 from experiments.reports.rundata import load, num, verdict
@@ -19,9 +20,6 @@ from experiments.results import cell_dir, csv_value, lookup, record_backends
 from experiments.stats import mean_sd
 from experiments.validation import read_yaml
 
-# What a sweep compares its schedulers by, per kind of its cells (column, label, unit);
-# the kinds without a scheduler compare in their results table only.
-COMPARED = {"cojob": ("avg_sct_s", "avg SCT", "s"), "gnn": ("iteration_s_median", "median iteration time", "s")}
 SPLIT_MAX_GROUPS = 12  # schedulers x grid points compared one by one; more: each scheduler pooled over the grid
 
 
@@ -117,7 +115,8 @@ class SweepData:
         ``SPLIT_MAX_GROUPS`` groups, the kind's compared metric of its completed cells
         (their seeds), and the grid fields whose values those cells pool (a larger
         grid: every point of a scheduler pooled)."""
-        metric = COMPARED.get(self.kind() or "")
+        kind = KINDS.get(self.kind() or "")
+        metric = kind.compared if kind else None
         if metric is None or not any(row.get("scheduler") for row in self.rows):
             return None
         column, _, unit = metric
