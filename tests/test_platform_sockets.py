@@ -17,14 +17,22 @@ import pytest
 from fakes import netlink_attr, netlink_message
 
 from experiments.bench import CONNECTIONS_HOLDER
-from experiments.platform import sampling
+from experiments.platform import netlink, sampling
 from experiments.platform.netlink import NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERR, NLMSG_ERROR, NLMSG_HDR
 from experiments.platform.sockets import (DIAG_MSG, DIAG_REQ, INET_DIAG_INFO, TCP_INFO, TCPDIAG_GETSOCK, BackoffSpans,
-                                          TcpConnections, TcpSampler, diag_request, parse_diag)
+                                          TcpConnections, TcpSampler, WHAT, diag_request,
+                                          parse_connection)
 
 ROOT = os.geteuid() == 0  # entering a namespace (setns), even this process's own, takes CAP_SYS_ADMIN
 needs_root = pytest.mark.skipif(not ROOT, reason="entering a network namespace needs root")
 INET_DIAG_CONG = 4
+
+
+def parse_diag(data: bytes) -> tuple[list[dict], bool]:
+    """One datagram of a dump's reply as ``TcpConnections.read`` parses each (through
+    ``netlink.dump``): its connections, and whether it ended the dump."""
+    messages, done = netlink.parse_datagram(data, WHAT)
+    return [parse_connection(kind, body) for kind, body in messages], done
 
 
 def _diag(family: int, src: str, sport: int, dst: str, dport: int, info: bytes, rq: int = 0, wq: int = 0) -> bytes:

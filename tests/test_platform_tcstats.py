@@ -23,7 +23,8 @@ from experiments.platform.netlink import (NETLINK_ROUTE, NLM_F_DUMP, NLM_F_REQUE
                                           NLMSG_HDR)
 from experiments.platform.tcstats import (GNET_STATS_BASIC, GNET_STATS_QUEUE, PKT64, RTM_GETTCLASS, RTM_NEWTCLASS,
                                           TC_STATS, TCA_KIND, TCA_STATS, TCA_STATS2, TCA_STATS_BASIC, TCA_STATS_PKT64,
-                                          TCA_STATS_QUEUE, TCMSG, TcClasses, class_request, classid, parse_classes)
+                                          TCA_STATS_QUEUE, TCMSG, WHAT, TcClasses, class_request, classid,
+                                          parse_class)
 from topologies import queues
 
 ROOT = os.geteuid() == 0
@@ -31,6 +32,15 @@ needs_namespace = pytest.mark.skipif(
     not (ROOT and all(shutil.which(tool) for tool in ("unshare", "nsenter", "ip", "tc"))),
     reason="needs root, unshare, nsenter, ip and tc (a network namespace of the test's own)")
 TCA_OPTIONS, TCA_XSTATS, TCA_STATS_APP = 2, 4, 4
+
+
+def parse_classes(data: bytes) -> tuple[dict[str, dict], bool]:
+    """One datagram of a dump's reply as ``TcClasses.read`` parses each (through
+    ``netlink.dump``): {classid: counters}, and whether it ended the dump."""
+    messages, done = netlink.parse_datagram(data, WHAT)
+    return dict(parse_class(kind, body) for kind, body in messages), done
+
+
 NLA_F_NESTED = 1 << 15
 
 

@@ -293,15 +293,6 @@ class CojobPlan:
     def model(self) -> str:
         return self.profile.name
 
-    @property
-    def stage_ends(self) -> tuple[int, ...]:
-        """Cumulative iteration at which each stage ends."""
-        ends, total = [], 0
-        for n in self.stage_iterations:
-            total += n
-            ends.append(total)
-        return tuple(ends)
-
     def survivors(self, stage_index: int) -> tuple[int, ...]:
         """Indices of the jobs that run stage ``stage_index`` (offline knowledge)."""
         return tuple(job.index for job in self.jobs if job.runs(stage_index))

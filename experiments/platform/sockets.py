@@ -90,7 +90,7 @@ def endpoint(family: int, raw: bytes, port: int) -> str:
     return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{port}"
 
 
-def _connection(kind: int, body: bytes) -> dict:
+def parse_connection(kind: int, body: bytes) -> dict:
     """A connection of the dump's reply (a message of another type is a ValueError)."""
     if kind != TCPDIAG_GETSOCK:  # a reply's type is its request's
         raise ValueError(f"sock_diag: a message of type {kind}, not a connection")
@@ -107,14 +107,6 @@ def _connection(kind: int, body: bytes) -> dict:
             "peer": endpoint(family, dst, socket.ntohs(dport)), "rto_ms": rto / 1000, "srtt_ms": rtt / 1000,
             "cwnd": cwnd, "unacked": unacked, "backoff": backoff, "retrans_total": retrans_total, "lost": lost,
             "bytes_acked": acked, "bytes_received": received}
-
-
-def parse_diag(data: bytes) -> tuple[list[dict], bool]:
-    """One datagram of a sock_diag dump's reply: its connections, and whether it ended
-    the dump (NLMSG_DONE). A message the kernel refused (NLMSG_ERROR) is an OSError; a
-    message cut short or of another type, a ValueError."""
-    messages, done = netlink.parse_datagram(data, WHAT)
-    return [_connection(kind, body) for kind, body in messages], done
 
 
 def _namespace_id(ns_path: str) -> tuple[int, int]:
@@ -143,7 +135,7 @@ class TcpConnections:
             same = False
         if not same:
             raise OSError(f"{self.ns_path}: gone (its process ended)")
-        return [_connection(kind, body) for kind, body in netlink.dump(self.sock, REQUEST, WHAT)]
+        return [parse_connection(kind, body) for kind, body in netlink.dump(self.sock, REQUEST, WHAT)]
 
     def close(self) -> None:
         self.sock.close()

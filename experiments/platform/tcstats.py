@@ -87,14 +87,6 @@ def parse_class(kind: int, body: bytes) -> tuple[str, dict]:
     return classid(handle), found
 
 
-def parse_classes(data: bytes) -> tuple[dict[str, dict], bool]:
-    """One datagram of an RTM_GETTCLASS dump's reply: {classid: ``parse_class``'s
-    counters}, and whether it ended the dump (NLMSG_DONE). The kernel's refusal
-    (NLMSG_ERROR) is an OSError; a message cut short or of another type, a ValueError."""
-    messages, done = netlink.parse_datagram(data, WHAT)
-    return dict(parse_class(kind, body) for kind, body in messages), done
-
-
 def queue_backlogs(classes: dict[str, dict]) -> dict[int, int]:
     """Bytes waiting per queue number of a switch port from its classes (``TcClasses.read``),
     as ``topologies.queues.queue_backlogs`` reads them from tc's text: its htb classes

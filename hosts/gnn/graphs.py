@@ -103,13 +103,6 @@ def synthesize(shape: DatasetShape, nodes: int, seed: int, avg_degree: float | N
     return graph
 
 
-def edge_homophily(graph) -> float:
-    """Share of edges whose two ends have the same label."""
-    src, dst = graph.edges()
-    label = graph.ndata["label"]
-    return float((label[src] == label[dst]).double().mean())
-
-
 def edge_cut(graph, part_of: np.ndarray) -> int:
     """Directed edges whose ends lie in different parts (``part_of``: node -> part)."""
     src, dst = (t.numpy() for t in graph.edges())
