@@ -154,8 +154,8 @@ def test_inference_arrivals_follow_poisson_ticks():
                     "queue": {"models": ["SAGE"], "datasets": ["pubmed"], "count": 400},
                     "arrivals": {"mean_per_tick": 2}})
     tasks = build_tasks(spec)
-    ticks = [t.arrival_s for t in tasks]
-    assert ticks == sorted(ticks)
+    ticks = [t.arrival_tick for t in tasks]
+    assert ticks == sorted(ticks) and all(t.arrival_s == 0 for t in tasks)  # seconds once a tick's length is known
     per_tick = len(tasks) / (ticks[-1] + 1)
     assert 1.6 < per_tick < 2.4  # mean arrivals per tick, as GNNSched's high load
     assert all(t.layers == 8 and t.hidden == 256 and t.sampling_ratio == 1.0 for t in tasks)

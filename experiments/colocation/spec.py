@@ -201,8 +201,9 @@ def _queue(raw, kind: str, defaults: dict) -> dict:
 
 
 def build_tasks(spec: dict) -> list[Task]:
-    """The spec's queue in arrival order. Inference tasks carry their arrival *tick*
-    in ``arrival_s`` until ``with_arrival_times`` scales ticks to seconds."""
+    """The spec's queue in arrival order. Inference tasks carry their arrival tick;
+    ``with_arrival_times`` gives them their arrival in seconds once a tick's length is
+    known (from the tasks' solo times)."""
     queue, kind, seed = spec["queue"], spec["kind"], spec["seed"]
     graphs = spec["graphs"]
     max_bytes = int(graphs["max_graph_mib"] * MIB)
@@ -238,12 +239,12 @@ def build_tasks(spec: dict) -> list[Task]:
         shape = rng.choice(subgraphs[rng.choice(queue["datasets"])])
         layers = rng.randint(*queue["layers"])
         tasks.append(Task(f"r{i:03d}", INFERENCE, model, shape, layers, queue["hidden"], ratio(model),
-                          arrival_s=float(ticks[i]), variant=variant))
+                          arrival_tick=ticks[i], variant=variant))
     return tasks
 
 
 def with_arrival_times(tasks: list[Task], tick_s: float) -> list[Task]:
-    return [replace(t, arrival_s=t.arrival_s * tick_s) for t in tasks]
+    return [replace(t, arrival_s=t.arrival_tick * tick_s) for t in tasks]
 
 
 def _poisson_ticks(count: int, mean: float, seed: int) -> list[int]:

@@ -504,8 +504,8 @@ class Emulation:
         step("controller", self._stop_controller)
         step("open vswitch", self._stop_ovs)
         step("run record", self._clean_record)
-        step("fabric lock", self._release_lock)
         step("cpu affinity", self._affinity.close)
+        step("fabric lock", self._release_lock)
         if errors:
             raise TeardownError("tear-down finished with errors: " + "; ".join(errors))
 

@@ -27,8 +27,6 @@ from topologies.units import mbps_of_bytes
 
 INTERVAL_S = 0.5
 GRACE_S = 5.0
-# After the high flow ends, the low flow's recovery is measured over this window.
-RECOVERY_WINDOW_S = 5.0
 
 
 def spec_end(spec: dict) -> float:
@@ -242,9 +240,12 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
         windows["priority"] = overlap
         summary["high_share_while_both"] = metrics.high_share_while_both(series[high["name"]], series[low["name"]],
                                                                          overlap)
-        summary["low_recovery_s"] = metrics.low_recovery_s(series[low["name"]], high["start_s"],
-                                                           high["start_s"] + high["duration_s"], low["start_s"])
-        windows["recovery"] = (overlap[1], overlap[1] + RECOVERY_WINDOW_S)
+        high_end = high["start_s"] + high["duration_s"]
+        recovery = summary["low_recovery_s"] = metrics.low_recovery_s(series[low["name"]], high["start_s"], high_end,
+                                                                      low["start_s"])
+        # the samples low_recovery_s read: from the high flow's end to the recovery (none: to the low flow's end)
+        windows["recovery"] = (high_end, high_end + recovery if recovery is not None
+                               else max(high_end, low["start_s"] + low["duration_s"]))
     rl = spec["analysis"].get("rate_limit")
     if rl and rl["flow"] in series:
         flow = by_name(good, rl["flow"])

@@ -32,7 +32,8 @@ class Task:
     hidden: int
     sampling_ratio: float
     epochs: int = 1  # training only
-    arrival_s: float = 0.0  # inference: when the request arrives
+    arrival_tick: int = 0  # inference: the tick its request arrives at (GNNSched's load)
+    arrival_s: float = 0.0  # inference: when it arrives, in seconds (the tick times the tick's length)
     variant: str = ARTIFACT
 
     @property
