@@ -35,7 +35,7 @@ from experiments.platform.net import Emulation, EmulationOptions
 from experiments.platform.sockets import TcpConnections
 from experiments.platform.spec import FIDELITY_DEFAULTS
 from experiments.platform.tcstats import TcClasses
-from experiments.results import load_summary
+from experiments.results import load_summary, summary_verdict
 from experiments.runner import run_any_spec
 from experiments.stats import percentile
 from experiments.timetable import spec as spec_mod
@@ -296,14 +296,14 @@ def bench_fidelity_per_mode(workdir: Path, quick: bool) -> list[dict]:
             summary = load_summary(run)
             sct[scheduler] = summary["avg_sct_s"]
             rows += [row(f"{label}_grouper_smoke_{scheduler}_avg_sct_s", sct[scheduler], "s"),
-                     row(f"{label}_grouper_smoke_{scheduler}_trustworthy", summary["fidelity"]["trustworthy"])]
+                     row(f"{label}_grouper_smoke_{scheduler}_trustworthy", summary_verdict(summary)[0])]
         rows.append(row(f"{label}_grouper_smoke_grouper_over_fs", sct["grouper"] / sct["fs"], "ratio"))
         raw = read_yaml(bench_gnn.SMOKE)
         raw["scheduler"] = {"name": "oes"}
         run = run_any_spec(with_mode(raw, f"bench-gnn-oes-{label}", options), out=str(workdir / f"gnn-{label}"))
         summary = load_summary(run)
         rows += [row(f"{label}_gnn_smoke_oes_iteration_s", summary["iteration_s_mean"], "s"),
-                 row(f"{label}_gnn_smoke_oes_trustworthy", summary["fidelity"]["trustworthy"])]
+                 row(f"{label}_gnn_smoke_oes_trustworthy", summary_verdict(summary)[0])]
     return rows
 
 
