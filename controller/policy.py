@@ -158,11 +158,15 @@ def _host_part(policy: FlowPolicy) -> bool:
 def _host_set(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> list:
     if not _host_part(policy):
         return []
-    intf = host_interface(policy.src)
+    intf, pref = host_interface(policy.src), _host_pref(policy, policy_id)
     match = queues.host_flow_match(fabric.host(policy.dst).ip, policy.proto, policy.src_port, policy.dst_port)
     if policy.host_queue is not None:
-        return [("host_tc", policy.src, queues.host_flow_queue_cmds(intf, policy_id, policy.host_queue, match))]
-    return [("host_tc", policy.src, queues.host_flow_set_cmds(intf, policy_id, policy.rate_mbps, match))]
+        return [("host_tc", policy.src, queues.host_flow_queue_cmds(intf, pref, policy.host_queue, match))]
+    return [("host_tc", policy.src, queues.host_flow_set_cmds(intf, policy_id, pref, policy.rate_mbps, match))]
+
+
+def _host_pref(policy: FlowPolicy, policy_id: int) -> int:
+    return queues.host_flow_pref(policy_id, policy.proto, policy.src_port, policy.dst_port)
 
 
 def _host_rate_only_change(old: FlowPolicy, new: FlowPolicy) -> bool:
@@ -175,7 +179,8 @@ def _host_rate_only_change(old: FlowPolicy, new: FlowPolicy) -> bool:
 def _host_remove(policy: FlowPolicy, policy_id: int) -> list:
     if not _host_part(policy):
         return []
-    return [("host_tc", policy.src, queues.host_flow_remove_cmds(host_interface(policy.src), policy_id))]
+    return [("host_tc", policy.src, queues.host_flow_remove_cmds(host_interface(policy.src), policy_id,
+                                                                 _host_pref(policy, policy_id)))]
 
 
 class PolicyTable:

@@ -1,11 +1,18 @@
-"""Forwarding and policy planning as data: no switch needed."""
+"""Forwarding and policy planning as data: no switch needed (one test puts the planned
+sender commands on a real queue tree in a namespace of its own)."""
 import itertools
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
 from controller import routing
+from controller.hostnet import run_tc_batch
 from controller.policy import FlowPolicy, PolicyError, PolicyTable
 from controller.rules import FORWARD_TABLE, POLICY_TABLE
+from experiments.bench import queue_ports
 from topologies import queues
 from topologies.fabric import leaf_spine, star
 
@@ -147,9 +154,8 @@ def test_sender_queue_is_one_filter_on_the_senders_nic_and_changes_kind_cleanly(
     assert [op[0] for op in ops] == ["rule_set", "host_tc"]
     assert ops[0][1].actions == (("set_dscp", queues.DSCP_OF_QUEUE[2]),)  # the receiver's queue, in the switches
     [filter_cmd] = ops[1][2]
-    assert ops[1][1] == "tbh1" and f"prio {queues.HOST_FLOW_PREF_BASE + pid} u32" in filter_cmd
+    assert ops[1][1] == "tbh1" and f"prio {queues.HOST_FLOW_PREF_BASE + pid} u32" in filter_cmd  # names all 3
     assert "match ip sport 40000 0xffff" in filter_cmd and filter_cmd.endswith(f"flowid {queues.queue_classid(1)}")
-    assert queues.HOST_FLOW_PREF_BASE + queues.MAX_POLICY_SLOTS < queues.DSCP_FILTER_PREF
     _, ops = set_policy(table, FlowPolicy("tbh1", "tbh3", "tcp", src_port=40000, dst_port=20000, queue=2, host_queue=3))
     assert [op[0] for op in ops] == ["host_tc", "host_tc"]  # old filter deleted, new one added; rule unchanged
     assert "filter del" in ops[0][2][0] and ops[1][2][0].endswith(f"flowid {queues.queue_classid(3)}")
@@ -172,3 +178,37 @@ def test_a_rate_only_change_is_one_class_command_and_no_switch_op():
     # Switching to a meter rebuilds: the rule now points at the meter, the host class goes.
     _, ops = set_policy(table, FlowPolicy(**{**flow, "rate_mechanism": "meter"}, rate_mbps=12.5))
     assert [op[0] for op in ops] == ["meter_set", "rule_set", "host_tc"]
+
+
+# Sends 30 datagrams of 200 bytes to UDP port 9 and 30 to port 10 of the port's neighbour.
+SEND_TO_PORTS = """
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for port in (9, 10):
+    for _ in range(30):
+        s.sendto(bytes(200), ("10.99.0.2", port))
+"""
+
+
+@pytest.mark.skipif(not (os.geteuid() == 0 and all(shutil.which(t) for t in ("unshare", "nsenter", "ip", "tc"))),
+                    reason="needs root, unshare, nsenter, ip and tc (a network namespace of the test's own)")
+def test_a_ports_sender_queue_wins_over_its_host_pairs_on_the_nic_whatever_their_ids():
+    """Real tc on a queue tree of the test's own: the host pair's policy (id 1, queue 5)
+    is set before its port's (id 2, queue 2), and the port's datagrams still take queue
+    2 on the sender, as the port's rule wins in the switches; the pair's others, queue 5."""
+    fabric = leaf_spine()
+    table = PolicyTable(fabric)
+    ops = [set_policy(table, FlowPolicy("tbh1", "tbh3", queue=5, host_queue=5))[1],
+           set_policy(table, FlowPolicy("tbh1", "tbh3", "udp", dst_port=9, queue=2, host_queue=2))[1]]
+    cmds = [cmd.replace("tbh1-eth0", "tbq0").replace(f"{fabric.host('tbh3').ip}/32", "10.99.0.2/32")
+            for batch in ops for op in batch if op[0] == "host_tc" for cmd in op[2]]
+    assert len(cmds) == 2 and all("10.99.0.2/32" in cmd for cmd in cmds)
+    with queue_ports(1) as (pid, [port]):
+        run_tc_batch(cmds, pid, where="policies")
+        ns = f"/proc/{pid}/ns/net"
+        subprocess.run(["nsenter", f"--net={ns}", sys.executable, "-c", SEND_TO_PORTS], check=True, timeout=60)
+        counters = queues.parse_class_counters(subprocess.run(
+            ["nsenter", f"--net={ns}", "tc", "-s", "class", "show", "dev", port], capture_output=True, text=True,
+            check=True).stdout)
+    assert counters[queues.queue_classid(2)]["packets"] == 30
+    assert counters[queues.queue_classid(5)]["packets"] == 30

@@ -188,12 +188,27 @@ def test_host_route_sets_tcps_minimum_rto_and_congestion_control_only_when_asked
 def test_host_flow_commands_add_and_remove_the_same_class():
     match = queues.host_flow_match("10.0.0.2", "tcp", None, 5201)
     assert match == "match ip dst 10.0.0.2/32 match ip protocol 6 0xff match ip dport 5201 0xffff"
-    add = queues.host_flow_set_cmds("tbh1-eth0", 3, 40, match)
+    pref = queues.host_flow_pref(3, "tcp", None, 5201)
+    add = queues.host_flow_set_cmds("tbh1-eth0", 3, pref, 40, match)
     assert "classid 1:103 htb rate 40mbit ceil 40mbit" in add[0]
-    assert add[2].endswith(f"{match} flowid 1:103") and "prio 103" in add[2]
-    remove = queues.host_flow_remove_cmds("tbh1-eth0", 3)
-    assert remove == ["tc filter del dev tbh1-eth0 parent 1: protocol ip prio 103",
+    assert add[2].endswith(f"{match} flowid 1:103") and "prio 4103" in add[2]
+    remove = queues.host_flow_remove_cmds("tbh1-eth0", 3, pref)
+    assert remove == ["tc filter del dev tbh1-eth0 parent 1: protocol ip prio 4103",
                       "tc qdisc del dev tbh1-eth0 parent 1:103", "tc class del dev tbh1-eth0 classid 1:103"]
+
+
+def test_a_sender_tries_the_more_specific_flow_filter_first_as_the_switches_do():
+    """tc classifies by the first filter (ascending pref) that matches: a port's policy
+    must come before its host pair's whatever their ids, and every flow filter before
+    the DSCP filters a queue tree ends with."""
+    pair, proto, port, both = (queues.host_flow_pref(1, *fields) for fields in
+                               ((None, None, None), ("tcp", None, None), ("tcp", None, 5201), ("tcp", 40000, 5201)))
+    assert both < port < proto < pair
+    last = queues.MAX_POLICY_SLOTS - 1
+    assert queues.host_flow_pref(last, "udp", 1, 2) < queues.host_flow_pref(0, "udp", 1, None)
+    assert queues.host_flow_pref(2, "tcp", None, 5201) > queues.host_flow_pref(1, "tcp", 5201, None)  # ties: by id
+    assert queues.host_flow_pref(0, None, None, None) >= queues.HOST_FLOW_PREF_BASE
+    assert queues.host_flow_pref(last, None, None, None) < queues.DSCP_FILTER_PREF < 0xFFFF  # tc's pref: 16 bits
 
 
 TC_OUTPUT = """class htb 1:11 parent 1:1 leaf 11: prio 1 rate 1Mbit ceil 100Mbit burst 150000b cburst 150000b

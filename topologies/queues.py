@@ -56,11 +56,13 @@ GUARANTEED_SHARE = 0.02
 BURST_BYTES = 150_000
 
 HOST_FLOW_MINOR_BASE = 0x100
-# u32 filters run by ascending pref: a host's per-flow filters (pref 100 + policy id,
-# ids up to 4000) come before the DSCP filters every queue tree ends with.
+# u32 filters run by ascending pref and the first match classifies: a host's per-flow
+# filters (``host_flow_pref``: 100 up to 16,099) come before the DSCP filters every
+# queue tree ends with.
 HOST_FLOW_PREF_BASE = 100
 MAX_POLICY_SLOTS = 4000  # policy ids (controller.policy.MAX_POLICIES) are the slots
-DSCP_FILTER_PREF = 5000
+MATCH_FIELDS = 3  # what a flow's match may name beyond its hosts: protocol, source port, destination port
+DSCP_FILTER_PREF = HOST_FLOW_PREF_BASE + (MATCH_FIELDS + 1) * MAX_POLICY_SLOTS
 
 
 def queue_classid(q: int) -> str:
@@ -163,9 +165,20 @@ def host_base_cmds(intf: str, mbps: float, weights: tuple[float, ...] | None = N
     return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES, weights, mtu)
 
 
-def host_flow_queue_cmds(intf: str, slot: int, queue: int, match: str) -> list[str]:
-    """Send flow ``slot`` through the sender's queue ``queue`` (strict priority or weighted)."""
-    return [f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
+def host_flow_pref(slot: int, proto: str | None, src_port: int | None, dst_port: int | None) -> int:
+    """The pref of flow ``slot``'s filter on its sender. The first filter that matches
+    classifies, so the more fields a match names the earlier it comes, as the switches
+    rank their policy rules (``controller.policy.rule_for``): a port's policy wins over
+    its host pair's on the sender too. Among matches naming as many fields, the lower
+    slot first (the switches' order among such overlapping rules is OVS's own)."""
+    named = (proto is not None) + (src_port is not None) + (dst_port is not None)
+    return HOST_FLOW_PREF_BASE + (MATCH_FIELDS - named) * MAX_POLICY_SLOTS + slot
+
+
+def host_flow_queue_cmds(intf: str, pref: int, queue: int, match: str) -> list[str]:
+    """Send the flow ``match`` selects through the sender's queue ``queue`` (strict
+    priority or weighted), by a filter at ``pref`` (``host_flow_pref``)."""
+    return [f"tc filter replace dev {intf} parent 1: protocol ip prio {pref} u32 "
             f"{match} flowid {queue_classid(queue)}"]
 
 
@@ -249,8 +262,9 @@ def host_flow_rate_cmds(intf: str, slot: int, mbps: float) -> list[str]:
             f"burst {burst} cburst {burst}"]
 
 
-def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[str]:
-    """Add the rate class of flow ``slot`` on the sender, with its leaf queue and filter."""
+def host_flow_set_cmds(intf: str, slot: int, pref: int, mbps: float, match: str) -> list[str]:
+    """Add the rate class of flow ``slot`` on the sender, with its leaf queue and its
+    filter at ``pref`` (``host_flow_pref``)."""
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
     # The flow's leaf holds LEAF_LIMIT_BYTES, not a sender's HOST_LEAF_LIMIT_BYTES: it
     # serves one TCP connection, which keeps a segment its own qdisc refuses and sends
@@ -260,15 +274,14 @@ def host_flow_set_cmds(intf: str, slot: int, mbps: float, match: str) -> list[st
     # kept 0.995-0.997 of their targets (median) and the job's model stayed within 0.4%.
     return host_flow_rate_cmds(intf, slot, mbps) + [
         f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: bfifo limit {LEAF_LIMIT_BYTES}",
-        f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
-        f"{match} flowid 1:{minor}",
+        f"tc filter replace dev {intf} parent 1: protocol ip prio {pref} u32 {match} flowid 1:{minor}",
     ]
 
 
-def host_flow_remove_cmds(intf: str, slot: int) -> list[str]:
+def host_flow_remove_cmds(intf: str, slot: int, pref: int) -> list[str]:
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
     return [
-        f"tc filter del dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot}",
+        f"tc filter del dev {intf} parent 1: protocol ip prio {pref}",
         f"tc qdisc del dev {intf} parent 1:{minor}",
         f"tc class del dev {intf} classid 1:{minor}",
     ]
