@@ -49,6 +49,18 @@ _UNKNOWN = {(ofproto_v1_3.OFPET_GROUP_MOD_FAILED, ofproto_v1_3.OFPGMFC_UNKNOWN_G
 _METER_EXISTS = (ofproto_v1_3.OFPET_METER_MOD_FAILED, ofproto_v1_3.OFPMMFC_METER_EXISTS)
 
 
+def _split(ops: list) -> tuple[dict[str, list[str]], dict[int, list]]:
+    """A batch's ops as each host's tc commands and each switch's ops, in order."""
+    by_host: dict[str, list[str]] = defaultdict(list)
+    by_switch: dict[int, list] = defaultdict(list)
+    for op in ops:
+        if op[0] == "host_tc":
+            by_host[op[1]] += op[2]
+        else:
+            by_switch[op[1].dpid].append(op)
+    return by_host, by_switch
+
+
 class TrainbedController(app_manager.OSKenApp):
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
     config: dict = {}
@@ -280,45 +292,66 @@ class TrainbedController(app_manager.OSKenApp):
             raise PolicyError(f"switch {dp.id:#x}: {len(errors)} message(s) refused, first with OpenFlow error "
                               f"(type, code) {next(iter(errors.values()))}")
 
-    def _apply_hosts(self, ops: list) -> None:
-        """The host tc ops, in one batch per host."""
-        by_host: dict[str, list[str]] = defaultdict(list)
-        for op in ops:
-            if op[0] == "host_tc":
-                by_host[op[1]] += op[2]
-        for host, cmds in by_host.items():
-            pid = self.host_pids.get(host)
-            if pid is None:
-                raise PolicyError(f"policy.src: host {host} has not been registered (register_hosts)")
-            try:
-                run_tc_batch(cmds, pid, where=f"host {host}", tolerate_missing_deletes=True)
-            except TcError as err:
-                raise PolicyError(str(err)) from None
+    def _apply_host(self, host: str, cmds: list[str]) -> None:
+        """One host's tc commands, in one batch in its namespace."""
+        pid = self.host_pids.get(host)
+        if pid is None:
+            raise PolicyError(f"policy.src: host {host} has not been registered (register_hosts)")
+        try:
+            run_tc_batch(cmds, pid, where=f"host {host}", tolerate_missing_deletes=True)
+        except TcError as err:
+            raise PolicyError(str(err)) from None
 
-    def _apply(self, ops: list) -> None:
-        """Host tc changes in one batch per host, switch changes with one barrier per switch."""
-        by_switch: dict[int, list] = defaultdict(list)
-        for op in ops:
-            if op[0] != "host_tc":
-                by_switch[op[1].dpid].append(op)
-        self._apply_hosts(ops)
+    def _switch(self, dpid: int):
+        dp = self.datapaths.get(dpid)
+        if dp is None:  # its connection closed since the call began: the client retries
+            raise PolicyError(f"fabric not ready: switch {dpid:#x} disconnected during the call")
+        return dp
+
+    def _apply(self, ops: list, reached: set) -> None:
+        """Host tc changes in one batch per host, then switch changes with one barrier
+        per switch; the first failure stops it. ``reached`` gets each host and switch
+        (dpid) as it is sent its part: what may have taken it."""
+        by_host, by_switch = _split(ops)
+        for host, cmds in by_host.items():
+            reached.add(host)
+            self._apply_host(host, cmds)
         for dpid, switch_ops in by_switch.items():
-            self._apply_switch_ops(self.datapaths[dpid], switch_ops)
+            dp = self._switch(dpid)
+            reached.add(dpid)
+            self._apply_switch_ops(dp, switch_ops)
+
+    def _roll_back(self, by_key: dict, reached: set) -> None:
+        """Undo on the hosts and switches ``reached`` what a failed batch planned as
+        ``by_key`` changed (``PolicyTable.rollback``), each tried whatever another
+        answers; a switch gone meanwhile gets the committed table when it is installed
+        again."""
+        by_host, by_switch = _split(self.policies.rollback(by_key))
+        problems = []
+        for host in reached & by_host.keys():
+            try:
+                self._apply_host(host, by_host[host])
+            except (PolicyError, OSError) as err:
+                problems.append(str(err))
+        for dpid in reached & by_switch.keys() & self.datapaths.keys():
+            try:
+                self._apply_switch_ops(self.datapaths[dpid], by_switch[dpid])
+            except (PolicyError, OSError) as err:
+                problems.append(str(err))
+        if problems:
+            self.logger.error("a failed batch was not wholly undone: %s", "; ".join(problems))
 
     def _change(self, changes: list[tuple[str, object]]) -> list[int]:
         """Plan, apply, and only then commit and persist a batch of policy changes. A
-        batch that fails part-way puts the senders back as the table has them (a
-        sender class left behind would steer its flow once its id is reused); the
-        switches' leftovers are overwritten in place by the policies that reuse them."""
+        batch that fails part-way is rolled back, on the senders and switches it
+        reached, to the committed table (``PolicyTable.rollback``)."""
         with self.changing:
             ids, ops, by_key = self.policies.plan(changes)
+            reached: set = set()
             try:
-                self._apply(ops)
+                self._apply(ops, reached)
             except Exception:
-                try:
-                    self._apply_hosts(self.policies.host_restore(by_key))
-                except PolicyError as err:
-                    self.logger.error("senders not restored after a failed batch: %s", err)
+                self._roll_back(by_key, reached)
                 raise
             self.policies.commit(by_key)
             self._save_state()

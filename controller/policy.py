@@ -144,6 +144,11 @@ def rule_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> FlowRule:
                     meter=meter, cookie=policy_id)
 
 
+def _rule_place(rule: FlowRule) -> tuple:
+    """What names a rule on its switch (OpenFlow: table, priority and match; not its cookie)."""
+    return rule.dpid, rule.table, rule.priority, tuple(sorted(rule.match.items()))
+
+
 def _meter_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> Meter | None:
     if policy.rate_mbps is None or policy.rate_mechanism != "meter":
         return None
@@ -272,12 +277,14 @@ class PolicyTable:
     def commit(self, by_key: dict) -> None:
         self.by_key = by_key
 
-    def host_restore(self, by_key: dict) -> list:
-        """Host ops that put the senders back as the committed table has them after a
-        batch planned as ``by_key`` failed part-way (a host's tc or a switch refused it,
-        after other hosts took their part): every policy whose entry the batch changed
-        has its sender part removed (the filter delete takes every filter at its pref)
-        and its committed one set again. Deletes of what is gone must be tolerated."""
+    def rollback(self, by_key: dict) -> list:
+        """Ops that put the senders and the switches back as the committed table has
+        them after a batch planned as ``by_key`` failed part-way (a host's tc or a
+        switch refused it, after others took their part). Every policy whose entry the
+        batch changed has its planned sender part and switch rule removed, and its
+        committed ones set again: a leftover would steer its flow once its id is reused,
+        and a rule of a flow no policy names would stay for good. Deletes of what is
+        gone must be tolerated (tc's, and OpenFlow's, which are no errors)."""
         now = {pid: policy for pid, policy in self.by_key.values()}
         planned = {pid: policy for pid, policy in by_key.values()}
         ops: list = []
@@ -285,10 +292,23 @@ class PolicyTable:
             old, new = now.get(pid), planned.get(pid)
             if old == new:
                 continue
-            removed = _host_remove(new, pid) if new else []  # one key, one sender: old's removal is the same
-            ops += removed or (_host_remove(old, pid) if old else [])
+            # an id the batch freed and gave to another flow: both flows' parts go
+            gone = _host_remove(new, pid) if new else []
+            ops += gone + [op for op in (_host_remove(old, pid) if old else []) if op not in gone]
             if old:
                 ops += _host_set(old, pid, self.fabric)
+            old_rule = rule_for(old, pid, self.fabric) if old else None
+            old_meter = _meter_for(old, pid, self.fabric) if old else None
+            if new:
+                rule, meter = rule_for(new, pid, self.fabric), _meter_for(new, pid, self.fabric)
+                if old_rule is None or _rule_place(rule) != _rule_place(old_rule):  # else overwritten below
+                    ops.append(("rule_del", rule))
+                if meter and not (old_meter and old_meter.dpid == meter.dpid):
+                    ops.append(("meter_del", meter))
+            if old:
+                if old_meter:
+                    ops.append(("meter_set", old_meter, None))  # None: unknown whether the switch has it
+                ops.append(("rule_set", old_rule))
         return ops
 
     def switch_state(self, dpid: int) -> list:

@@ -723,11 +723,47 @@ def test_a_rule_the_switch_refuses_fails_the_call_and_commits_nothing(ready):
     assert ready.call(op="set_policy", policy={**POLICY, "dst_port": 5202, "queue": 3}) == {"ok": True, "id": 2}
 
 
-def test_a_batch_refused_on_its_second_switch_commits_nothing(ready):
+def test_a_batch_refused_on_its_second_switch_commits_nothing_and_leaves_no_rule(ready):
     ready.switches[LEAF1].refuse = refuse_kind("flow", TABLE_FULL)
     with pytest.raises(PolicyError, match="switch 0x2001"):
         ready.call(op="apply", changes=[VALID, {"set": {"src": "tbh1", "dst": "tbh3", "queue": 1}}])
     assert ready.call(op="list_policies")["policies"] == [] and ready.state_text() is None
+    # the first switch took its rule, then had it deleted: no rule of a flow no policy names
+    assert [m.command for m in ready.switches[LEAF2].seen if m.kind == "flow" and m.table == 0 and m.priority] == [
+        ofp.OFPFC_ADD, ofp.OFPFC_DELETE_STRICT]
+    assert all(dp.policy_flows() == {} for dp in ready.switches.values())
+
+
+def test_a_policy_a_failed_batch_removed_is_back_on_its_switch_with_its_meter(ready):
+    """The batch removed a meter policy on one leaf, then another leaf refused its part:
+    the rule and the meter are set again as committed, and a later rate change works."""
+    metered = {**POLICY, "queue": 2, "rate_mbps": 40, "rate_mechanism": "meter"}
+    assert ready.call(op="set_policy", policy=metered) == {"ok": True, "id": 1}
+    leaf2 = ready.switches[LEAF2]
+    before = {key: (f.cookie, f.instructions) for key, f in leaf2.policy_flows().items()}
+    ready.switches[LEAF1].refuse = refuse_kind("flow", TABLE_FULL)
+    with pytest.raises(PolicyError, match="switch 0x2001"):
+        ready.call(op="apply", changes=[{"remove": 1}, {"set": {"src": "tbh1", "dst": "tbh3", "queue": 1}}])
+    assert {key: (f.cookie, f.instructions) for key, f in leaf2.policy_flows().items()} == before
+    assert list(leaf2.meters) == [1] and leaf2.meters[1].bands == [("OFPMeterBandDrop", 40_000, 0)]
+    assert ready.call(op="set_policy", policy={**metered, "rate_mbps": 30}) == {"ok": True, "id": 1}
+    assert leaf2.meters[1].bands == [("OFPMeterBandDrop", 30_000, 0)]
+
+
+def test_a_switch_gone_during_a_call_is_a_fabric_not_ready_the_client_retries(ready):
+    """Its connection closed after the call found the fabric ready: the reply says the
+    fabric is not ready (what the client retries on), and what the call changed on the
+    other switch is undone."""
+    leaf1, leaf2 = ready.switches[LEAF1], ready.switches[LEAF2]
+
+    def gone_after_its_turn(m):
+        if m.kind == "barrier":  # LEAF2's part confirmed: LEAF1 goes before the call reaches it
+            ready.app.switch_gone(ofp_event.EventOFPStateChange(leaf1))
+        return False
+    leaf2.fail_send = gone_after_its_turn
+    [reply] = ready.serve({"op": "apply", "changes": [VALID, {"set": {"src": "tbh1", "dst": "tbh3", "queue": 1}}]})
+    assert reply == {"ok": False, "error": f"fabric not ready: switch {LEAF1:#x} disconnected during the call"}
+    assert leaf2.policy_flows() == {} and ready.app.policies.listing() == []
 
 
 def test_a_datapath_raising_on_send_leaves_the_table_as_before(ready):
@@ -822,11 +858,25 @@ def test_a_recovered_meter_is_added_to_a_switch_that_lost_it(make_app):
     assert list(fresh.meters) == [1] and LEAF2 in h.app.datapaths
 
 
-def test_a_batch_that_failed_halfway_succeeds_when_retried(ready):
-    """The meter the switch accepted stays when a later rule of the batch is refused and
-    the table commits nothing; the retry's add of it meets METER_EXISTS and modifies it."""
+def test_a_batch_that_failed_halfway_is_rolled_back_and_succeeds_when_retried(ready):
+    """The meter the switch accepted before it refused the batch's rule is deleted by
+    the rollback; the retry adds it."""
     leaf = ready.switches[LEAF2]
     leaf.refuse = refuse_kind("flow", TABLE_FULL)
+    request = {"op": "set_policy", "policy": {**POLICY, "queue": 2, "rate_mbps": 40, "rate_mechanism": "meter"}}
+    assert ready.serve(request)[0]["ok"] is False
+    assert leaf.meters == {} and leaf.policy_flows() == {}
+    leaf.refuse = lambda m: None
+    assert ready.serve(request) == [{"ok": True, "id": 1}]
+    assert [m.command for m in leaf.meters.values()] == [ofp.OFPMC_ADD] and len(leaf.policy_flows()) == 1
+
+
+def test_a_meter_a_failed_batch_left_behind_is_modified_by_the_retry(ready):
+    """Where the rollback could not delete the meter either, it stays; the retry's add
+    of it meets METER_EXISTS and modifies it."""
+    leaf = ready.switches[LEAF2]
+    leaf.refuse = lambda m: (TABLE_FULL if m.kind == "flow" else (ofp.OFPET_METER_MOD_FAILED, ofp.OFPMMFC_UNKNOWN)
+                             if m.kind == "meter" and m.command == ofp.OFPMC_DELETE else None)
     request = {"op": "set_policy", "policy": {**POLICY, "queue": 2, "rate_mbps": 40, "rate_mechanism": "meter"}}
     assert ready.serve(request)[0]["ok"] is False
     assert len(leaf.meters) == 1  # the first attempt's meter stayed on the switch

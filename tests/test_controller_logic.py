@@ -10,7 +10,7 @@ import pytest
 
 from controller import routing
 from controller.hostnet import run_tc_batch
-from controller.policy import FlowPolicy, PolicyError, PolicyTable
+from controller.policy import FlowPolicy, PolicyError, PolicyTable, of_match
 from controller.rules import FORWARD_TABLE, POLICY_TABLE
 from experiments.bench import queue_ports
 from topologies import queues
@@ -178,6 +178,33 @@ def test_a_rate_only_change_is_one_class_command_and_no_switch_op():
     # Switching to a meter rebuilds: the rule now points at the meter, the host class goes.
     _, ops = set_policy(table, FlowPolicy(**{**flow, "rate_mechanism": "meter"}, rate_mbps=12.5))
     assert [op[0] for op in ops] == ["meter_set", "rule_set", "host_tc"]
+
+
+def test_a_rollback_undoes_both_flows_of_an_id_the_failed_batch_freed_and_gave_to_another():
+    """The batch removed id 1 (tbh1's host pair) and gave it to tbh2's port flow: undoing
+    it deletes the new flow's filter (its own pref, its own sender) and rule, and sets the
+    committed one's again."""
+    table = PolicyTable(leaf_spine())
+    pair = FlowPolicy("tbh1", "tbh3", queue=1, host_queue=1)
+    assert set_policy(table, pair)[0] == 1
+    port = FlowPolicy("tbh2", "tbh3", "udp", dst_port=9, queue=2, host_queue=2)
+    ids, _ops, by_key = table.plan([("remove", 1), ("set", port)])
+    assert ids == [1, 1]
+    ops = table.rollback(by_key)
+    tc = [(op[1], cmd) for op in ops if op[0] == "host_tc" for cmd in op[2]]
+    assert [" ".join(cmd.split()[:5]) for host, cmd in tc if host == "tbh2"] == [
+        "tc filter del dev tbh2-eth0", "tc qdisc del dev tbh2-eth0", "tc class del dev tbh2-eth0"]
+    assert f"prio {queues.host_flow_pref(1, 'udp', None, 9)}" in tc[0][1]
+    assert [cmd for host, cmd in tc if host == "tbh1"][-1] == _host_cmds(table, pair)[-1]  # set again as committed
+    rules = [(op[0], op[1].match) for op in ops if op[0] in ("rule_del", "rule_set")]
+    assert rules == [("rule_del", of_match(port, table.fabric)), ("rule_set", of_match(pair, table.fabric))]
+    assert table.rollback(table.by_key) == []  # nothing changed: nothing to undo
+
+
+def _host_cmds(table: PolicyTable, policy: FlowPolicy) -> list[str]:
+    """The sender commands of ``policy`` set alone on an empty table (id 1)."""
+    _pid, ops = set_policy(PolicyTable(table.fabric), policy)
+    return [cmd for op in ops if op[0] == "host_tc" for cmd in op[2]]
 
 
 # Sends 30 datagrams of 200 bytes to UDP port 9 and 30 to port 10 of the port's neighbour.
