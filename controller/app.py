@@ -41,6 +41,11 @@ from controller.rules import ETH_ARP, FlowRule, Meter, SelectGroup
 from topologies.fabric import Fabric
 
 BARRIER_TIMEOUT_S = 5.0
+# A switch whose installation timed out (a loaded box: a controller restart upserts
+# every group and meter, a barrier each) is installed again this many times in all,
+# this long apart; a refusal is not retried (the switch would refuse again).
+INSTALL_ATTEMPTS = 3
+INSTALL_RETRY_S = 1.0
 # OpenFlow errors (type, code) that mean "not there": an upsert that tried a modify then adds.
 _UNKNOWN = {(ofproto_v1_3.OFPET_GROUP_MOD_FAILED, ofproto_v1_3.OFPGMFC_UNKNOWN_GROUP): "group",
             (ofproto_v1_3.OFPET_METER_MOD_FAILED, ofproto_v1_3.OFPMMFC_UNKNOWN_METER): "meter"}
@@ -59,6 +64,10 @@ def _split(ops: list) -> tuple[dict[str, list[str]], dict[int, list]]:
         else:
             by_switch[op[1].dpid].append(op)
     return by_host, by_switch
+
+
+class BarrierTimeout(PolicyError):
+    """A switch did not answer a barrier in time: it may still apply what it was sent."""
 
 
 class TrainbedController(app_manager.OSKenApp):
@@ -126,19 +135,28 @@ class TrainbedController(app_manager.OSKenApp):
 
     def _install_forwarding(self, dp, dpid: int) -> None:
         """Forwarding, groups and this switch's policies; a reconnecting switch (after a
-        controller restart) still has them, so groups and meters are upserted."""
-        try:
-            with self.changing:
-                for group in self.groups:
-                    if group.dpid == dpid:
-                        self._upsert(dp, "group", group)
-                xids = [self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
-                        for rule in self.rules if rule.dpid == dpid]
-                self._apply_switch_ops(dp, self.policies.switch_state(dpid), xids)
-                self.datapaths[dpid] = dp
-        except PolicyError as err:
-            self.logger.error("switch %#x: %s", dpid, err)
-            return
+        controller restart) still has them, so groups and meters are upserted. One that
+        times out is installed again (``INSTALL_ATTEMPTS``) while its connection lasts;
+        one that refuses, or fails every attempt, stays out of the fabric (logged)."""
+        for attempt in range(1, INSTALL_ATTEMPTS + 1):
+            try:
+                with self.changing:
+                    for group in self.groups:
+                        if group.dpid == dpid:
+                            self._upsert(dp, "group", group)
+                    xids = [self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
+                            for rule in self.rules if rule.dpid == dpid]
+                    self._apply_switch_ops(dp, self.policies.switch_state(dpid), xids)
+                    self.datapaths[dpid] = dp
+                break
+            except BarrierTimeout as err:
+                self.logger.error("switch %#x: %s (installation %d of %d)", dpid, err, attempt, INSTALL_ATTEMPTS)
+                if attempt == INSTALL_ATTEMPTS or not getattr(dp, "is_active", True):
+                    return
+                hub.sleep(INSTALL_RETRY_S)
+            except (PolicyError, OSError) as err:
+                self.logger.error("switch %#x: %s", dpid, err)
+                return
         self.logger.info("switch %#x ready (%d/%d)%s", dpid, len(self.datapaths), len(self.expected),
                          " after recovery" if self.recovered else "")
 
@@ -239,7 +257,7 @@ class TrainbedController(app_manager.OSKenApp):
     def _confirm(self, dp, xids: list[int]) -> dict[int, tuple[int, int]]:
         """Barrier, then the OpenFlow errors (by xid) the switch sent for ``xids``."""
         if not self._barrier(dp):
-            raise PolicyError(f"switch {dp.id:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
+            raise BarrierTimeout(f"switch {dp.id:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
         return {xid: self.of_errors.pop((dp.id, xid)) for xid in xids if (dp.id, xid) in self.of_errors}
 
     def _upsert(self, dp, what: str, item) -> None:
@@ -367,10 +385,19 @@ class TrainbedController(app_manager.OSKenApp):
             return {"ok": True, "switches_ready": len(self.datapaths), "switches_expected": len(self.expected),
                     "hosts_registered": len(self.host_pids)}
         if op == "register_hosts":
-            if not isinstance(req.get("pids"), dict):
+            pids = req.get("pids")
+            if not isinstance(pids, dict):
                 return {"ok": False, "error": "pids: must be a mapping of host name to namespace pid"}
-            self.host_pids.update({str(k): int(v) for k, v in req["pids"].items()})
-            self._save_state()
+            hosts = {h.name for h in self.fabric.hosts}
+            for host, pid in pids.items():
+                if host not in hosts:
+                    return {"ok": False, "error": f"pids.{host}: not a host of the fabric"}
+                # 0 or 1 would put a host's tc in the root namespace (netns_cmd's pid-less case, or init's)
+                if not isinstance(pid, int) or isinstance(pid, bool) or pid < 2:
+                    return {"ok": False, "error": f"pids.{host}: must be a process id > 1, got {pid!r}"}
+            with self.changing:  # the state file is written under it by every change
+                self.host_pids.update(pids)
+                self._save_state()
             return {"ok": True}
         if len(self.datapaths) < len(self.expected):
             return {"ok": False, "error": f"fabric not ready: {len(self.datapaths)}/{len(self.expected)} switches"}

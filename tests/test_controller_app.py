@@ -489,6 +489,31 @@ def test_a_refused_group_leaves_the_switch_out_of_the_fabric(make_app, caplog):
         "ok": False, "error": "fabric not ready: 3/4 switches"}
 
 
+def test_a_switch_whose_installation_timed_out_is_installed_again(make_app, monkeypatch, caplog):
+    """Its first barrier reply is lost (a loaded box): the installation runs again and
+    the switch joins the fabric; one that never answers stays out after every attempt."""
+    monkeypatch.setattr(app_mod, "BARRIER_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(app_mod, "INSTALL_RETRY_S", 0.0)
+    h = make_app()
+    late, silent = FakeSwitch(h.app, LEAF1), FakeSwitch(h.app, LEAF2)
+    lost = []
+    for dp in (late, silent):
+        receive = dp._receive
+
+        def answer(m, msg, dp=dp, receive=receive):
+            if m.kind == "barrier" and (dp is silent or not lost):
+                lost.append(dp.id)  # the reply never comes
+                return None
+            return receive(m, msg)
+        dp._receive = answer
+    h.connect(LEAF1, late)
+    assert LEAF1 in h.app.datapaths and lost == [LEAF1] and "installation 1 of" in caplog.text
+    assert late.kinds()[:2] == ["group", "barrier"] and late.kinds()[2:4] == ["group", "barrier"]  # from the start
+    h.connect(LEAF2, silent)
+    assert LEAF2 not in h.app.datapaths and silent.kinds().count("barrier") == app_mod.INSTALL_ATTEMPTS
+    assert f"installation {app_mod.INSTALL_ATTEMPTS} of {app_mod.INSTALL_ATTEMPTS}" in caplog.text
+
+
 # --- proxy ARP ------------------------------------------------------------------------------
 
 def arp_packet(opcode: int, src: int, dst_ip: str) -> bytes:
@@ -682,7 +707,10 @@ VALID = {"set": {**POLICY, "queue": 2}}
     ({"op": "apply", "changes": [VALID, {**VALID, "remove": 1}]}, "changes[1]: must be"),
     ({"op": "apply", "changes": [VALID, {"set": {**POLICY, "queue": 8}}]}, "policy.queue: must be"),
     ({"op": "apply", "changes": [VALID, {"remove": 5}]}, "policy.id: no policy with id 5"),
-    ({"op": "register_hosts", "pids": {"tbh3": "not a pid"}}, "invalid literal for int()"),
+    ({"op": "register_hosts", "pids": {"tbh3": "not a pid"}}, "pids.tbh3: must be a process id > 1, got 'not a pid'"),
+    ({"op": "register_hosts", "pids": {"tbh3": 1}}, "pids.tbh3: must be a process id > 1, got 1"),
+    ({"op": "register_hosts", "pids": {"tbh3": True}}, "pids.tbh3: must be a process id > 1, got True"),
+    ({"op": "register_hosts", "pids": {"tbh9": 4242}}, "pids.tbh9: not a host of the fabric"),
     ({"op": "register_hosts"}, "pids: must be a mapping of host name to namespace pid"),
 ])
 def test_a_bad_request_gets_a_one_line_error_and_changes_nothing(ready, request_, error):

@@ -1,13 +1,18 @@
 """The run lifecycle's promise when a workload cannot even be built: the run directory
-still holds ``summary.json`` (completed: false, the error), and the caller gets RunError."""
+still holds ``summary.json`` (completed: false, the error), and the caller gets RunError;
+and the controller supervisor's restarts, on its state alone."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
+from controller.client import ControllerError
 from experiments import summary_fields
 from experiments.errors import SpecError
+from experiments.platform import net as net_mod
 from experiments.platform.cpu import CpuMonitor
 from experiments.platform.run import RunError, run_workload
 
@@ -140,3 +145,53 @@ def test_a_run_whose_counters_could_not_all_be_read_completed_but_is_not_trusted
     assert summary["controller_outages"] == FakeFabric.OUTAGES  # recorded, not only survived
     assert summary["collect_errors"] == ["port_counters.json: tc -s class show failed"]
     assert summary["fidelity"]["untrustworthy_reasons"] == ["not collected: port_counters.json: tc -s class show failed"]
+
+
+def test_the_supervisor_waits_for_a_restarted_controller_that_is_up_but_not_yet_ready(monkeypatch):
+    """The controller was killed; the one started in its place is up but a switch is not
+    installed within the first wait: the supervisor waits again for the same process
+    (was: started a second controller beside it), and the outage ends once it is ready."""
+    class Process:
+        def __init__(self, returncode):
+            self.returncode = returncode
+
+        def poll(self):
+            return self.returncode
+
+    answers = iter([ControllerError("controller not ready after 30 s: 3/4 switches"), None])
+
+    class Probe:
+        def __init__(self, _path):
+            pass
+
+        def wait_ready(self, timeout):
+            answer = next(answers)
+            if answer is not None:
+                raise answer
+
+        def close(self):
+            pass
+
+    em = net_mod.Emulation.__new__(net_mod.Emulation)  # the supervisor's state alone, no fabric
+    em._stopping, em.outages, em.socket_path, em.controller = threading.Event(), [], "unused", Process(-9)
+    started = []
+
+    def start_controller():
+        started.append(True)
+        em.controller = Process(None)  # up
+    em._start_controller = start_controller
+    monkeypatch.setattr(net_mod, "ControllerClient", Probe)
+    monkeypatch.setattr(net_mod, "SUPERVISE_INTERVAL_S", 0.01)
+    supervisor = threading.Thread(target=em._supervise)
+    supervisor.start()
+    try:
+        for _ in range(500):
+            if em.outages and em.outages[0]["end"] is not None:
+                break
+            time.sleep(0.01)
+    finally:
+        em._stopping.set()
+        supervisor.join(5)
+    [outage] = em.outages
+    assert started == [True] and outage["restarts"] == 1 and outage["exit_code"] == -9
+    assert outage["end"] is not None and "3/4 switches" in outage["error"]

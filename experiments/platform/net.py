@@ -204,13 +204,20 @@ class Emulation:
                       "exit_code": self.controller.returncode}
             self.outages.append(outage)
             while not self._stopping.is_set() and outage["end"] is None:
-                if sum(o["restarts"] for o in self.outages) >= MAX_CONTROLLER_RESTARTS:
-                    outage["error"] = f"gave up after {MAX_CONTROLLER_RESTARTS} restarts"
-                    return
-                outage["restarts"] += 1
+                # a new controller only where the last one exited: one that is up but not
+                # ready yet (a switch still being installed) is waited for, not doubled
+                if self.controller.poll() is not None:
+                    if sum(o["restarts"] for o in self.outages) >= MAX_CONTROLLER_RESTARTS:
+                        outage["error"] = f"gave up after {MAX_CONTROLLER_RESTARTS} restarts"
+                        return
+                    outage["restarts"] += 1
+                    try:
+                        self._start_controller()
+                    except (OSError, RuntimeError) as err:
+                        outage["error"] = str(err).splitlines()[0]
+                        continue
                 probe = ControllerClient(self.socket_path)
                 try:
-                    self._start_controller()
                     probe.wait_ready(timeout=30)
                     outage["end"] = time.monotonic()
                 except (OSError, RuntimeError) as err:
