@@ -25,10 +25,11 @@ class ControllerError(RuntimeError):
     pass
 
 
-def _removed_before(problem: str, attempts: int) -> int | None:
-    """The policy id a retried call found already gone: the attempt that lost its
-    reply removed it. None on a first attempt (an unknown id is the caller's error)."""
-    if attempts < 2 or not problem.startswith(NO_POLICY):
+def _removed_before(problem: str, lost: bool) -> int | None:
+    """The policy id a retried call found already gone: an earlier attempt whose request
+    reached the controller and whose reply was ``lost`` removed it. None where none was
+    lost (an unknown id is the caller's error)."""
+    if not lost or not problem.startswith(NO_POLICY):
         return None
     try:
         return int(problem[len(NO_POLICY):])
@@ -43,6 +44,7 @@ class ControllerClient:
         self.retry_s = retry_s
         self.sock: socket.socket | None = None
         self.stream = None
+        self.sent = False  # whether the current attempt's request was written whole
 
     @classmethod
     def from_env(cls, **kwargs) -> "ControllerClient":
@@ -67,6 +69,7 @@ class ControllerClient:
             self._connect()
         self.stream.write((json.dumps(request) + "\n").encode())
         self.stream.flush()
+        self.sent = True  # from here on a failure may have lost the reply of a request carried out
         line = self.stream.readline()
         if not line:
             raise ConnectionError("controller closed the connection")
@@ -77,12 +80,15 @@ class ControllerClient:
         attempts = 0
         changes = fields.get("changes") if op == "apply" and isinstance(fields.get("changes"), list) else []
         done: set[int] = set()  # the batch's removes that an attempt which lost its reply made
+        lost = False  # an attempt's request reached the controller and its reply did not come back
         while True:
             attempts += 1
+            self.sent = False
             try:
                 reply = self._exchange({"op": op, **fields})
             except (OSError, ValueError) as err:  # refused, reset, closed, timed out, torn reply
                 self.close()
+                lost = lost or self.sent
                 problem = f"controller unreachable ({err})"
             else:
                 if reply.get("ok"):
@@ -91,7 +97,7 @@ class ControllerClient:
                         reply["ids"] = [changes[i]["remove"] if i in done else next(ids) for i in range(len(changes))]
                     return reply
                 problem = reply.get("error", "unknown error")
-                gone = _removed_before(problem, attempts)
+                gone = _removed_before(problem, lost)
                 if gone is not None and op == "remove_policy" and fields.get("id") == gone:
                     return {"ok": True}
                 if gone is not None and op == "apply":

@@ -65,6 +65,20 @@ def test_a_retried_remove_of_the_id_it_removed_is_done_and_an_unknown_id_is_stil
     assert [r.get("id") for r in fake.requests] == [4, 4, 9]
 
 
+def test_a_retry_after_an_answered_attempt_does_not_take_an_unknown_id_as_removed(tmp_path):
+    """The first attempt was answered ("fabric not ready": nothing done), so the retry's
+    "no policy with id 4" is the caller's error, not the work of a lost attempt."""
+    path = str(tmp_path / "controller.sock")
+    fake = LossyController(path, [[{"ok": False, "error": "fabric not ready: 3/4 switches"},
+                                   {"ok": False, "error": "policy.id: no policy with id 4"}]])
+    client = ControllerClient(path, retry_s=5)
+    with pytest.raises(ControllerError, match=r"^policy.id: no policy with id 4$"):
+        client.remove_policy(4)
+    client.close()
+    fake.thread.join(5)
+    assert [r.get("id") for r in fake.requests] == [4, 4]
+
+
 def test_a_program_finds_its_runs_controller_in_its_environment(monkeypatch):
     from controller.client import CONTROLLER_ENV, ControllerClient, ControllerError
     monkeypatch.setenv(CONTROLLER_ENV, "/run/trainbed/some-run.sock")
