@@ -114,6 +114,8 @@ def validate(policy: FlowPolicy, fabric: Fabric) -> None:
     if policy.rate_mechanism not in RATE_MECHANISMS:
         raise PolicyError(f"policy.rate_mechanism: must be one of {', '.join(RATE_MECHANISMS)}, "
                           f"got {policy.rate_mechanism!r}")
+    if rate is not None and policy.rate_mechanism == "meter" and round(rate * 1000) < 1:
+        raise PolicyError(f"policy.rate_mbps: a meter counts whole kbit/s: at least 0.001 Mbit/s, got {rate!r}")
     if queue is None and rate is None and policy.host_queue is None:
         raise PolicyError("policy: sets neither queue, host_queue nor rate_mbps (use remove to drop a policy)")
     if policy.host_queue is not None and rate is not None and policy.rate_mechanism == "host":

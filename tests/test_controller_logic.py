@@ -130,6 +130,8 @@ def test_ids_are_reused_after_removal():
     (dict(src="tbh1", dst="tbh2", proto="tcp", dst_port=70000, queue=1),
      "policy.dst_port: must be a port number 1..65535, got 70000"),
     (dict(src="tbh1", dst="tbh2", rate_mbps=-5), "policy.rate_mbps: must be a number in (0, 1000] (Mbit/s), got -5"),
+    (dict(src="tbh1", dst="tbh2", rate_mbps=0.0004, rate_mechanism="meter"),
+     "policy.rate_mbps: a meter counts whole kbit/s: at least 0.001 Mbit/s, got 0.0004"),
     (dict(src="tbh1", dst="tbh2", rate_mbps=5, rate_mechanism="magic"),
      "policy.rate_mechanism: must be one of host, meter, got 'magic'"),
     (dict(src="tbh1", dst="tbh2"), "policy: sets neither queue, host_queue nor rate_mbps"),
