@@ -31,7 +31,7 @@ from topologies.fabric import MAX_LINK_MBPS, Fabric, host_interface
 
 RATE_MECHANISMS = ("host", "meter")
 DEFAULT_RATE_MECHANISM = "host"
-PRIO_POLICY_BASE = 1000
+PRIO_POLICY_BASE = 1000  # policy rules: 1,000 to 16,999 (``rule_for``)
 MAX_POLICIES = queues.MAX_POLICY_SLOTS
 
 
@@ -140,10 +140,13 @@ def rule_for(policy: FlowPolicy, policy_id: int, fabric: Fabric) -> FlowRule:
     if policy.queue is not None:
         actions = (("set_dscp", queues.DSCP_OF_QUEUE[policy.queue]),)
     meter = policy_id if policy.rate_mbps is not None and policy.rate_mechanism == "meter" else None
-    # More specific matches (ports) win over host-pair policies.
-    return FlowRule(fabric.switch(fabric.host(policy.src).switch).dpid, POLICY_TABLE,
-                    PRIO_POLICY_BASE + len(match), match, actions, goto=FORWARD_TABLE,
-                    meter=meter, cookie=policy_id)
+    # Where two policies' flows overlap, the match naming more fields (protocol, ports)
+    # wins, then the lower id: the order the senders' filters keep (queues.host_flow_pref),
+    # and no two overlapping rules of one priority, whose order OVS leaves undefined.
+    named = queues.named_fields(policy.proto, policy.src_port, policy.dst_port)
+    priority = PRIO_POLICY_BASE + named * MAX_POLICIES + (MAX_POLICIES - policy_id)
+    return FlowRule(fabric.switch(fabric.host(policy.src).switch).dpid, POLICY_TABLE, priority, match, actions,
+                    goto=FORWARD_TABLE, meter=meter, cookie=policy_id)
 
 
 def _rule_place(rule: FlowRule) -> tuple:

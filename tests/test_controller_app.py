@@ -61,7 +61,7 @@ CONTROLLER = ("controller", ofp.OFPCML_NO_BUFFER)  # output to the controller, w
 
 POLICY = {"src": "tbh3", "dst": "tbh1", "proto": "tcp", "dst_port": 5201}  # enters at tbl2
 POLICY_MATCH = {"eth_type": ETH_IP, "ipv4_src": "10.0.0.3", "ipv4_dst": "10.0.0.1", "ip_proto": 6, "tcp_dst": 5201}
-POLICY_PRIORITY = 1005  # PRIO_POLICY_BASE + one per match field
+POLICY_PRIORITY = 1000 + 2 * 4000 + 3999  # PRIO_POLICY_BASE, 2 fields named (proto, dst_port), id 1
 
 
 # --- the wire ---------------------------------------------------------------------------

@@ -95,6 +95,27 @@ def test_policy_table_marks_and_meters_at_the_ingress_leaf():
     assert pair_ops[0][1].priority < rule.priority
 
 
+def test_overlapping_policies_rank_alike_in_the_switches_and_on_the_sender():
+    """More fields named first, then the lower id: the switches' rule priorities
+    (higher first) and the sender's filter prefs (lower first) order them the same,
+    and no two rules of one switch share a priority (OVS's order among them is its own)."""
+    table = PolicyTable(leaf_spine())
+    policies = [FlowPolicy("tbh1", "tbh3", queue=5, host_queue=5),  # id 1: the pair
+                FlowPolicy("tbh1", "tbh3", "udp", src_port=7, queue=4, host_queue=4),  # id 2
+                FlowPolicy("tbh1", "tbh3", "udp", dst_port=9, queue=3, host_queue=3),  # id 3: ties with 2
+                FlowPolicy("tbh1", "tbh3", "udp", src_port=7, dst_port=9, queue=2, host_queue=2)]  # id 4
+    ranked = []
+    for policy in policies:
+        pid, ops = set_policy(table, policy)
+        rule = next(op[1] for op in ops if op[0] == "rule_set")
+        [pref] = [int(cmd.split(" prio ")[1].split()[0]) for op in ops if op[0] == "host_tc" for cmd in op[2]]
+        ranked.append((pid, rule.priority, pref))
+    by_switch = [pid for pid, _, _ in sorted(ranked, key=lambda r: -r[1])]
+    by_sender = [pid for pid, _, _ in sorted(ranked, key=lambda r: r[2])]
+    assert by_switch == by_sender == [4, 2, 3, 1]
+    assert len({priority for _, priority, _ in ranked}) == 4
+
+
 def test_update_keeps_the_id_and_cleans_what_the_new_policy_drops():
     f = leaf_spine(1, 2, 1)
     table = PolicyTable(f)

@@ -165,14 +165,18 @@ def host_base_cmds(intf: str, mbps: float, weights: tuple[float, ...] | None = N
     return switch_port_cmds(intf, mbps, HOST_LEAF_LIMIT_BYTES, weights, mtu)
 
 
+def named_fields(proto: str | None, src_port: int | None, dst_port: int | None) -> int:
+    """How many of the ``MATCH_FIELDS`` a flow's match names beyond its hosts: where two
+    flows' matches overlap, the one naming more wins, in the switches and on the sender."""
+    return (proto is not None) + (src_port is not None) + (dst_port is not None)
+
+
 def host_flow_pref(slot: int, proto: str | None, src_port: int | None, dst_port: int | None) -> int:
     """The pref of flow ``slot``'s filter on its sender. The first filter that matches
-    classifies, so the more fields a match names the earlier it comes, as the switches
-    rank their policy rules (``controller.policy.rule_for``): a port's policy wins over
-    its host pair's on the sender too. Among matches naming as many fields, the lower
-    slot first (the switches' order among such overlapping rules is OVS's own)."""
-    named = (proto is not None) + (src_port is not None) + (dst_port is not None)
-    return HOST_FLOW_PREF_BASE + (MATCH_FIELDS - named) * MAX_POLICY_SLOTS + slot
+    classifies, so the more fields a match names the earlier it comes (a port's policy
+    wins over its host pair's), then the lower slot: the switches' order of their
+    policy rules (``controller.policy.rule_for``)."""
+    return HOST_FLOW_PREF_BASE + (MATCH_FIELDS - named_fields(proto, src_port, dst_port)) * MAX_POLICY_SLOTS + slot
 
 
 def host_flow_queue_cmds(intf: str, pref: int, queue: int, match: str) -> list[str]:
