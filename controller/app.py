@@ -67,7 +67,11 @@ def _split(ops: list) -> tuple[dict[str, list[str]], dict[int, list]]:
 
 
 class BarrierTimeout(PolicyError):
-    """A switch did not answer a barrier in time: it may still apply what it was sent."""
+    """Switch ``dpid`` did not answer a barrier in time: it may still apply what it was sent."""
+
+    def __init__(self, dpid: int):
+        super().__init__(f"switch {dpid:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
+        self.dpid = dpid
 
 
 class TrainbedController(app_manager.OSKenApp):
@@ -80,6 +84,9 @@ class TrainbedController(app_manager.OSKenApp):
         self.rules, self.groups = routing.forwarding(self.fabric)
         self.policies = PolicyTable(self.fabric)
         self.datapaths: dict[int, object] = {}
+        # dpid -> ops undoing a failed batch on a switch it reached that went (or stopped
+        # answering) before they could be sent: sent first when it is installed again
+        self.undo_on_install: dict[int, list] = {}
         self.host_pids: dict[str, int] = {}
         # threading.Event, not hub.Event: under os-ken's default native hub the latter's
         # wait ignores its timeout, so a switch that never answers would hang a call.
@@ -146,12 +153,17 @@ class TrainbedController(app_manager.OSKenApp):
                             self._upsert(dp, "group", group)
                     xids = [self._send(dp, self._rule_msg(dp, rule, dp.ofproto.OFPFC_ADD))
                             for rule in self.rules if rule.dpid == dpid]
-                    self._apply_switch_ops(dp, self.policies.switch_state(dpid), xids)
+                    undo = self.undo_on_install.get(dpid, [])
+                    self._apply_switch_ops(dp, undo + self.policies.switch_state(dpid), xids)
+                    self.undo_on_install.pop(dpid, None)
                     self.datapaths[dpid] = dp
                 break
             except BarrierTimeout as err:
-                self.logger.error("switch %#x: %s (installation %d of %d)", dpid, err, attempt, INSTALL_ATTEMPTS)
-                if attempt == INSTALL_ATTEMPTS or not getattr(dp, "is_active", True):
+                self.logger.error("%s (installation %d of %d)", err, attempt, INSTALL_ATTEMPTS)
+                if not getattr(dp, "is_active", True):
+                    return
+                if attempt == INSTALL_ATTEMPTS:
+                    self._drop(dp)  # it reconnects, and is installed afresh
                     return
                 hub.sleep(INSTALL_RETRY_S)
             except (PolicyError, OSError) as err:
@@ -257,7 +269,7 @@ class TrainbedController(app_manager.OSKenApp):
     def _confirm(self, dp, xids: list[int]) -> dict[int, tuple[int, int]]:
         """Barrier, then the OpenFlow errors (by xid) the switch sent for ``xids``."""
         if not self._barrier(dp):
-            raise BarrierTimeout(f"switch {dp.id:#x}: no barrier reply within {BARRIER_TIMEOUT_S} s")
+            raise BarrierTimeout(dp.id)
         return {xid: self.of_errors.pop((dp.id, xid)) for xid in xids if (dp.id, xid) in self.of_errors}
 
     def _upsert(self, dp, what: str, item) -> None:
@@ -339,11 +351,20 @@ class TrainbedController(app_manager.OSKenApp):
             reached.add(dpid)
             self._apply_switch_ops(dp, switch_ops)
 
-    def _roll_back(self, by_key: dict, reached: set) -> None:
+    def _drop(self, dp) -> None:
+        """Out of the fabric, and its connection closed: a switch that does not answer
+        reconnects (the switch retries) and is installed afresh."""
+        if self.datapaths.get(dp.id) is dp:
+            del self.datapaths[dp.id]
+        self.logger.warning("switch %#x: connection closed, to be installed again", dp.id)
+        dp.close()
+
+    def _roll_back(self, by_key: dict, reached: set, silent: int | None) -> None:
         """Undo on the hosts and switches ``reached`` what a failed batch planned as
         ``by_key`` changed (``PolicyTable.rollback``), each tried whatever another
-        answers; a switch gone meanwhile gets the committed table when it is installed
-        again."""
+        answers. A switch gone, or not answering (``silent``: the one whose barrier the
+        batch timed out on), gets its part when it is installed again
+        (``undo_on_install``), before the committed table."""
         by_host, by_switch = _split(self.policies.rollback(by_key))
         problems = []
         for host in reached & by_host.keys():
@@ -351,10 +372,21 @@ class TrainbedController(app_manager.OSKenApp):
                 self._apply_host(host, by_host[host])
             except (PolicyError, OSError) as err:
                 problems.append(str(err))
-        for dpid in reached & by_switch.keys() & self.datapaths.keys():
+        for dpid in reached & by_switch.keys():
+            dp = self.datapaths.get(dpid)
             try:
-                self._apply_switch_ops(self.datapaths[dpid], by_switch[dpid])
-            except (PolicyError, OSError) as err:
+                if dp is None:
+                    raise OSError(f"switch {dpid:#x}: disconnected")
+                if dpid == silent:
+                    raise BarrierTimeout(dpid)
+                self._apply_switch_ops(dp, by_switch[dpid])
+            except (BarrierTimeout, OSError) as err:
+                # what it holds is unknown: sent again when it is installed again
+                self.undo_on_install.setdefault(dpid, []).extend(by_switch[dpid])
+                if dp is not None:
+                    self._drop(dp)
+                problems.append(f"{err} (undone when it is installed again)")
+            except PolicyError as err:
                 problems.append(str(err))
         if problems:
             self.logger.error("a failed batch was not wholly undone: %s", "; ".join(problems))
@@ -368,8 +400,8 @@ class TrainbedController(app_manager.OSKenApp):
             reached: set = set()
             try:
                 self._apply(ops, reached)
-            except Exception:
-                self._roll_back(by_key, reached)
+            except Exception as err:
+                self._roll_back(by_key, reached, err.dpid if isinstance(err, BarrierTimeout) else None)
                 raise
             self.policies.commit(by_key)
             self._save_state()

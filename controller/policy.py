@@ -304,16 +304,17 @@ class PolicyTable:
                 ops += _host_set(old, pid, self.fabric)
             old_rule = rule_for(old, pid, self.fabric) if old else None
             old_meter = _meter_for(old, pid, self.fabric) if old else None
-            if new:
-                rule, meter = rule_for(new, pid, self.fabric), _meter_for(new, pid, self.fabric)
-                if old_rule is None or _rule_place(rule) != _rule_place(old_rule):  # else overwritten below
-                    ops.append(("rule_del", rule))
-                if meter and not (old_meter and old_meter.dpid == meter.dpid):
-                    ops.append(("meter_del", meter))
+            rule = rule_for(new, pid, self.fabric) if new else None
+            meter = _meter_for(new, pid, self.fabric) if new else None
+            if rule and (old_rule is None or _rule_place(rule) != _rule_place(old_rule)):  # else overwritten below
+                ops.append(("rule_del", rule))
             if old:
                 if old_meter:
                     ops.append(("meter_set", old_meter, None))  # None: unknown whether the switch has it
                 ops.append(("rule_set", old_rule))
+            # last: no rule uses it any more (OVS deletes the rules of a meter it deletes)
+            if meter and not (old_meter and old_meter.dpid == meter.dpid):
+                ops.append(("meter_del", meter))
         return ops
 
     def switch_state(self, dpid: int) -> list:

@@ -164,6 +164,7 @@ class FakeSwitch(ofproto_protocol.ProtocolDesc):
         self.meters: dict[int, SimpleNamespace] = {}
         self.refuse = lambda m: None
         self.fail_send = lambda m: False
+        self.closed = False
 
     # os_ken.controller.controller.Datapath's two methods the app calls, minus the socket
     def set_xid(self, msg):
@@ -182,6 +183,11 @@ class FakeSwitch(ofproto_protocol.ProtocolDesc):
         self.seen.append(m)
         self._receive(m, msg)
         return True
+
+    def close(self):
+        """As os-ken's: the connection is dead to the app (its state-change event), and the switch reconnects."""
+        self.closed = True
+        self.app.switch_gone(ofp_event.EventOFPStateChange(self))
 
     def kinds(self) -> list[str]:
         return [m.kind for m in self.seen]
@@ -512,6 +518,7 @@ def test_a_switch_whose_installation_timed_out_is_installed_again(make_app, monk
     h.connect(LEAF2, silent)
     assert LEAF2 not in h.app.datapaths and silent.kinds().count("barrier") == app_mod.INSTALL_ATTEMPTS
     assert f"installation {app_mod.INSTALL_ATTEMPTS} of {app_mod.INSTALL_ATTEMPTS}" in caplog.text
+    assert silent.closed and not late.closed  # it reconnects, and is installed afresh
 
 
 # --- proxy ARP ------------------------------------------------------------------------------
@@ -801,8 +808,11 @@ def test_a_datapath_raising_on_send_leaves_the_table_as_before(ready):
     leaf.fail_send = lambda m: m.kind == "flow"
     with pytest.raises(OSError, match="connection reset"):
         ready.call(op="apply", changes=[{"remove": 1}, {"set": {**POLICY, "dst_port": 5202, "queue": 3}}])
-    assert ready.call(op="list_policies") == table and ready.state_text() == state
+    assert leaf.closed  # a broken connection: closed, so that the switch reconnects
     leaf.fail_send = lambda m: False
+    ready.connect(LEAF2, leaf)
+    assert ready.call(op="list_policies") == table and ready.state_text() == state
+    assert [f.cookie for f in leaf.policy_flows().values()] == [1]  # policy 1 back, as committed
     assert ready.call(op="set_policy", policy={**POLICY, "dst_port": 5202, "queue": 3}) == {"ok": True, "id": 2}
 
 
@@ -943,3 +953,22 @@ def test_a_switch_that_never_answers_a_barrier_fails_the_call_within_the_timeout
     [reply] = ready.serve({"op": "set_policy", "policy": {**POLICY, "queue": 2}})
     assert reply == {"ok": False, "error": f"switch {LEAF2:#x}: no barrier reply within 0.2 s"}
     assert time.monotonic() - began < 5 and ready.app.policies.listing() == []
+    assert leaf.closed and LEAF2 not in ready.app.datapaths  # it reconnects, and is installed afresh
+
+
+def test_a_batch_that_timed_out_on_a_switch_is_undone_there_when_it_is_installed_again(ready, monkeypatch):
+    """LEAF2 took a batch's rule and never answered its barrier: the call fails, LEAF2's
+    connection is closed, and when it reconnects (rules and all: fail-secure) the undo
+    comes first, so it holds no rule of the uncommitted policy."""
+    monkeypatch.setattr(app_mod, "BARRIER_TIMEOUT_S", 0.2)
+    leaf = ready.switches[LEAF2]
+    receive = leaf._receive
+    leaf._receive = lambda m, msg: None if m.kind == "barrier" else receive(m, msg)
+    [reply] = ready.serve({"op": "set_policy", "policy": {**POLICY, "queue": 2}})
+    assert reply["ok"] is False and leaf.closed and len(leaf.policy_flows()) == 1  # the switch applied it
+    leaf._receive = receive
+    leaf.seen.clear()
+    ready.connect(LEAF2, leaf)
+    assert LEAF2 in ready.app.datapaths and leaf.policy_flows() == {} and ready.app.undo_on_install == {}
+    assert [m.command for m in leaf.seen if m.kind == "flow" and m.table == 0 and m.priority] == [
+        ofp.OFPFC_DELETE_STRICT]

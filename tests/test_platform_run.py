@@ -147,15 +147,21 @@ def test_a_run_whose_counters_could_not_all_be_read_completed_but_is_not_trusted
     assert summary["fidelity"]["untrustworthy_reasons"] == ["not collected: port_counters.json: tc -s class show failed"]
 
 
-def test_the_supervisor_waits_for_a_restarted_controller_that_is_up_but_not_yet_ready(monkeypatch):
-    """The controller was killed; the one started in its place is up but a switch is not
-    installed within the first wait: the supervisor waits again for the same process
-    (was: started a second controller beside it), and the outage ends once it is ready."""
+def test_the_supervisor_replaces_a_restarted_controller_that_never_gets_ready_ending_it_first(monkeypatch):
+    """The controller was killed; the one started in its place is up but not ready within
+    the wait (a switch never installed): it is ended before another starts (was: a second
+    controller beside it), and the outage ends once the next one is ready."""
     class Process:
         def __init__(self, returncode):
             self.returncode = returncode
 
         def poll(self):
+            return self.returncode
+
+        def terminate(self):
+            self.returncode = -15
+
+        def wait(self, timeout=None):
             return self.returncode
 
     answers = iter([ControllerError("controller not ready after 30 s: 3/4 switches"), None])
@@ -177,8 +183,9 @@ def test_the_supervisor_waits_for_a_restarted_controller_that_is_up_but_not_yet_
     started = []
 
     def start_controller():
-        started.append(True)
+        assert all(p.poll() is not None for p in started), "a controller started while another runs"
         em.controller = Process(None)  # up
+        started.append(em.controller)
     em._start_controller = start_controller
     monkeypatch.setattr(net_mod, "ControllerClient", Probe)
     monkeypatch.setattr(net_mod, "SUPERVISE_INTERVAL_S", 0.01)
@@ -193,5 +200,6 @@ def test_the_supervisor_waits_for_a_restarted_controller_that_is_up_but_not_yet_
         em._stopping.set()
         supervisor.join(5)
     [outage] = em.outages
-    assert started == [True] and outage["restarts"] == 1 and outage["exit_code"] == -9
+    assert [p.returncode for p in started] == [-15, None]  # the first ended, the second up and ready
+    assert outage["restarts"] == 2 and outage["exit_code"] == -9
     assert outage["end"] is not None and "3/4 switches" in outage["error"]

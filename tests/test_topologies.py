@@ -204,10 +204,10 @@ def test_a_sender_tries_the_more_specific_flow_filter_first_as_the_switches_do()
     pair, proto, port, both = (queues.host_flow_pref(1, *fields) for fields in
                                ((None, None, None), ("tcp", None, None), ("tcp", None, 5201), ("tcp", 40000, 5201)))
     assert both < port < proto < pair
-    last = queues.MAX_POLICY_SLOTS - 1
-    assert queues.host_flow_pref(last, "udp", 1, 2) < queues.host_flow_pref(0, "udp", 1, None)
+    last = queues.MAX_POLICY_SLOTS  # ids run 1..MAX_POLICY_SLOTS
+    assert queues.host_flow_pref(last, "udp", 1, 2) < queues.host_flow_pref(1, "udp", 1, None)
     assert queues.host_flow_pref(2, "tcp", None, 5201) > queues.host_flow_pref(1, "tcp", 5201, None)  # ties: by id
-    assert queues.host_flow_pref(0, None, None, None) >= queues.HOST_FLOW_PREF_BASE
+    assert queues.host_flow_pref(1, "udp", 1, 2) > queues.HOST_FLOW_PREF_BASE
     assert queues.host_flow_pref(last, None, None, None) < queues.DSCP_FILTER_PREF < 0xFFFF  # tc's pref: 16 bits
 
 

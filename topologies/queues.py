@@ -57,12 +57,12 @@ BURST_BYTES = 150_000
 
 HOST_FLOW_MINOR_BASE = 0x100
 # u32 filters run by ascending pref and the first match classifies: a host's per-flow
-# filters (``host_flow_pref``: 100 up to 16,099) come before the DSCP filters every
+# filters (``host_flow_pref``: 101 up to 16,100) come before the DSCP filters every
 # queue tree ends with.
 HOST_FLOW_PREF_BASE = 100
-MAX_POLICY_SLOTS = 4000  # policy ids (controller.policy.MAX_POLICIES) are the slots
+MAX_POLICY_SLOTS = 4000  # policy ids 1..4000 (controller.policy.MAX_POLICIES) are the slots
 MATCH_FIELDS = 3  # what a flow's match may name beyond its hosts: protocol, source port, destination port
-DSCP_FILTER_PREF = HOST_FLOW_PREF_BASE + (MATCH_FIELDS + 1) * MAX_POLICY_SLOTS
+DSCP_FILTER_PREF = HOST_FLOW_PREF_BASE + MATCH_FIELDS * MAX_POLICY_SLOTS + MAX_POLICY_SLOTS + 1
 
 
 def queue_classid(q: int) -> str:

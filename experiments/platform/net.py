@@ -204,8 +204,7 @@ class Emulation:
                       "exit_code": self.controller.returncode}
             self.outages.append(outage)
             while not self._stopping.is_set() and outage["end"] is None:
-                # a new controller only where the last one exited: one that is up but not
-                # ready yet (a switch still being installed) is waited for, not doubled
+                # a new controller only once the last one has ended: never two at once
                 if self.controller.poll() is not None:
                     if sum(o["restarts"] for o in self.outages) >= MAX_CONTROLLER_RESTARTS:
                         outage["error"] = f"gave up after {MAX_CONTROLLER_RESTARTS} restarts"
@@ -222,6 +221,7 @@ class Emulation:
                     outage["end"] = time.monotonic()
                 except (OSError, RuntimeError) as err:
                     outage["error"] = str(err).splitlines()[0]
+                    _end_process(self.controller)  # up but not ready (a switch never installed, or hung): replaced
                 finally:
                     probe.close()
 
@@ -543,13 +543,7 @@ class Emulation:
         if self.controller is None:
             return
         controller, self.controller = self.controller, None
-        if controller.poll() is None:
-            controller.terminate()
-            try:
-                controller.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                controller.kill()
-                controller.wait()
+        _end_process(controller)
 
     def _stop_ovs(self) -> None:
         instances, self.ovs = self.ovs, []
@@ -570,6 +564,17 @@ class Emulation:
         if self.lock is not None:
             lock, self.lock = self.lock, None
             lock.close()  # releases the flock
+
+
+def _end_process(process: subprocess.Popen) -> None:
+    """Terminate ``process`` (ours) if it still runs, killing it after 5 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _probed_controller_class():

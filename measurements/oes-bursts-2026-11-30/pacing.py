@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from topologies.queues import host_base_cmds, host_flow_match, host_flow_set_cmds, host_nic_cmds  # noqa: E402
+from topologies.queues import (host_base_cmds, host_flow_match, host_flow_pref, host_flow_set_cmds,  # noqa: E402
+                               host_nic_cmds)
 
 SENDER, RECEIVER = "tbqS", "tbqR"
 S_IP, R_IP = "10.250.0.1", "10.250.0.2"
@@ -45,8 +46,9 @@ def measure(class_mbps: float, congestion: str = "bbr", seconds: int = 4) -> dic
             sh(ns, f"ip addr add {ip}/24 dev {intf}")
             sh(ns, f"ip link set {intf} up")
             sh(ns, "ip link set lo up")
+        match = host_flow_match(R_IP, "tcp", None, 5201)
         for cmd in host_base_cmds("tbqs0", LINK_MBPS) + host_flow_set_cmds(
-                "tbqs0", 1, class_mbps, host_flow_match(R_IP, "tcp", None, 5201)):
+                "tbqs0", 1, host_flow_pref(1, "tcp", None, 5201), class_mbps, match):
             sh(SENDER, cmd)
         shown = subprocess.run(["ip", "netns", "exec", SENDER, "tc", "-d", "class", "show", "dev", "tbqs0"],
                                capture_output=True, text=True).stdout

@@ -15,27 +15,27 @@ sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 
 import pacing  # noqa: E402
-from topologies.queues import HOST_FLOW_MINOR_BASE, HOST_FLOW_PREF_BASE  # noqa: E402
+from topologies.queues import HOST_FLOW_MINOR_BASE  # noqa: E402
 
 
 def htb_class(burst: int):
-    def cmds(intf, slot, mbps, match):
+    def cmds(intf, slot, pref, mbps, match):
         minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
         return [f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {mbps:g}mbit "
                 f"ceil {mbps:g}mbit burst {burst} cburst {burst}",
                 f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: bfifo limit 150000",
-                f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
+                f"tc filter replace dev {intf} parent 1: protocol ip prio {pref} u32 "
                 f"{match} flowid 1:{minor}"]
     return cmds
 
 
-def tbf_leaf(intf, slot, mbps, match):
+def tbf_leaf(intf, slot, pref, mbps, match):
     minor = f"{HOST_FLOW_MINOR_BASE + slot:x}"
     return [f"tc class replace dev {intf} parent 1:1 classid 1:{minor} htb rate {pacing.LINK_MBPS}mbit "
             f"ceil {pacing.LINK_MBPS}mbit",
             f"tc qdisc replace dev {intf} parent 1:{minor} handle {minor}: tbf rate {mbps:g}mbit burst 15000 "
             f"limit 150000",
-            f"tc filter replace dev {intf} parent 1: protocol ip prio {HOST_FLOW_PREF_BASE + slot} u32 "
+            f"tc filter replace dev {intf} parent 1: protocol ip prio {pref} u32 "
             f"{match} flowid 1:{minor}"]
 
 
