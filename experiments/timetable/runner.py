@@ -243,7 +243,7 @@ def analyse(spec: dict, run: Path, played: dict, cpu: CpuMonitor, outages: list[
         high_end = high["start_s"] + high["duration_s"]
         recovery = summary["low_recovery_s"] = metrics.low_recovery_s(series[low["name"]], high["start_s"], high_end,
                                                                       low["start_s"])
-        # the samples low_recovery_s read: from the high flow's end to the recovery (none: to the low flow's end)
+        # the samples low_recovery_s reads after the high flow ends: to the recovery (none: to the low flow's end)
         windows["recovery"] = (high_end, high_end + recovery if recovery is not None
                                else max(high_end, low["start_s"] + low["duration_s"]))
     rl = spec["analysis"].get("rate_limit")
