@@ -143,8 +143,9 @@ class TrainbedController(app_manager.OSKenApp):
     def _install_forwarding(self, dp, dpid: int) -> None:
         """Forwarding, groups and this switch's policies; a reconnecting switch (after a
         controller restart) still has them, so groups and meters are upserted. One that
-        times out is installed again (``INSTALL_ATTEMPTS``) while its connection lasts;
-        one that refuses, or fails every attempt, stays out of the fabric (logged)."""
+        times out is installed again (``INSTALL_ATTEMPTS``) while its connection lasts,
+        then dropped to reconnect (``_drop``); one that refuses stays out (logged). A
+        failed batch's undo kept for it (``undo_on_install``) goes first."""
         for attempt in range(1, INSTALL_ATTEMPTS + 1):
             try:
                 with self.changing:
@@ -374,20 +375,24 @@ class TrainbedController(app_manager.OSKenApp):
                 problems.append(str(err))
         for dpid in reached & by_switch.keys():
             dp = self.datapaths.get(dpid)
-            try:
-                if dp is None:
-                    raise OSError(f"switch {dpid:#x}: disconnected")
-                if dpid == silent:
-                    raise BarrierTimeout(dpid)
-                self._apply_switch_ops(dp, by_switch[dpid])
-            except (BarrierTimeout, OSError) as err:
-                # what it holds is unknown: sent again when it is installed again
-                self.undo_on_install.setdefault(dpid, []).extend(by_switch[dpid])
-                if dp is not None:
-                    self._drop(dp)
-                problems.append(f"{err} (undone when it is installed again)")
-            except PolicyError as err:
-                problems.append(str(err))
+            if dp is None:
+                unanswered = f"switch {dpid:#x}: disconnected"
+            elif dpid == silent:
+                unanswered = str(BarrierTimeout(dpid))
+            else:
+                try:
+                    self._apply_switch_ops(dp, by_switch[dpid])
+                    continue
+                except (BarrierTimeout, OSError) as err:
+                    unanswered = str(err)
+                except PolicyError as err:  # refused: it answered, and holds what it took
+                    problems.append(str(err))
+                    continue
+            # what it holds is unknown: its part is sent when it is installed again
+            self.undo_on_install.setdefault(dpid, []).extend(by_switch[dpid])
+            if dp is not None:
+                self._drop(dp)
+            problems.append(f"{unanswered} (undone when it is installed again)")
         if problems:
             self.logger.error("a failed batch was not wholly undone: %s", "; ".join(problems))
 
